@@ -1,0 +1,192 @@
+//! `thresher fit`: train one solver on a file, print a summary, write the model and the trace.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::CliError;
+use crate::ingest::{guess_format, read_file, Format};
+use crate::loss::{Loss, LossKind, DEFAULT_GAMMA};
+use crate::model::Model;
+use crate::sample::{Dataset, SampleSet};
+use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
+use crate::solver::dual::Sdiht;
+use crate::solver::primal::{Htp, Iht};
+use crate::solver::{Problem, Solver, StepRule};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SolverKind {
+    /// Dual iterative hard thresholding (Alg. 1).
+    Diht,
+    /// Stochastic DIHT over `--blocks` random blocks (Alg. 2).
+    Sdiht,
+    /// Iterative hard thresholding (primal baseline).
+    Iht,
+    /// Hard thresholding pursuit (primal baseline).
+    Htp,
+}
+
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// Training data (LIBSVM text or JSON lines).
+    pub data: PathBuf,
+    /// Input format; guessed from the extension when omitted (.jsonl/.ndjson/.json = JSON lines).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    #[arg(long, value_enum)]
+    pub loss: LossKind,
+    /// Huber smoothing.
+    #[arg(long, default_value_t = DEFAULT_GAMMA)]
+    pub gamma: f64,
+    /// Maximum number of nonzero weights.
+    #[arg(short = 'k', long = "k")]
+    pub k: usize,
+    /// Ridge strength (> 0).
+    #[arg(long)]
+    pub lambda: f64,
+    #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
+    pub solver: SolverKind,
+    /// Number of blocks for SDIHT.
+    #[arg(long, default_value_t = 10)]
+    pub blocks: usize,
+    /// Dual step rule: `adaptive` (default), `theory`, or a constant eta.
+    #[arg(long, default_value = "adaptive")]
+    pub step: String,
+    /// Maximum number of epochs.
+    #[arg(long, default_value_t = 1000)]
+    pub epochs: usize,
+    /// Stop when (P - D) / max(1, |P|) <= tol.
+    #[arg(long, default_value_t = 1e-6)]
+    pub tol: f64,
+    /// Stop after this many seconds of solver time.
+    #[arg(long)]
+    pub time_budget: Option<f64>,
+    /// Certify (and trace) every this many epochs.
+    #[arg(long, default_value_t = 1)]
+    pub cadence: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0).
+    #[arg(long)]
+    pub intercept: bool,
+    /// Write the model here (JSON).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write the trace CSV here.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
+    match text {
+        "adaptive" => Ok(StepRule::Adaptive),
+        "theory" => Ok(StepRule::Theory),
+        other => other
+            .parse::<f64>()
+            .ok()
+            .filter(|eta| eta.is_finite() && *eta > 0.0)
+            .map(StepRule::Constant)
+            .ok_or_else(|| {
+                CliError::Argument(format!("--step must be adaptive, theory or a number > 0, got {other:?}"))
+            }),
+    }
+}
+
+/// Loads a data file in the given (or guessed) format.
+pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
+    let format = format.unwrap_or_else(|| guess_format(path));
+    let samples = read_file(path, format)?;
+    Ok(Dataset::from_samples(&samples, 0))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text).map_err(|source| CliError::Write { path: path.to_path_buf(), source })
+}
+
+pub fn run(args: &FitArgs) -> Result<(), CliError> {
+    if !(args.tol.is_finite() && args.tol >= 0.0) {
+        return Err(CliError::Argument(format!("--tol must be >= 0, got {}", args.tol)));
+    }
+    let time_budget = match args.time_budget {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(CliError::Argument(format!("--time-budget must be > 0 seconds, got {s}")))
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let step = parse_step(&args.step)?;
+    let data = load(&args.data, args.format)?;
+    let loss = Loss::new(args.loss, args.gamma)?;
+    let problem = Problem::new(&data, loss, args.lambda, args.k, args.intercept)?;
+    let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
+        SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
+        SolverKind::Sdiht => Box::new(Sdiht::new(&problem, args.blocks, step, args.seed)?),
+        SolverKind::Iht => Box::new(Iht::new(&problem)),
+        SolverKind::Htp => Box::new(Htp::new(&problem)),
+    };
+    let stop = StopRule { tol: args.tol, max_epochs: args.epochs.max(1), time_budget, cadence: args.cadence };
+
+    let mut trace_rows: Vec<TraceRow> = Vec::new();
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(stop.max_epochs as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} epochs {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let report: FitReport = driver::run(&problem, solver.as_mut(), &stop, &mut |row| {
+        if let Some(bar) = &progress {
+            bar.set_position(row.epoch as u64);
+            bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
+        }
+        trace_rows.push(*row);
+    });
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+
+    let model = Model::from_view(
+        solver.model(),
+        args.loss,
+        loss.gamma(),
+        solver.name(),
+        args.k,
+        args.lambda,
+        report.certificate,
+    );
+    eprintln!(
+        "solver={} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={}",
+        solver.name(),
+        report.epochs,
+        report.seconds,
+        report.certificate.primal,
+        report.certificate.dual,
+        report.certificate.gap,
+        model.support.len(),
+        report.stop_reason,
+        data.len(),
+        data.dim(),
+    );
+    if let Some(path) = &args.out {
+        let text = serde_json::to_string_pretty(&model).expect("a model always serialises");
+        write_file(path, &(text + "\n"))?;
+    }
+    if let Some(path) = &args.trace {
+        let mut text = String::from(TraceRow::CSV_HEADER);
+        text.push('\n');
+        for row in &trace_rows {
+            text.push_str(&row.csv());
+            text.push('\n');
+        }
+        write_file(path, &text)?;
+    }
+    if args.out.is_none() {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "{}", serde_json::to_string(&model).expect("a model always serialises"));
+    }
+    Ok(())
+}

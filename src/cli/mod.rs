@@ -1,0 +1,59 @@
+//! The command line: argument types (clap) and the `fit` / `predict` commands.
+//!
+//! `main.rs` only parses [`Cli`] and calls [`run`]; everything a command does lives here, returning
+//! [`CliError`] so the binary can print one clear message and exit non-zero.
+
+mod fit;
+mod predict;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use thiserror::Error;
+
+pub use fit::{FitArgs, SolverKind};
+pub use predict::PredictArgs;
+
+/// thresher: learn k-sparse linear models with a primal-dual gap certificate.
+#[derive(Debug, Parser)]
+#[command(name = "thresher", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train a k-sparse model on a file and write it as JSON.
+    Fit(FitArgs),
+    /// Predict with a model file, one prediction per input line.
+    Predict(PredictArgs),
+}
+
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Read(#[from] crate::ingest::ReadError),
+    #[error(transparent)]
+    Problem(#[from] crate::solver::ProblemError),
+    #[error(transparent)]
+    Loss(#[from] crate::loss::LossError),
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
+    #[error("invalid argument: {0}")]
+    Argument(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs one command.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Fit(args) => fit::run(&args),
+        Command::Predict(args) => predict::run(&args),
+    }
+}

@@ -1,0 +1,76 @@
+//! `thresher predict`: one prediction per input line, and a quality summary when labels are present.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::ingest::{guess_format, is_skippable, parse_libsvm_line, Format, JsonSample, LineError, ReadError};
+use crate::loss::LossKind;
+use crate::model::Model;
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// Model file written by `thresher fit`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Data to predict (LIBSVM or JSON lines; JSON labels are optional).
+    pub data: PathBuf,
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Print raw scores `w.x + b` instead of classes for classification losses.
+    #[arg(long)]
+    pub scores: bool,
+}
+
+pub fn run(args: &PredictArgs) -> Result<(), CliError> {
+    let model = Model::load(&args.model)?;
+    let format = args.format.unwrap_or_else(|| guess_format(&args.data));
+    let io_err = |source| ReadError::Io { path: args.data.clone(), source };
+    let file = std::fs::File::open(&args.data).map_err(io_err)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let (mut labelled, mut total, mut sq_err, mut correct) = (0usize, 0usize, 0.0, 0usize);
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io_err)?;
+        if is_skippable(&line) {
+            continue;
+        }
+        let parsed = match format {
+            Format::Libsvm => parse_libsvm_line(&line).map(|s| (s, true)),
+            Format::Jsonl => serde_json::from_str::<JsonSample>(&line)
+                .map_err(|e| LineError::Json(e.to_string()))
+                .and_then(|js| {
+                    let has_label = js.label.is_some();
+                    js.into_sample(true).map(|s| (s, has_label))
+                }),
+        };
+        let (sample, has_label) = parsed.map_err(|source| ReadError::Line {
+            path: args.data.clone(),
+            line: n + 1,
+            source,
+        })?;
+        let prediction = if args.scores { model.score(sample.row()) } else { model.predict(sample.row()) };
+        writeln!(out, "{prediction}").map_err(io_err)?;
+        total += 1;
+        if has_label {
+            labelled += 1;
+            let class = model.predict(sample.row());
+            sq_err += (model.score(sample.row()) - sample.label).powi(2);
+            if class == sample.label {
+                correct += 1;
+            }
+        }
+    }
+    out.flush().map_err(io_err)?;
+    if labelled > 0 {
+        match model.loss {
+            LossKind::Squared => eprintln!("samples={total} mse={:.6e}", sq_err / labelled as f64),
+            _ => eprintln!("samples={total} accuracy={:.4}", correct as f64 / labelled as f64),
+        }
+    } else {
+        eprintln!("samples={total}");
+    }
+    Ok(())
+}

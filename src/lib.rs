@@ -1,0 +1,33 @@
+//! # thresher
+//!
+//! A streaming learner of k-sparse linear models that proves how good its model is while it learns.
+//!
+//! ## Architecture and data flow
+//!
+//! ```text
+//!  text (LIBSVM / JSON lines) ──ingest──▶ Sample ──▶ Dataset (offline) / window (daemon)
+//!                                                        │ SampleSet
+//!                                                        ▼
+//!                              solver::{dual::Sdiht, primal::{Iht, Htp}}  (one epoch = one step)
+//!                                                        │ driven by solver::driver::run
+//!                                                        ▼
+//!                              model::Model + objective::Certificate (primal, dual, gap)
+//! ```
+//!
+//! - [`sample`] — the sparse sample type and the in-memory CSR data set (`sprs`).
+//! - [`ingest`] — LIBSVM and JSON-lines readers; every bad line is an error naming its line.
+//! - [`loss`] — losses as types with their convex conjugates, in the DIHT paper's conventions.
+//! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
+//! - [`solver`] — DIHT/SDIHT and the IHT/HTP baselines behind one `Solver` trait, the certificate, and
+//!   the driver loop with its stopping rules.
+//! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
+//! - [`cli`] — the `fit` and `predict` commands (the binary's `main` only parses and dispatches).
+
+pub mod cli;
+pub mod ingest;
+pub mod loss;
+pub mod model;
+pub mod sample;
+pub mod solver;
+pub mod sparse;
+pub mod synth;

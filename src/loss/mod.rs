@@ -1,0 +1,470 @@
+//! Loss functions as types, in the conventions of the DIHT paper (dual-iht.md, Sec. 3 and the crib sheet
+//! table in `shared/papers/README.md`).
+//!
+//! For a sample with label `y`, margin `u = w.x`, each loss gives
+//! - `value(u, y)`                 — `l(u, y)`;
+//! - `derivative(u, y)`            — `l'(u, y)` (a subgradient where `l` has a kink);
+//! - `conjugate(a, y)`             — `l*(a) = sup_u { a u - l(u) }`, finite on the feasible set `F`;
+//! - `conjugate_derivative(a, y)`  — `l*'(a)`, used by the dual super-gradient `g_i = (x_i.w - l*'(a_i))/N`;
+//! - `conjugate_curvature(a, y)`   — `l*''(a)` (0 where `l*` is linear), used to scale dual steps;
+//! - `project(a, y)`               — Euclidean projection onto `F = dom l*`.
+//!
+//! A per-sample weight `c > 0` scales the loss, `l_c(u) = c l(u)`; then `l_c*(a) = c l*(a / c)` and
+//! `F_c = c F`. [`Loss::sample`] builds the weighted view once so the kernels stay branch-light.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Squared loss `l(u, y) = (y - u)^2`; `l*(a) = a^2/4 + y a`, `F = R`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Squared;
+
+/// Huber / smoothed hinge with smoothing `gamma > 0`; `l*(a) = y a + (gamma/2) a^2` on `y a in [-1, 0]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Huber {
+    pub gamma: f64,
+}
+
+/// Hinge loss `max(0, 1 - y u)`; `l*(a) = y a` on `y a in [-1, 0]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hinge;
+
+/// Logistic loss `log(1 + exp(-y u))`; with `b = -y a`, `l*(a) = b ln b + (1-b) ln(1-b)` on `b in [0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Logistic;
+
+/// The losses thresher learns with. Classification losses need labels in `{-1, +1}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    Squared(Squared),
+    Huber(Huber),
+    Hinge(Hinge),
+    Logistic(Logistic),
+}
+
+/// The loss names used on the command line, in config files and in the model file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LossKind {
+    Squared,
+    Huber,
+    Hinge,
+    Logistic,
+}
+
+/// Default Huber smoothing, as in the paper's experiments (Sec. 5.2).
+pub const DEFAULT_GAMMA: f64 = 0.25;
+
+/// Keeps `b = -y a` of the logistic conjugate away from 0 and 1 where `l*'` is infinite.
+const LOGISTIC_CLIP: f64 = 1e-12;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum LossError {
+    #[error("huber gamma must be finite and > 0, got {0}")]
+    BadGamma(f64),
+    #[error("label {label} is not valid for {loss} loss: classification labels must be -1 or +1")]
+    BadLabel { loss: &'static str, label: f64 },
+}
+
+impl LossKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LossKind::Squared => "squared",
+            LossKind::Huber => "huber",
+            LossKind::Hinge => "hinge",
+            LossKind::Logistic => "logistic",
+        }
+    }
+}
+
+impl std::fmt::Display for LossKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Loss {
+    /// Builds a loss; `gamma` is used by Huber only.
+    pub fn new(kind: LossKind, gamma: f64) -> Result<Loss, LossError> {
+        Ok(match kind {
+            LossKind::Squared => Loss::Squared(Squared),
+            LossKind::Huber => {
+                if !(gamma.is_finite() && gamma > 0.0) {
+                    return Err(LossError::BadGamma(gamma));
+                }
+                Loss::Huber(Huber { gamma })
+            }
+            LossKind::Hinge => Loss::Hinge(Hinge),
+            LossKind::Logistic => Loss::Logistic(Logistic),
+        })
+    }
+
+    pub fn kind(&self) -> LossKind {
+        match self {
+            Loss::Squared(_) => LossKind::Squared,
+            Loss::Huber(_) => LossKind::Huber,
+            Loss::Hinge(_) => LossKind::Hinge,
+            Loss::Logistic(_) => LossKind::Logistic,
+        }
+    }
+
+    /// Huber's gamma, when this is Huber.
+    pub fn gamma(&self) -> Option<f64> {
+        match self {
+            Loss::Huber(h) => Some(h.gamma),
+            _ => None,
+        }
+    }
+
+    pub fn is_classification(&self) -> bool {
+        !matches!(self, Loss::Squared(_))
+    }
+
+    /// Rejects labels the loss cannot take: classification losses need exactly `-1` or `+1`.
+    pub fn check_label(&self, label: f64) -> Result<(), LossError> {
+        if self.is_classification() && label != 1.0 && label != -1.0 {
+            return Err(LossError::BadLabel { loss: self.kind().name(), label });
+        }
+        Ok(())
+    }
+
+    /// An upper bound on `l''(u)`: the smoothness constant used by the primal baselines' steps.
+    /// Hinge has none; its subgradient steps are safeguarded by backtracking instead.
+    pub fn smoothness(&self) -> f64 {
+        match self {
+            Loss::Squared(_) => 2.0,
+            Loss::Huber(h) => 1.0 / h.gamma,
+            Loss::Hinge(_) => 1.0,
+            Loss::Logistic(_) => 0.25,
+        }
+    }
+
+    /// `l(u, y)`.
+    #[inline]
+    pub fn value(&self, u: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => (y - u) * (y - u),
+            Loss::Huber(h) => {
+                let m = y * u;
+                if m >= 1.0 {
+                    0.0
+                } else if m < 1.0 - h.gamma {
+                    1.0 - m - h.gamma / 2.0
+                } else {
+                    (1.0 - m) * (1.0 - m) / (2.0 * h.gamma)
+                }
+            }
+            Loss::Hinge(_) => (1.0 - y * u).max(0.0),
+            Loss::Logistic(_) => {
+                // log(1 + exp(-m)) without overflow.
+                let m = y * u;
+                if m > 0.0 {
+                    (-m).exp().ln_1p()
+                } else {
+                    -m + m.exp().ln_1p()
+                }
+            }
+        }
+    }
+
+    /// `l'(u, y)`; at a kink, the subgradient that lies in `F` and is closest to the smooth side.
+    #[inline]
+    pub fn derivative(&self, u: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => 2.0 * (u - y),
+            Loss::Huber(h) => {
+                let m = y * u;
+                if m >= 1.0 {
+                    0.0
+                } else if m < 1.0 - h.gamma {
+                    -y
+                } else {
+                    -y * (1.0 - m) / h.gamma
+                }
+            }
+            Loss::Hinge(_) => {
+                if y * u < 1.0 {
+                    -y
+                } else {
+                    0.0
+                }
+            }
+            Loss::Logistic(_) => {
+                let m = y * u;
+                // -y * sigmoid(-m), stable for both signs of m.
+                if m >= 0.0 {
+                    let e = (-m).exp();
+                    -y * e / (1.0 + e)
+                } else {
+                    -y / (1.0 + m.exp())
+                }
+            }
+        }
+    }
+
+    /// `l*(a)`; `+inf` outside `F` (callers keep `a` feasible with [`Loss::project`]).
+    #[inline]
+    pub fn conjugate(&self, a: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => a * a / 4.0 + y * a,
+            Loss::Huber(h) => {
+                if !in_unit_dual_box(a, y) {
+                    return f64::INFINITY;
+                }
+                y * a + h.gamma / 2.0 * a * a
+            }
+            Loss::Hinge(_) => {
+                if !in_unit_dual_box(a, y) {
+                    return f64::INFINITY;
+                }
+                y * a
+            }
+            Loss::Logistic(_) => {
+                if !in_unit_dual_box(a, y) {
+                    return f64::INFINITY;
+                }
+                let b = -y * a;
+                xlogx(b) + xlogx(1.0 - b)
+            }
+        }
+    }
+
+    /// `l*'(a)`.
+    #[inline]
+    pub fn conjugate_derivative(&self, a: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => a / 2.0 + y,
+            Loss::Huber(h) => y + h.gamma * a,
+            Loss::Hinge(_) => y,
+            Loss::Logistic(_) => {
+                let b = (-y * a).clamp(LOGISTIC_CLIP, 1.0 - LOGISTIC_CLIP);
+                -y * (b / (1.0 - b)).ln()
+            }
+        }
+    }
+
+    /// `l*''(a)`: curvature of the conjugate (0 for hinge, which is linear on `F`).
+    #[inline]
+    pub fn conjugate_curvature(&self, a: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => 0.5,
+            Loss::Huber(h) => h.gamma,
+            Loss::Hinge(_) => 0.0,
+            Loss::Logistic(_) => {
+                let b = (-y * a).clamp(LOGISTIC_CLIP, 1.0 - LOGISTIC_CLIP);
+                1.0 / (b * (1.0 - b))
+            }
+        }
+    }
+
+    /// Projection onto `F = dom l*`.
+    #[inline]
+    pub fn project(&self, a: f64, y: f64) -> f64 {
+        match self {
+            Loss::Squared(_) => a,
+            // y a in [-1, 0] with y = +-1  <=>  a in [min(-y, 0), max(-y, 0)].
+            _ => {
+                if y > 0.0 {
+                    a.clamp(-1.0, 0.0)
+                } else {
+                    a.clamp(0.0, 1.0)
+                }
+            }
+        }
+    }
+
+    /// The weighted per-sample view `l_c(u) = c l(u)` of this loss.
+    #[inline]
+    pub fn sample(&self, y: f64, c: f64) -> SampleLoss {
+        SampleLoss { loss: *self, y, c }
+    }
+}
+
+fn in_unit_dual_box(a: f64, y: f64) -> bool {
+    let m = y * a;
+    (-1.0 - 1e-12..=1e-12).contains(&m)
+}
+
+fn xlogx(b: f64) -> f64 {
+    if b <= 0.0 {
+        0.0
+    } else {
+        b * b.ln()
+    }
+}
+
+/// One sample's loss `c l(., y)` with its conjugate `c l*(a / c)`: the per-row object of the dual.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleLoss {
+    loss: Loss,
+    y: f64,
+    c: f64,
+}
+
+impl SampleLoss {
+    #[inline]
+    pub fn value(&self, u: f64) -> f64 {
+        self.c * self.loss.value(u, self.y)
+    }
+    #[inline]
+    pub fn derivative(&self, u: f64) -> f64 {
+        self.c * self.loss.derivative(u, self.y)
+    }
+    #[inline]
+    pub fn conjugate(&self, a: f64) -> f64 {
+        self.c * self.loss.conjugate(a / self.c, self.y)
+    }
+    #[inline]
+    pub fn conjugate_derivative(&self, a: f64) -> f64 {
+        self.loss.conjugate_derivative(a / self.c, self.y)
+    }
+    #[inline]
+    pub fn conjugate_curvature(&self, a: f64) -> f64 {
+        self.loss.conjugate_curvature(a / self.c, self.y) / self.c
+    }
+    #[inline]
+    pub fn project(&self, a: f64) -> f64 {
+        self.c * self.loss.project(a / self.c, self.y)
+    }
+    /// The optimal dual variable for margin `u` (Thm 1(b)): `l'(u)` projected onto `F`.
+    #[inline]
+    pub fn dual_of_margin(&self, u: f64) -> f64 {
+        self.project(self.derivative(u))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn all_losses() -> Vec<Loss> {
+        vec![
+            Loss::new(LossKind::Squared, 0.0).unwrap(),
+            Loss::new(LossKind::Huber, 0.25).unwrap(),
+            Loss::new(LossKind::Huber, 1.0).unwrap(),
+            Loss::new(LossKind::Hinge, 0.0).unwrap(),
+            Loss::new(LossKind::Logistic, 0.0).unwrap(),
+        ]
+    }
+
+    fn labels(loss: &Loss) -> Vec<f64> {
+        if loss.is_classification() {
+            vec![-1.0, 1.0]
+        } else {
+            vec![-2.5, 0.0, 1.3]
+        }
+    }
+
+    #[test]
+    fn fenchel_young_inequality_and_equality_at_the_derivative() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        for loss in all_losses() {
+            for y in labels(&loss) {
+                for c in [1.0, 0.3, 2.0] {
+                    let s = loss.sample(y, c);
+                    for _ in 0..2000 {
+                        let u: f64 = rng.gen_range(-4.0..4.0);
+                        let a = s.project(rng.gen_range(-3.0..3.0));
+                        // l(u) + l*(a) >= a u everywhere on F.
+                        let slack = s.value(u) + s.conjugate(a) - a * u;
+                        assert!(slack >= -1e-9, "{loss:?} y={y} u={u} a={a} slack={slack}");
+                        // Equality at a = l'(u).
+                        let a_star = s.derivative(u);
+                        let eq = s.value(u) + s.conjugate(a_star) - a_star * u;
+                        assert!(eq.abs() < 1e-9, "{loss:?} y={y} u={u} FY gap {eq}");
+                        assert_eq!(s.project(a_star), a_star, "l'(u) must lie in F");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conjugate_derivative_matches_finite_differences() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+        for loss in all_losses() {
+            for y in labels(&loss) {
+                for _ in 0..500 {
+                    // Stay strictly inside F so the central difference is defined.
+                    let a = if loss.is_classification() {
+                        -y * rng.gen_range(0.05..0.95)
+                    } else {
+                        rng.gen_range(-3.0..3.0)
+                    };
+                    let h = 1e-6;
+                    let fd = (loss.conjugate(a + h, y) - loss.conjugate(a - h, y)) / (2.0 * h);
+                    let an = loss.conjugate_derivative(a, y);
+                    assert!((fd - an).abs() < 1e-5 * (1.0 + an.abs()), "{loss:?} a={a}: {fd} vs {an}");
+                    let fd2 = (loss.conjugate_derivative(a + h, y) - loss.conjugate_derivative(a - h, y))
+                        / (2.0 * h);
+                    let an2 = loss.conjugate_curvature(a, y);
+                    assert!((fd2 - an2).abs() < 1e-4 * (1.0 + an2.abs()), "{loss:?} a={a}: {fd2} vs {an2}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn loss_derivative_matches_finite_differences_off_kinks() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for loss in all_losses() {
+            for y in labels(&loss) {
+                for _ in 0..500 {
+                    let u: f64 = rng.gen_range(-4.0..4.0);
+                    let h = 1e-7;
+                    let fd = (loss.value(u + h, y) - loss.value(u - h, y)) / (2.0 * h);
+                    let kink = matches!(loss, Loss::Hinge(_)) && ((y * u) - 1.0).abs() < 1e-5;
+                    if !kink {
+                        assert!((fd - loss.derivative(u, y)).abs() < 1e-5, "{loss:?} u={u}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn projection_lands_in_f_and_is_idempotent() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        for loss in all_losses() {
+            for y in labels(&loss) {
+                for _ in 0..500 {
+                    let a: f64 = rng.gen_range(-10.0..10.0);
+                    let p = loss.project(a, y);
+                    assert!(loss.conjugate(p, y).is_finite());
+                    assert_eq!(loss.project(p, y), p);
+                    if loss.is_classification() {
+                        assert!((-1.0..=0.0).contains(&(y * p)));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exact_values_from_the_crib_sheet() {
+        let sq = Loss::new(LossKind::Squared, 0.0).unwrap();
+        assert_eq!(sq.value(1.0, 3.0), 4.0);
+        assert_eq!(sq.conjugate(2.0, 1.0), 3.0);
+        let hub = Loss::new(LossKind::Huber, 0.5).unwrap();
+        assert_eq!(hub.value(0.0, 1.0), 0.75);
+        assert_eq!(hub.value(0.75, 1.0), 0.0625);
+        assert_eq!(hub.value(2.0, 1.0), 0.0);
+        let lg = Loss::new(LossKind::Logistic, 0.0).unwrap();
+        assert!((lg.value(0.0, 1.0) - 2f64.ln()).abs() < 1e-15);
+        assert!((lg.conjugate(-0.5, 1.0) - (0.5f64.ln())).abs() < 1e-15);
+    }
+
+    #[test]
+    fn labels_and_gamma_are_validated() {
+        let hinge = Loss::new(LossKind::Hinge, 0.0).unwrap();
+        assert!(hinge.check_label(1.0).is_ok());
+        assert_eq!(
+            hinge.check_label(3.0),
+            Err(LossError::BadLabel { loss: "hinge", label: 3.0 })
+        );
+        assert!(Loss::new(LossKind::Squared, 0.0).unwrap().check_label(3.0).is_ok());
+        assert_eq!(Loss::new(LossKind::Huber, 0.0), Err(LossError::BadGamma(0.0)));
+        assert!(Loss::new(LossKind::Huber, f64::NAN).is_err());
+    }
+}

@@ -1,0 +1,171 @@
+//! The model file, `thresher-model/1`: what `thresher fit` writes and the daemon serves.
+//!
+//! ```json
+//! {"format": "thresher-model/1", "loss": "squared", "solver": "diht", "k": 100, "lambda": 0.01,
+//!  "intercept": 0.0, "support": [0, 3, 17], "weights": [1.02, -0.5, 0.33],
+//!  "certificate": {"primal": 0.51, "dual": 0.50, "gap": 0.01, "samples": 150}}
+//! ```
+//! `support` holds ascending feature indices exactly as in the input; `weights` is parallel to it.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::loss::LossKind;
+use crate::sample::Row;
+use crate::solver::{Certificate, ModelView};
+
+pub const FORMAT: &str = "thresher-model/1";
+
+/// A k-sparse linear model with the certificate it was published with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    pub format: String,
+    pub loss: LossKind,
+    /// Huber smoothing, for `loss = "huber"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gamma: Option<f64>,
+    pub solver: String,
+    pub k: usize,
+    pub lambda: f64,
+    pub intercept: f64,
+    pub support: Vec<u32>,
+    pub weights: Vec<f64>,
+    pub certificate: Certificate,
+}
+
+#[derive(Debug, Error)]
+pub enum ModelError {
+    #[error("not a thresher model: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("unsupported model format {found:?} (this build reads {FORMAT:?})")]
+    Format { found: String },
+    #[error("model is inconsistent: {0}")]
+    Inconsistent(&'static str),
+    #[error("cannot access model file: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Model {
+    /// Builds the sparse model from a solver's dense view.
+    pub fn from_view(
+        view: ModelView<'_>,
+        loss: LossKind,
+        gamma: Option<f64>,
+        solver: &str,
+        k: usize,
+        lambda: f64,
+        certificate: Certificate,
+    ) -> Model {
+        Model {
+            format: FORMAT.to_string(),
+            loss,
+            gamma,
+            solver: solver.to_string(),
+            k,
+            lambda,
+            intercept: view.intercept,
+            support: view.support.to_vec(),
+            weights: view.support.iter().map(|&j| view.weights[j as usize]).collect(),
+            certificate,
+        }
+    }
+
+    pub fn from_json(text: &str) -> Result<Model, ModelError> {
+        let model: Model = serde_json::from_str(text)?;
+        model.validate()?;
+        Ok(model)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Model, ModelError> {
+        Model::from_json(&std::fs::read_to_string(path)?)
+    }
+
+    fn validate(&self) -> Result<(), ModelError> {
+        if self.format != FORMAT {
+            return Err(ModelError::Format { found: self.format.clone() });
+        }
+        if self.support.len() != self.weights.len() {
+            return Err(ModelError::Inconsistent("support and weights differ in length"));
+        }
+        if self.support.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ModelError::Inconsistent("support is not strictly ascending"));
+        }
+        if !self.weights.iter().all(|w| w.is_finite()) || !self.intercept.is_finite() {
+            return Err(ModelError::Inconsistent("non-finite weight"));
+        }
+        Ok(())
+    }
+
+    /// The raw score `w.x + b` (sparse-sparse merge of two ascending index lists).
+    pub fn score(&self, row: Row<'_>) -> f64 {
+        let (mut i, mut j, mut acc) = (0, 0, self.intercept);
+        while i < row.indices.len() && j < self.support.len() {
+            match row.indices[i].cmp(&self.support[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    acc += row.values[i] * self.weights[j];
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        acc
+    }
+
+    /// The prediction: the score for squared loss, the class (`-1` or `+1`) for classification losses.
+    pub fn predict(&self, row: Row<'_>) -> f64 {
+        let s = self.score(row);
+        match self.loss {
+            LossKind::Squared => s,
+            _ => {
+                if s >= 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Sample;
+
+    fn model() -> Model {
+        Model {
+            format: FORMAT.into(),
+            loss: LossKind::Squared,
+            gamma: None,
+            solver: "diht".into(),
+            k: 2,
+            lambda: 0.1,
+            intercept: 0.5,
+            support: vec![1, 4],
+            weights: vec![2.0, -1.0],
+            certificate: Certificate::new(1.0, 0.9, 3),
+        }
+    }
+
+    #[test]
+    fn json_round_trip_and_schema() {
+        let m = model();
+        let text = serde_json::to_string(&m).unwrap();
+        for key in ["\"format\":\"thresher-model/1\"", "\"support\":[1,4]", "\"certificate\":{", "\"gap\":"] {
+            assert!(text.contains(key), "{text}");
+        }
+        assert_eq!(Model::from_json(&text).unwrap(), m);
+        let bad = text.replace("thresher-model/1", "thresher-model/9");
+        assert!(matches!(Model::from_json(&bad), Err(ModelError::Format { .. })));
+        assert!(Model::from_json("{}").is_err());
+    }
+
+    #[test]
+    fn scores_sparse_rows() {
+        let m = model();
+        let s = Sample::new(vec![0, 1, 4, 9], vec![5.0, 1.0, 2.0, 7.0], 0.0, None).unwrap();
+        assert_eq!(m.score(s.row()), 0.5 + 2.0 - 2.0);
+    }
+}

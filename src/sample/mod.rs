@@ -1,0 +1,232 @@
+//! The sparse sample type used everywhere, and the in-memory data set the offline solvers train on.
+//!
+//! A [`Sample`] is one sparse feature vector with a label and an optional weight. Feature indices are
+//! kept exactly as the input gave them (0- or 1-based alike), strictly increasing, so the model reports
+//! the same indices the data used. A [`Dataset`] stores many samples as one CSR matrix (`sprs`), and
+//! solvers read rows through the [`SampleSet`] trait, which the daemon's ring-buffer window implements
+//! too, so the same solver code runs offline and live.
+
+use sprs::CsMatI;
+use thiserror::Error;
+
+/// One training example: `label` and a sparse feature vector `(indices, values)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Strictly increasing feature indices, as given by the input.
+    pub indices: Vec<u32>,
+    /// Finite feature values, parallel to `indices`.
+    pub values: Vec<f64>,
+    pub label: f64,
+    /// Importance weight `c > 0` (the loss is scaled by it); `None` means 1.
+    pub weight: Option<f64>,
+}
+
+/// Why a sample is not acceptable. The readers wrap this with the file and line it came from.
+#[derive(Debug, Error, PartialEq, Clone)]
+pub enum SampleError {
+    #[error("feature indices must be strictly increasing: {prev} is followed by {next}")]
+    UnsortedIndex { prev: u32, next: u32 },
+    #[error("duplicate feature index {0}")]
+    DuplicateIndex(u32),
+    #[error("feature {index} has non-finite value {value}")]
+    NonFiniteValue { index: u32, value: f64 },
+    #[error("label is not finite: {0}")]
+    NonFiniteLabel(f64),
+    #[error("weight must be finite and > 0, got {0}")]
+    BadWeight(f64),
+    #[error("{indices} indices but {values} values")]
+    LengthMismatch { indices: usize, values: usize },
+}
+
+impl Sample {
+    /// Builds a sample, checking every invariant the solvers rely on.
+    pub fn new(
+        indices: Vec<u32>,
+        values: Vec<f64>,
+        label: f64,
+        weight: Option<f64>,
+    ) -> Result<Sample, SampleError> {
+        if indices.len() != values.len() {
+            return Err(SampleError::LengthMismatch { indices: indices.len(), values: values.len() });
+        }
+        if !label.is_finite() {
+            return Err(SampleError::NonFiniteLabel(label));
+        }
+        if let Some(c) = weight {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(SampleError::BadWeight(c));
+            }
+        }
+        for w in indices.windows(2) {
+            if w[0] == w[1] {
+                return Err(SampleError::DuplicateIndex(w[0]));
+            }
+            if w[0] > w[1] {
+                return Err(SampleError::UnsortedIndex { prev: w[0], next: w[1] });
+            }
+        }
+        for (&index, &value) in indices.iter().zip(&values) {
+            if !value.is_finite() {
+                return Err(SampleError::NonFiniteValue { index, value });
+            }
+        }
+        Ok(Sample { indices, values, label, weight })
+    }
+
+    pub fn row(&self) -> Row<'_> {
+        Row {
+            indices: &self.indices,
+            values: &self.values,
+            label: self.label,
+            weight: self.weight.unwrap_or(1.0),
+        }
+    }
+
+    /// One past the largest feature index (0 for an empty sample).
+    pub fn dim(&self) -> usize {
+        self.indices.last().map_or(0, |&j| j as usize + 1)
+    }
+}
+
+/// A borrowed view of one sample, as the solvers see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub indices: &'a [u32],
+    pub values: &'a [f64],
+    pub label: f64,
+    pub weight: f64,
+}
+
+/// Anything the solvers can train on: a fixed set of rows addressed `0..len()`.
+pub trait SampleSet {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn row(&self, i: usize) -> Row<'_>;
+    /// One past the largest feature index any row may use.
+    fn dim(&self) -> usize;
+}
+
+/// An in-memory data set: samples as the rows of a CSR matrix, with labels and weights.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    features: CsMatI<f64, u32, usize>,
+    labels: Vec<f64>,
+    weights: Vec<f64>,
+}
+
+impl Dataset {
+    /// Builds a data set from validated samples; `min_dim` lets a caller fix the dimension (e.g. to a
+    /// model's) when it is larger than the largest index present.
+    pub fn from_samples(samples: &[Sample], min_dim: usize) -> Dataset {
+        let dim = samples.iter().map(Sample::dim).max().unwrap_or(0).max(min_dim);
+        let nnz = samples.iter().map(|s| s.indices.len()).sum();
+        let mut indptr = Vec::with_capacity(samples.len() + 1);
+        let mut indices = Vec::with_capacity(nnz);
+        let mut data = Vec::with_capacity(nnz);
+        indptr.push(0usize);
+        for s in samples {
+            indices.extend_from_slice(&s.indices);
+            data.extend_from_slice(&s.values);
+            indptr.push(indices.len());
+        }
+        // Sample::new guarantees sorted, in-range indices, so this cannot fail.
+        let features = CsMatI::new((samples.len(), dim), indptr, indices, data);
+        Dataset {
+            features,
+            labels: samples.iter().map(|s| s.label).collect(),
+            weights: samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect(),
+        }
+    }
+
+    pub fn labels(&self) -> &[f64] {
+        &self.labels
+    }
+
+    /// The CSR feature matrix (rows are samples).
+    pub fn features(&self) -> &CsMatI<f64, u32, usize> {
+        &self.features
+    }
+
+    /// Total stored nonzeros.
+    pub fn nnz(&self) -> usize {
+        self.features.nnz()
+    }
+
+    /// A data set with the same rows but at least `dim` columns.
+    pub fn with_min_dim(self, dim: usize) -> Dataset {
+        if dim <= self.dim() {
+            return self;
+        }
+        let (indptr, indices, data) = self.features.into_raw_storage();
+        let rows = indptr.len() - 1;
+        Dataset {
+            features: CsMatI::new((rows, dim), indptr, indices, data),
+            labels: self.labels,
+            weights: self.weights,
+        }
+    }
+}
+
+impl SampleSet for Dataset {
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+    #[inline]
+    fn row(&self, i: usize) -> Row<'_> {
+        let ptr = self.features.indptr();
+        let range = ptr.outer_inds_sz(i);
+        Row {
+            indices: &self.features.indices()[range.clone()],
+            values: &self.features.data()[range],
+            label: self.labels[i],
+            weight: self.weights[i],
+        }
+    }
+    fn dim(&self) -> usize {
+        self.features.cols()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_invariants() {
+        assert!(Sample::new(vec![1, 3], vec![1.0, 2.0], 1.0, None).is_ok());
+        assert_eq!(
+            Sample::new(vec![3, 1], vec![1.0, 2.0], 1.0, None),
+            Err(SampleError::UnsortedIndex { prev: 3, next: 1 })
+        );
+        assert_eq!(
+            Sample::new(vec![2, 2], vec![1.0, 2.0], 1.0, None),
+            Err(SampleError::DuplicateIndex(2))
+        );
+        assert!(matches!(
+            Sample::new(vec![2], vec![f64::NAN], 1.0, None),
+            Err(SampleError::NonFiniteValue { index: 2, .. })
+        ));
+        assert!(Sample::new(vec![], vec![], f64::INFINITY, None).is_err());
+        assert!(Sample::new(vec![], vec![], 1.0, Some(0.0)).is_err());
+        assert!(Sample::new(vec![1], vec![], 1.0, None).is_err());
+    }
+
+    #[test]
+    fn dataset_rows_round_trip() {
+        let s = vec![
+            Sample::new(vec![0, 5], vec![1.0, 2.0], 1.0, None).unwrap(),
+            Sample::new(vec![], vec![], -1.0, Some(2.0)).unwrap(),
+            Sample::new(vec![2], vec![3.0], 0.5, None).unwrap(),
+        ];
+        let ds = Dataset::from_samples(&s, 0);
+        assert_eq!(ds.len(), 3);
+        assert_eq!(ds.dim(), 6);
+        assert_eq!(ds.row(0).indices, &[0, 5]);
+        assert_eq!(ds.row(1).indices.len(), 0);
+        assert_eq!(ds.row(1).weight, 2.0);
+        assert_eq!(ds.row(2).values, &[3.0]);
+        assert_eq!(ds.clone().with_min_dim(10).dim(), 10);
+    }
+}

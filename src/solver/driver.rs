@@ -1,0 +1,126 @@
+//! The loop that drives a [`Solver`]: epochs, certificates at a cadence, stopping rules, the trace.
+//!
+//! Stops on the first of: relative gap `(P - D) / max(1, |P|) <= tol`, `max_epochs`, or the time budget.
+//! `seconds` in the trace counts solver time only: certificates are evaluated outside the clock, so
+//! time-to-accuracy comparisons between solvers are not skewed by how often they are certified.
+
+use std::time::{Duration, Instant};
+
+use super::{Certificate, Problem, Solver};
+use crate::sample::SampleSet;
+use crate::sparse::support_changes;
+
+/// When to stop.
+#[derive(Debug, Clone, Copy)]
+pub struct StopRule {
+    /// Relative gap tolerance.
+    pub tol: f64,
+    pub max_epochs: usize,
+    pub time_budget: Option<Duration>,
+    /// Certify every this many epochs (and always at the end).
+    pub cadence: usize,
+}
+
+impl Default for StopRule {
+    fn default() -> Self {
+        StopRule { tol: 1e-6, max_epochs: 1000, time_budget: None, cadence: 1 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The relative gap reached the tolerance.
+    Converged,
+    MaxEpochs,
+    TimeBudget,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Converged => "converged",
+            StopReason::MaxEpochs => "max_epochs",
+            StopReason::TimeBudget => "time_budget",
+        })
+    }
+}
+
+/// One certified point of a run: the `--trace` CSV row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRow {
+    pub epoch: usize,
+    pub seconds: f64,
+    pub primal: f64,
+    pub dual: f64,
+    pub gap: f64,
+    pub support_size: usize,
+    pub support_changes: usize,
+}
+
+impl TraceRow {
+    pub const CSV_HEADER: &'static str = "epoch,seconds,primal,dual,gap,support_size,support_changes";
+
+    pub fn csv(&self) -> String {
+        format!(
+            "{},{:.6},{:.12e},{:.12e},{:.6e},{},{}",
+            self.epoch, self.seconds, self.primal, self.dual, self.gap, self.support_size, self.support_changes
+        )
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct FitReport {
+    pub epochs: usize,
+    pub seconds: f64,
+    pub certificate: Certificate,
+    pub stop_reason: StopReason,
+}
+
+/// Runs `solver` on `problem` until `stop` says so, calling `observe` with every certified point.
+pub fn run<S: SampleSet>(
+    problem: &Problem<S>,
+    solver: &mut dyn Solver<S>,
+    stop: &StopRule,
+    observe: &mut dyn FnMut(&TraceRow),
+) -> FitReport {
+    let cadence = stop.cadence.max(1);
+    let mut solver_time = Duration::ZERO;
+    let mut previous_support: Vec<u32> = solver.model().support.to_vec();
+    let mut epoch = 0;
+    let (certificate, stop_reason) = loop {
+        let started = Instant::now();
+        solver.epoch(problem);
+        solver_time += started.elapsed();
+        epoch += 1;
+        let out_of_epochs = epoch >= stop.max_epochs;
+        let out_of_time = stop.time_budget.is_some_and(|b| solver_time >= b);
+        if epoch % cadence != 0 && !out_of_epochs && !out_of_time {
+            continue;
+        }
+        let certificate = solver.certificate(problem);
+        let support = solver.model().support;
+        observe(&TraceRow {
+            epoch,
+            seconds: solver_time.as_secs_f64(),
+            primal: certificate.primal,
+            dual: certificate.dual,
+            gap: certificate.gap,
+            support_size: support.len(),
+            support_changes: support_changes(&previous_support, support),
+        });
+        previous_support.clear();
+        previous_support.extend_from_slice(support);
+        if certificate.relative_gap() <= stop.tol {
+            break (certificate, StopReason::Converged);
+        }
+        if out_of_epochs {
+            break (certificate, StopReason::MaxEpochs);
+        }
+        if out_of_time {
+            break (certificate, StopReason::TimeBudget);
+        }
+    };
+    FitReport { epochs: epoch, seconds: solver_time.as_secs_f64(), certificate, stop_reason }
+}

@@ -1,0 +1,126 @@
+//! Solvers for the k-sparse problem, each a *step* (one epoch of its algorithm) kept apart from the loop
+//! that drives it ([`driver`]), in the style of argmin.
+//!
+//! - [`dual::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of the DIHT paper;
+//! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
+//!
+//! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
+//! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
+//! in-memory [`crate::sample::Dataset`] and on the daemon's window. They know nothing of threads or I/O.
+
+pub mod driver;
+pub mod dual;
+pub mod objective;
+pub mod primal;
+
+use thiserror::Error;
+
+use crate::loss::Loss;
+use crate::sample::SampleSet;
+pub use objective::Certificate;
+
+/// The k-sparse problem (1.1) on a set of samples: `min_{||w||_0 <= k} P(w, b)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a, S: SampleSet> {
+    pub data: &'a S,
+    pub loss: Loss,
+    /// Ridge strength `lambda > 0`.
+    pub lambda: f64,
+    /// Sparsity level: at most `k` nonzero weights.
+    pub k: usize,
+    /// Fit an unpenalised, never-thresholded intercept.
+    pub intercept: bool,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ProblemError {
+    #[error("lambda must be finite and > 0, got {0}")]
+    BadLambda(f64),
+    #[error("k must be >= 1")]
+    ZeroK,
+    #[error("the data set is empty")]
+    NoSamples,
+    #[error("sample {index}: {source}")]
+    Label {
+        index: usize,
+        #[source]
+        source: crate::loss::LossError,
+    },
+    #[error("the theory step size needs a smooth loss (squared, huber, logistic), not hinge")]
+    TheoryStepNeedsSmoothLoss,
+    #[error("blocks must be between 1 and the number of samples ({samples}), got {blocks}")]
+    BadBlocks { blocks: usize, samples: usize },
+    #[error("step size must be finite and > 0, got {0}")]
+    BadStep(f64),
+}
+
+impl<'a, S: SampleSet> Problem<'a, S> {
+    /// Validates the parameters and every label against the loss.
+    pub fn new(
+        data: &'a S,
+        loss: Loss,
+        lambda: f64,
+        k: usize,
+        intercept: bool,
+    ) -> Result<Self, ProblemError> {
+        if !(lambda.is_finite() && lambda > 0.0) {
+            return Err(ProblemError::BadLambda(lambda));
+        }
+        if k == 0 {
+            return Err(ProblemError::ZeroK);
+        }
+        if data.is_empty() {
+            return Err(ProblemError::NoSamples);
+        }
+        for i in 0..data.len() {
+            loss.check_label(data.row(i).label)
+                .map_err(|source| ProblemError::Label { index: i, source })?;
+        }
+        Ok(Problem { data, loss, lambda, k, intercept })
+    }
+
+    /// `N`, as a float.
+    pub fn n(&self) -> f64 {
+        self.data.len() as f64
+    }
+}
+
+/// How the dual solvers choose their step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepRule {
+    /// Default. Each dual coordinate moves by a fraction `s` of its Newton step
+    /// `(x_i.w + b - l*'(alpha_i)) / (l*''(alpha_i) + ||x_i||^2 / (lambda N))` (exact coordinate ascent for
+    /// quadratic conjugates), and `s` is found by backtracking on `D`: halved until the block update does
+    /// not decrease the dual, doubled (up to 1) after a first-try success.
+    Adaptive,
+    /// The paper's schedule (Thm 4/5 with `sigma_min = 0`, Remark 3): `eta_t = m N / (mu (t+1))` for a
+    /// `1/mu`-smooth loss.
+    Theory,
+    /// A fixed `eta` in the paper's units (`alpha += eta g`, `g = (x.w - l*'(alpha)) / N`).
+    Constant(f64),
+}
+
+/// The model part of a solver's state.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelView<'a> {
+    /// Dense weights of length `d`, with at most `k` nonzeros.
+    pub weights: &'a [f64],
+    /// Ascending indices of the nonzero weights.
+    pub support: &'a [u32],
+    pub intercept: f64,
+}
+
+/// One algorithm, advanced one epoch at a time by [`driver::run`].
+pub trait Solver<S: SampleSet> {
+    /// The name reported in traces and model files (`diht`, `sdiht`, `iht`, `htp`, ...).
+    fn name(&self) -> &'static str;
+    /// One epoch: one pass of the algorithm's main loop (for SDIHT, `m` block updates).
+    fn epoch(&mut self, problem: &Problem<S>);
+    /// The current model.
+    fn model(&self) -> ModelView<'_>;
+    /// `P(model)`, the best dual value the solver can show, and the gap (computed from scratch).
+    fn certificate(&mut self, problem: &Problem<S>) -> Certificate;
+}
+
+#[cfg(test)]
+mod tests;

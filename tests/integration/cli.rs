@@ -1,0 +1,1 @@
+//! `thresher fit` / `thresher predict` end to end through the binary.

@@ -1,0 +1,3 @@
+//! The one integration-test binary: runs the real `thresher` executable (fit, predict, serve).
+
+mod cli;
