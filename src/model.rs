@@ -74,6 +74,30 @@ impl Model {
         }
     }
 
+    /// Builds the model file from a run's best model.
+    pub fn from_sparse(
+        model: &crate::solver::driver::SparseModel,
+        loss: LossKind,
+        gamma: Option<f64>,
+        solver: &str,
+        k: usize,
+        lambda: f64,
+        certificate: Certificate,
+    ) -> Model {
+        Model {
+            format: FORMAT.to_string(),
+            loss,
+            gamma,
+            solver: solver.to_string(),
+            k,
+            lambda,
+            intercept: model.intercept,
+            support: model.support.clone(),
+            weights: model.weights.clone(),
+            certificate,
+        }
+    }
+
     pub fn from_json(text: &str) -> Result<Model, ModelError> {
         let model: Model = serde_json::from_str(text)?;
         model.validate()?;

@@ -163,8 +163,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         bar.finish_and_clear();
     }
 
-    let model = Model::from_view(
-        solver.model(),
+    let model = Model::from_sparse(
+        &report.model,
         args.loss,
         loss.gamma(),
         solver.name(),
