@@ -49,6 +49,10 @@ struct Args {
     loss: String,
     #[arg(long, default_value_t = 1e-4)]
     lambda: f64,
+    /// Write the stream (train.svm, the 200k distinct samples in send order; heldout.svm) here and exit,
+    /// for the side-by-side peers (benches/vw_daemon.sh).
+    #[arg(long)]
+    dump: Option<std::path::PathBuf>,
 }
 
 const DIM: usize = 1 << 20;
@@ -138,6 +142,13 @@ fn main() {
     let args = Args::parse();
     let problem = thresher::synth::sparse_stream(DISTINCT + 20_000, DIM, 100, 40, 0.0, true, 7);
     let (train, held_out) = problem.samples.split_at(DISTINCT);
+    if let Some(dir) = &args.dump {
+        std::fs::create_dir_all(dir).expect("create dump dir");
+        std::fs::write(dir.join("train.svm"), serialise(train, "libsvm")).expect("write train.svm");
+        std::fs::write(dir.join("heldout.svm"), serialise(held_out, "libsvm"))
+            .expect("write heldout.svm");
+        return;
+    }
     let content_type = if args.format == "json" {
         "application/x-ndjson"
     } else {
