@@ -85,12 +85,16 @@ def run(l1):
         for line in stream:
             ws.learn(line)
         ws.finish()
+        # Weight lines are `index:weight [adaptive normaliser]`; 116060 is VW's constant (bias) at -b 20.
+        support = 0
         with open(readable.name) as f:
-            body = f.read().split(":0\n", 1)[-1]
-        support = sum(1 for l in body.splitlines() if ":" in l and float(l.rsplit(":", 1)[1]) != 0.0)
+            for line in f:
+                head, sep, rest = line.partition(":")
+                if sep and head.isdigit() and head != "116060" and float(rest.split()[0]) != 0.0:
+                    support += 1
     print(f"peer=vw l1={l1} samples={len(preds)} seconds={seconds:.2f} samples_per_s={len(preds) / seconds:.0f} "
           f"heldout_accuracy={correct / len(held):.4f} support={support}", flush=True)
 
 
-for l1 in [0.0, 1e-6, 1e-5]:
+for l1 in [0.0, 1e-5, 1e-4, 1e-3]:
     run(l1)
