@@ -23,7 +23,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::mirror::maps::{lp_norm, soft};
-use super::mirror::{certify_primal, MirrorError, MirrorMap, MirrorStep};
+use super::mirror::{certify_primal, MirrorError, MirrorMap, MirrorStep, DEFAULT_HORIZON};
 use super::objective::{best_intercept, margins_into, DualScratch};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
@@ -47,6 +47,7 @@ pub struct SmidasLearner {
     norm: f64,
     intercept: f64,
     steps: u64,
+    horizon: u64,
     row_sq_max: f64,
     /// `grad psi*(theta)` materialised for [`SmidasLearner::model`]; refreshed by [`SmidasLearner::sync`].
     w: Vec<f64>,
@@ -81,6 +82,7 @@ impl SmidasLearner {
             norm: 0.0,
             intercept: 0.0,
             steps: 0,
+            horizon: DEFAULT_HORIZON,
             row_sq_max: 0.0,
             w: vec![0.0; dim],
             support: Vec::new(),
@@ -108,15 +110,15 @@ impl SmidasLearner {
         self.row_sq_max = self.row_sq_max.max(sq_norm);
     }
 
+    /// `eta_t` of the next step: the p-norm mirror learner's schedule.
     pub fn step_size(&self) -> f64 {
         let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
-        match self.step {
-            MirrorStep::Auto => 1.0 / (smoothness + self.lambda * self.steps as f64),
-            MirrorStep::Theory { radius, gradient_bound, phi } => {
-                radius / (gradient_bound * gradient_bound * ((self.steps + 1) as f64).sqrt() * (1.0 + phi))
-            }
-            MirrorStep::Constant(eta) => eta,
-        }
+        self.step.at(self.steps, self.p - 1.0, smoothness, self.lambda, self.horizon)
+    }
+
+    /// Steps after which the `Auto` step has halved (default [`DEFAULT_HORIZON`]).
+    pub fn set_horizon(&mut self, steps: u64) {
+        self.horizon = steps.max(1);
     }
 
     /// `w_j` from `theta_j` under the current norm.
@@ -238,6 +240,7 @@ impl Smidas {
             let r = problem.data.row(i);
             learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
         }
+        learner.set_horizon(problem.data.len() as u64);
         Ok(Smidas {
             learner,
             rng: ChaCha8Rng::seed_from_u64(seed),

@@ -97,13 +97,15 @@ impl MirrorMap {
         !matches!(self, MirrorMap::PNorm { .. })
     }
 
-    /// The slope of `grad psi*` at 0 along a coordinate: a mirror step `eta` moves a small weight like a
-    /// Euclidean step of `eta * dual_scale`, so the solvers divide their Euclidean step by it. Euclidean
-    /// 1, hyperbolic entropy `beta`; p-norm 1 (its link is the identity on a single-coordinate
-    /// `theta` and contracts the rest, so the leading weights move like Euclidean ones).
+    /// The local gain of `grad psi*`: a mirror step `eta` moves the weights like a Euclidean step of up to
+    /// `eta * dual_scale`, so the solvers divide their Euclidean step by it. Euclidean 1; hyperbolic
+    /// entropy `beta` (the slope of `beta sinh` at 0); p-norm `p - 1`, the smoothness of
+    /// `psi* = (1/2)||.||_p^2` with respect to `||.||_p` (its link raises `|theta_j|` to the power `p - 1`, so
+    /// a relative change of `theta_j` is amplified `p - 1` times in `w_j`).
     pub fn dual_scale(&self) -> f64 {
         match *self {
-            MirrorMap::Euclidean | MirrorMap::PNorm { .. } => 1.0,
+            MirrorMap::Euclidean => 1.0,
+            MirrorMap::PNorm { p } => p - 1.0,
             MirrorMap::HypEntropy { beta } => beta,
         }
     }

@@ -17,11 +17,14 @@
 //! [`MirrorDescent`] drives it as a [`Solver`] (one epoch = one shuffled pass) and certifies it like IHT:
 //! `alpha_i = l'(w.x_i + b)` projected onto `F` (Thm 1(b) of the DIHT paper), then `D(alpha)` and the gap.
 //!
-//! Step size ([`MirrorStep`]): the default `Auto` is `eta_t = 1 / (s_psi (L + lambda t))`, the classic
-//! `1/(lambda t)` schedule for a `lambda`-strongly convex objective started at `1/L` (Bottou's SGD rule),
-//! with `L = l''_max max_i c_i ||x_i||^2 + lambda` (the running maximum over the rows seen so far) and
-//! `s_psi` = [`MirrorMap::dual_scale`]. The thesis's `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a
-//! constant step are options.
+//! Step size ([`MirrorStep`]): the default `Auto` is `eta_t = 1 / (s_psi (L + (L/H + lambda) t))`: it
+//! starts at the safe `1/L` of a smooth problem and decays like `1/t` (the classic SGD rule for a
+//! strongly convex objective), with `L = l''_max max_i c_i ||x_i||^2 + lambda` (the running maximum over
+//! the rows seen), `s_psi` = [`MirrorMap::dual_scale`] and a horizon `H`: the step halves after `H`
+//! steps even when `lambda` is tiny (offline `H` = one pass; streaming default 10 000 steps). The
+//! ridge `lambda` alone would be too weak a curvature to decay on (a `1/(lambda t)` step stalls at the
+//! gradient-noise floor for the `lambda` of the benchmarks). The thesis's
+//! `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
 
 pub mod greedy;
 pub mod maps;
@@ -84,7 +87,7 @@ impl std::str::FromStr for Constraint {
 /// How the mirror-space step `eta_t` is chosen (`t` = steps taken so far).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum MirrorStep {
-    /// `eta_t = 1 / (s_psi (L + lambda t))` (see the module docs). Needs no tuning.
+    /// `eta_t = 1 / (s_psi (L + (L/H + lambda) t))` (see the module docs). Needs no tuning.
     Auto,
     /// The thesis's step (5.71): `eta_t = R / (G^2 sqrt(t + 1) (1 + phi))`, `R >= B_psi(w*, w_1)`,
     /// `G >= ||grad f||_*`, `1 + phi` the greedy approximation factor (1 here, see [`greedy`]).
@@ -110,10 +113,13 @@ impl MirrorStep {
         }
     }
 
-    /// `eta_t` for a map of dual scale `s_psi`, smoothness `L` and ridge `lambda`.
-    fn at(&self, steps: u64, dual_scale: f64, smoothness: f64, lambda: f64) -> f64 {
+    /// `eta_t` for a map of dual scale `s_psi`, smoothness `L`, ridge `lambda` and horizon `H` (steps).
+    pub(crate) fn at(&self, steps: u64, dual_scale: f64, smoothness: f64, lambda: f64, horizon: u64) -> f64 {
         match *self {
-            MirrorStep::Auto => 1.0 / (dual_scale * (smoothness + lambda * steps as f64)),
+            MirrorStep::Auto => {
+                let decay = smoothness / horizon.max(1) as f64 + lambda;
+                1.0 / (dual_scale * (smoothness + decay * steps as f64))
+            }
             MirrorStep::Theory { radius, gradient_bound, phi } => {
                 radius / (gradient_bound * gradient_bound * ((steps + 1) as f64).sqrt() * (1.0 + phi))
             }
@@ -130,11 +136,17 @@ pub struct MirrorConfig {
     pub step: MirrorStep,
     /// Samples per step (1 = plain stochastic mirror descent).
     pub batch: usize,
+    /// Steps after which the `Auto` step has halved; 0 = the default (one pass offline,
+    /// [`DEFAULT_HORIZON`] for a bare learner).
+    pub horizon: u64,
 }
+
+/// The `Auto` step's horizon for a learner that does not know its data set's size.
+pub const DEFAULT_HORIZON: u64 = 10_000;
 
 impl MirrorConfig {
     pub fn new(map: MirrorMap) -> MirrorConfig {
-        MirrorConfig { map, constraint: Constraint::None, step: MirrorStep::Auto, batch: 1 }
+        MirrorConfig { map, constraint: Constraint::None, step: MirrorStep::Auto, batch: 1, horizon: 0 }
     }
 
     pub fn validate(&self) -> Result<(), MirrorError> {
@@ -238,7 +250,8 @@ impl MirrorLearner {
 
     /// `eta_t` of the next step (mirror-space units).
     pub fn step_size(&self) -> f64 {
-        self.config.step.at(self.steps, self.config.map.dual_scale(), self.smoothness(), self.lambda)
+        let horizon = if self.config.horizon == 0 { DEFAULT_HORIZON } else { self.config.horizon };
+        self.config.step.at(self.steps, self.config.map.dual_scale(), self.smoothness(), self.lambda, horizon)
     }
 
     pub fn model(&self) -> ModelView<'_> {
@@ -361,7 +374,14 @@ pub struct MirrorDescent {
 }
 
 impl MirrorDescent {
-    pub fn new<S: SampleSet>(problem: &Problem<S>, config: MirrorConfig, seed: u64) -> Result<MirrorDescent, MirrorError> {
+    pub fn new<S: SampleSet>(
+        problem: &Problem<S>,
+        mut config: MirrorConfig,
+        seed: u64,
+    ) -> Result<MirrorDescent, MirrorError> {
+        if config.horizon == 0 {
+            config.horizon = problem.data.len().div_ceil(config.batch.max(1)) as u64;
+        }
         let mut learner =
             MirrorLearner::new(config, problem.loss, problem.lambda, problem.k, problem.intercept, problem.data.dim())?;
         for i in 0..problem.data.len() {
