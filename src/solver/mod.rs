@@ -3,6 +3,8 @@
 //!
 //! - [`dual::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of the DIHT paper;
 //! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
+//! - [`mirror::MirrorDescent`] — stochastic sparse mirror descent (Guha 2022, Ch. 5) with a choice of
+//!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse;
 //!
 //! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
 //! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
@@ -10,8 +12,10 @@
 
 pub mod driver;
 pub mod dual;
+pub mod mirror;
 pub mod objective;
 pub mod primal;
+pub mod smidas;
 
 use thiserror::Error;
 
