@@ -5,6 +5,7 @@
 
 mod fit;
 mod predict;
+mod subset;
 
 use std::path::PathBuf;
 
@@ -40,6 +41,8 @@ pub enum CliError {
     Loss(#[from] crate::loss::LossError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Subset(#[from] crate::solver::subset::SubsetError),
     #[error("invalid argument: {0}")]
     Argument(String),
     #[error("cannot write {}: {source}", path.display())]
