@@ -26,7 +26,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a k-sparse model on a file and write it as JSON.
-    Fit(FitArgs),
+    // Boxed: the fit flags of every solver make this variant much larger than the others.
+    Fit(Box<FitArgs>),
     /// Predict with a model file, one prediction per input line.
     Predict(PredictArgs),
 }
