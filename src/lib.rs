@@ -24,9 +24,11 @@
 //! - [`cli`] — the `fit` and `predict` commands (the binary's `main` only parses and dispatches).
 
 pub mod cli;
+pub mod config;
 pub mod ingest;
 pub mod loss;
 pub mod model;
+pub mod ring;
 pub mod sample;
 pub mod solver;
 pub mod sparse;

@@ -89,7 +89,9 @@ pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
             .filter(|eta| eta.is_finite() && *eta > 0.0)
             .map(StepRule::Constant)
             .ok_or_else(|| {
-                CliError::Argument(format!("--step must be adaptive, theory or a number > 0, got {other:?}"))
+                CliError::Argument(format!(
+                    "--step must be adaptive, theory or a number > 0, got {other:?}"
+                ))
             }),
     }
 }
@@ -102,16 +104,24 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text).map_err(|source| CliError::Write { path: path.to_path_buf(), source })
+    std::fs::write(path, text).map_err(|source| CliError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
     if !(args.tol.is_finite() && args.tol >= 0.0) {
-        return Err(CliError::Argument(format!("--tol must be >= 0, got {}", args.tol)));
+        return Err(CliError::Argument(format!(
+            "--tol must be >= 0, got {}",
+            args.tol
+        )));
     }
     let time_budget = match args.time_budget {
         Some(s) if !(s.is_finite() && s > 0.0) => {
-            return Err(CliError::Argument(format!("--time-budget must be > 0 seconds, got {s}")))
+            return Err(CliError::Argument(format!(
+                "--time-budget must be > 0 seconds, got {s}"
+            )))
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
@@ -126,7 +136,12 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         SolverKind::Iht => Box::new(Iht::new(&problem)),
         SolverKind::Htp => Box::new(Htp::new(&problem)),
     };
-    let stop = StopRule { tol: args.tol, max_epochs: args.epochs.max(1), time_budget, cadence: args.cadence };
+    let stop = StopRule {
+        tol: args.tol,
+        max_epochs: args.epochs.max(1),
+        time_budget,
+        cadence: args.cadence,
+    };
 
     let mut trace_rows: Vec<TraceRow> = Vec::new();
     let progress = std::io::stderr().is_terminal().then(|| {
@@ -186,7 +201,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     if args.out.is_none() {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", serde_json::to_string(&model).expect("a model always serialises"));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&model).expect("a model always serialises")
+        );
     }
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod driver;
 pub mod dual;
 pub mod objective;
 pub mod primal;
+pub mod stream;
 
 use thiserror::Error;
 
@@ -76,7 +77,13 @@ impl<'a, S: SampleSet> Problem<'a, S> {
             loss.check_label(data.row(i).label)
                 .map_err(|source| ProblemError::Label { index: i, source })?;
         }
-        Ok(Problem { data, loss, lambda, k, intercept })
+        Ok(Problem {
+            data,
+            loss,
+            lambda,
+            k,
+            intercept,
+        })
     }
 
     /// `N`, as a float.
