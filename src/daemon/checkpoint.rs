@@ -79,6 +79,7 @@ struct LearnerHeader {
     progressive_count: u64,
     last_certificate: Option<Certificate>,
     scale: f64,
+    steps_since_insert: u64,
     window_len: u64,
 }
 
@@ -112,6 +113,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
                 progressive_count: l.state.stats.progressive_count,
                 last_certificate: l.state.last_certificate,
                 scale: l.state.scale,
+                steps_since_insert: l.state.steps_since_insert,
                 window_len: l.state.samples.len() as u64,
             })
             .collect(),
@@ -241,6 +243,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
                     },
                     last_certificate: h.last_certificate,
                     scale: h.scale,
+                    steps_since_insert: h.steps_since_insert,
                 },
             });
         }
@@ -315,6 +318,7 @@ mod tests {
                     },
                     last_certificate: Some(Certificate::new(1.0, 0.5, 2)),
                     scale: 0.5,
+                    steps_since_insert: 7,
                 },
             }],
         }

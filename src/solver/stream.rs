@@ -113,6 +113,8 @@ pub struct LearnerState {
     pub last_certificate: Option<Certificate>,
     /// Adaptive step scale.
     pub scale: f64,
+    /// Steps since the last insert (so a stalled learner resumes idle).
+    pub steps_since_insert: u64,
 }
 
 /// A solver that learns continuously on a window. See the module docs for the contract.
@@ -216,6 +218,7 @@ impl StreamSdiht {
             learner.stats = state.stats;
             learner.last_certificate = state.last_certificate;
             learner.scale = state.scale;
+            learner.steps_since_insert = state.steps_since_insert;
             learner.recompute();
         }
         learner
@@ -586,6 +589,7 @@ impl StreamingLearner for StreamSdiht {
             stats: self.stats,
             last_certificate: self.last_certificate,
             scale: self.scale,
+            steps_since_insert: self.steps_since_insert,
         }
     }
 }
