@@ -6,6 +6,7 @@
 mod fit;
 mod predict;
 mod serve;
+mod subset;
 
 use std::path::PathBuf;
 
@@ -27,7 +28,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a k-sparse model on a file and write it as JSON.
-    Fit(FitArgs),
+    // Boxed: the fit flags of every solver make this variant much larger than the others.
+    Fit(Box<FitArgs>),
     /// Predict with a model file, one prediction per input line.
     Predict(PredictArgs),
     /// Run the daemon: ingest samples over HTTP (and stdin), learn continuously, serve the model.
@@ -48,6 +50,8 @@ pub enum CliError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
+    #[error(transparent)]
+    Subset(#[from] crate::solver::subset::SubsetError),
     #[error("invalid argument: {0}")]
     Argument(String),
     #[error("cannot write {}: {source}", path.display())]
