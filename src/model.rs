@@ -65,7 +65,11 @@ impl Model {
             lambda,
             intercept: view.intercept,
             support: view.support.to_vec(),
-            weights: view.support.iter().map(|&j| view.weights[j as usize]).collect(),
+            weights: view
+                .support
+                .iter()
+                .map(|&j| view.weights[j as usize])
+                .collect(),
             certificate,
         }
     }
@@ -82,13 +86,19 @@ impl Model {
 
     fn validate(&self) -> Result<(), ModelError> {
         if self.format != FORMAT {
-            return Err(ModelError::Format { found: self.format.clone() });
+            return Err(ModelError::Format {
+                found: self.format.clone(),
+            });
         }
         if self.support.len() != self.weights.len() {
-            return Err(ModelError::Inconsistent("support and weights differ in length"));
+            return Err(ModelError::Inconsistent(
+                "support and weights differ in length",
+            ));
         }
         if self.support.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(ModelError::Inconsistent("support is not strictly ascending"));
+            return Err(ModelError::Inconsistent(
+                "support is not strictly ascending",
+            ));
         }
         if !self.weights.iter().all(|w| w.is_finite()) || !self.intercept.is_finite() {
             return Err(ModelError::Inconsistent("non-finite weight"));
@@ -153,12 +163,20 @@ mod tests {
     fn json_round_trip_and_schema() {
         let m = model();
         let text = serde_json::to_string(&m).unwrap();
-        for key in ["\"format\":\"thresher-model/1\"", "\"support\":[1,4]", "\"certificate\":{", "\"gap\":"] {
+        for key in [
+            "\"format\":\"thresher-model/1\"",
+            "\"support\":[1,4]",
+            "\"certificate\":{",
+            "\"gap\":",
+        ] {
             assert!(text.contains(key), "{text}");
         }
         assert_eq!(Model::from_json(&text).unwrap(), m);
         let bad = text.replace("thresher-model/1", "thresher-model/9");
-        assert!(matches!(Model::from_json(&bad), Err(ModelError::Format { .. })));
+        assert!(matches!(
+            Model::from_json(&bad),
+            Err(ModelError::Format { .. })
+        ));
         assert!(Model::from_json("{}").is_err());
     }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use thiserror::Error;
 
-pub use fit::{FitArgs, SolverKind};
+pub use fit::{FitArgs, MirrorKind, SolverKind};
 pub use predict::PredictArgs;
 
 /// thresher: learn k-sparse linear models with a primal-dual gap certificate.
@@ -40,6 +40,8 @@ pub enum CliError {
     Loss(#[from] crate::loss::LossError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Mirror(#[from] crate::solver::mirror::MirrorError),
     #[error("invalid argument: {0}")]
     Argument(String),
     #[error("cannot write {}: {source}", path.display())]

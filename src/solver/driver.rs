@@ -23,7 +23,12 @@ pub struct StopRule {
 
 impl Default for StopRule {
     fn default() -> Self {
-        StopRule { tol: 1e-6, max_epochs: 1000, time_budget: None, cadence: 1 }
+        StopRule {
+            tol: 1e-6,
+            max_epochs: 1000,
+            time_budget: None,
+            cadence: 1,
+        }
     }
 }
 
@@ -59,12 +64,19 @@ pub struct TraceRow {
 }
 
 impl TraceRow {
-    pub const CSV_HEADER: &'static str = "epoch,seconds,primal,dual,gap,support_size,support_changes";
+    pub const CSV_HEADER: &'static str =
+        "epoch,seconds,primal,dual,gap,support_size,support_changes";
 
     pub fn csv(&self) -> String {
         format!(
             "{},{:.6},{:.12e},{:.12e},{:.6e},{},{}",
-            self.epoch, self.seconds, self.primal, self.dual, self.gap, self.support_size, self.support_changes
+            self.epoch,
+            self.seconds,
+            self.primal,
+            self.dual,
+            self.gap,
+            self.support_size,
+            self.support_changes
         )
     }
 }
@@ -122,5 +134,10 @@ pub fn run<S: SampleSet>(
             break (certificate, StopReason::TimeBudget);
         }
     };
-    FitReport { epochs: epoch, seconds: solver_time.as_secs_f64(), certificate, stop_reason }
+    FitReport {
+        epochs: epoch,
+        seconds: solver_time.as_secs_f64(),
+        certificate,
+        stop_reason,
+    }
 }

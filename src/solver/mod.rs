@@ -80,7 +80,13 @@ impl<'a, S: SampleSet> Problem<'a, S> {
             loss.check_label(data.row(i).label)
                 .map_err(|source| ProblemError::Label { index: i, source })?;
         }
-        Ok(Problem { data, loss, lambda, k, intercept })
+        Ok(Problem {
+            data,
+            loss,
+            lambda,
+            k,
+            intercept,
+        })
     }
 
     /// `N`, as a float.
