@@ -31,6 +31,14 @@ pub struct Model {
     pub support: Vec<u32>,
     pub weights: Vec<f64>,
     pub certificate: Certificate,
+    /// Best-subset models (`solver = "subset"`): the l0, l1, l2 strengths in the paper's conventions
+    /// (sum of 1/2-squared losses, `lambda2` without 1/2, on unit-norm columns). Absent for k-sparse models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda0: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda1: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda2: Option<f64>,
 }
 
 #[derive(Debug, Error)]
@@ -71,6 +79,36 @@ impl Model {
                 .map(|&j| view.weights[j as usize])
                 .collect(),
             certificate,
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
+        }
+    }
+
+    /// Builds the model file from a run's best model.
+    pub fn from_sparse(
+        model: &crate::solver::driver::SparseModel,
+        loss: LossKind,
+        gamma: Option<f64>,
+        solver: &str,
+        k: usize,
+        lambda: f64,
+        certificate: Certificate,
+    ) -> Model {
+        Model {
+            format: FORMAT.to_string(),
+            loss,
+            gamma,
+            solver: solver.to_string(),
+            k,
+            lambda,
+            intercept: model.intercept,
+            support: model.support.clone(),
+            weights: model.weights.clone(),
+            certificate,
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
         }
     }
 
@@ -156,6 +194,9 @@ mod tests {
             support: vec![1, 4],
             weights: vec![2.0, -1.0],
             certificate: Certificate::new(1.0, 0.9, 3),
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
         }
     }
 

@@ -172,7 +172,6 @@ impl Sdiht {
         };
         for attempt in 0..tries {
             self.new_alpha.clear();
-            let mut conj_delta = 0.0;
             for (pos, &i) in rows.iter().enumerate() {
                 let r = p.data.row(i);
                 let loss = p.loss.sample(r.label, r.weight);
@@ -204,6 +203,7 @@ impl Sdiht {
                     (r.label, r.weight)
                 });
             }
+            let mut conj_delta = 0.0;
             for (pos, &i) in rows.iter().enumerate() {
                 let r = p.data.row(i);
                 let loss = p.loss.sample(r.label, r.weight);
@@ -222,11 +222,18 @@ impl Sdiht {
                 &mut self.trial_support,
                 &mut self.threshold,
             );
-            let trial_dual =
-                -(self.conj_sum + conj_delta) / n - 0.5 * p.lambda * sq_norm(&self.trial_w);
+            // The change of D, summed as differences so that its sign is exact near the optimum (a
+            // difference of two large sums would accept rounding-level decreases and oscillate).
+            let norm_change: f64 = self
+                .trial_w
+                .iter()
+                .zip(&self.w)
+                .map(|(t, w)| (t - w) * (t + w))
+                .sum();
+            let dual_change = -conj_delta / n - 0.5 * p.lambda * norm_change;
             let last = attempt + 1 == tries;
-            let tolerance = 1e-12 * self.dual.abs().max(1.0);
-            if trial_dual >= self.dual - tolerance || last {
+            if dual_change >= 0.0 || last {
+                let trial_dual = self.dual + dual_change;
                 for (pos, &i) in rows.iter().enumerate() {
                     self.alpha[i] = self.new_alpha[pos];
                 }
@@ -292,7 +299,7 @@ impl<S: SampleSet> Solver<S> for Sdiht {
             self.block_step(p, b);
         }
         self.epochs += 1;
-        if self.epochs % REFRESH_EPOCHS == 0 {
+        if self.epochs.is_multiple_of(REFRESH_EPOCHS) {
             self.refresh(p);
         }
         if p.intercept {

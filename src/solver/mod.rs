@@ -5,6 +5,8 @@
 //! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
 //! - [`mirror::MirrorDescent`] — stochastic sparse mirror descent (Guha 2022, Ch. 5) with a choice of
 //!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse;
+//! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
+//!   conventions, driven by its own outer loop;
 //!
 //! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
 //! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
@@ -16,6 +18,7 @@ pub mod mirror;
 pub mod objective;
 pub mod primal;
 pub mod smidas;
+pub mod subset;
 
 use thiserror::Error;
 

@@ -91,14 +91,9 @@ pub fn dual_value<S: SampleSet>(
     let n = data.len().max(1) as f64;
     scratch.w_tilde.clear();
     scratch.w_tilde.resize(data.dim(), 0.0);
-    for i in 0..data.len() {
+    for (i, &a) in alpha.iter().enumerate().take(data.len()) {
         let r = data.row(i);
-        sparse_axpy(
-            -alpha[i] / (lambda * n),
-            r.indices,
-            r.values,
-            &mut scratch.w_tilde,
-        );
+        sparse_axpy(-a / (lambda * n), r.indices, r.values, &mut scratch.w_tilde);
     }
     hard_threshold(
         &scratch.w_tilde,
