@@ -1,3 +1,4 @@
 //! The one integration-test binary: runs the real `thresher` executable (fit, predict, serve).
 
 mod cli;
+mod subset;
