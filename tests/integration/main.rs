@@ -3,3 +3,4 @@
 mod cli;
 mod daemon;
 mod mirror;
+mod subset;
