@@ -31,6 +31,14 @@ pub struct Model {
     pub support: Vec<u32>,
     pub weights: Vec<f64>,
     pub certificate: Certificate,
+    /// Best-subset models (`solver = "subset"`): the l0, l1, l2 strengths in the paper's conventions
+    /// (sum of 1/2-squared losses, `lambda2` without 1/2, on unit-norm columns). Absent for k-sparse models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda0: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda1: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda2: Option<f64>,
 }
 
 #[derive(Debug, Error)]
@@ -65,8 +73,42 @@ impl Model {
             lambda,
             intercept: view.intercept,
             support: view.support.to_vec(),
-            weights: view.support.iter().map(|&j| view.weights[j as usize]).collect(),
+            weights: view
+                .support
+                .iter()
+                .map(|&j| view.weights[j as usize])
+                .collect(),
             certificate,
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
+        }
+    }
+
+    /// Builds the model file from a run's best model.
+    pub fn from_sparse(
+        model: &crate::solver::driver::SparseModel,
+        loss: LossKind,
+        gamma: Option<f64>,
+        solver: &str,
+        k: usize,
+        lambda: f64,
+        certificate: Certificate,
+    ) -> Model {
+        Model {
+            format: FORMAT.to_string(),
+            loss,
+            gamma,
+            solver: solver.to_string(),
+            k,
+            lambda,
+            intercept: model.intercept,
+            support: model.support.clone(),
+            weights: model.weights.clone(),
+            certificate,
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
         }
     }
 
@@ -82,13 +124,19 @@ impl Model {
 
     fn validate(&self) -> Result<(), ModelError> {
         if self.format != FORMAT {
-            return Err(ModelError::Format { found: self.format.clone() });
+            return Err(ModelError::Format {
+                found: self.format.clone(),
+            });
         }
         if self.support.len() != self.weights.len() {
-            return Err(ModelError::Inconsistent("support and weights differ in length"));
+            return Err(ModelError::Inconsistent(
+                "support and weights differ in length",
+            ));
         }
         if self.support.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(ModelError::Inconsistent("support is not strictly ascending"));
+            return Err(ModelError::Inconsistent(
+                "support is not strictly ascending",
+            ));
         }
         if !self.weights.iter().all(|w| w.is_finite()) || !self.intercept.is_finite() {
             return Err(ModelError::Inconsistent("non-finite weight"));
@@ -146,6 +194,9 @@ mod tests {
             support: vec![1, 4],
             weights: vec![2.0, -1.0],
             certificate: Certificate::new(1.0, 0.9, 3),
+            lambda0: None,
+            lambda1: None,
+            lambda2: None,
         }
     }
 
@@ -153,12 +204,20 @@ mod tests {
     fn json_round_trip_and_schema() {
         let m = model();
         let text = serde_json::to_string(&m).unwrap();
-        for key in ["\"format\":\"thresher-model/1\"", "\"support\":[1,4]", "\"certificate\":{", "\"gap\":"] {
+        for key in [
+            "\"format\":\"thresher-model/1\"",
+            "\"support\":[1,4]",
+            "\"certificate\":{",
+            "\"gap\":",
+        ] {
             assert!(text.contains(key), "{text}");
         }
         assert_eq!(Model::from_json(&text).unwrap(), m);
         let bad = text.replace("thresher-model/1", "thresher-model/9");
-        assert!(matches!(Model::from_json(&bad), Err(ModelError::Format { .. })));
+        assert!(matches!(
+            Model::from_json(&bad),
+            Err(ModelError::Format { .. })
+        ));
         assert!(Model::from_json("{}").is_err());
     }
 

@@ -20,7 +20,10 @@ pub struct Synthetic {
 impl Synthetic {
     /// Ascending indices of the true support.
     pub fn true_support(&self) -> Vec<u32> {
-        (0..self.truth.len()).filter(|&j| self.truth[j] != 0.0).map(|j| j as u32).collect()
+        (0..self.truth.len())
+            .filter(|&j| self.truth[j] != 0.0)
+            .map(|j| j as u32)
+            .collect()
     }
 }
 
@@ -49,7 +52,8 @@ pub fn paper_ridge(n: usize, d: usize, kbar: usize, seed: u64) -> Synthetic {
                 })
                 .collect();
             let label = values[..kbar].iter().sum::<f64>() + normal(&mut rng);
-            Sample::new((0..d as u32).collect(), values, label, None).expect("finite by construction")
+            Sample::new((0..d as u32).collect(), values, label, None)
+                .expect("finite by construction")
         })
         .collect();
     Synthetic { samples, truth }
@@ -96,9 +100,21 @@ pub fn sparse_stream(
             }
             idx.sort_unstable();
             let values: Vec<f64> = idx.iter().map(|_| normal(&mut rng)).collect();
-            let clean: f64 = idx.iter().zip(&values).map(|(&j, v)| truth[j as usize] * v).sum();
+            let clean: f64 = idx
+                .iter()
+                .zip(&values)
+                .map(|(&j, v)| truth[j as usize] * v)
+                .sum();
             let noisy = clean + noise * normal(&mut rng);
-            let label = if classify { if noisy >= 0.0 { 1.0 } else { -1.0 } } else { noisy };
+            let label = if classify {
+                if noisy >= 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            } else {
+                noisy
+            };
             Sample::new(idx, values, label, None).expect("finite by construction")
         })
         .collect();

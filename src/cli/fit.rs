@@ -26,6 +26,18 @@ pub enum SolverKind {
     Iht,
     /// Hard thresholding pursuit (primal baseline).
     Htp,
+    /// Best subset with l0 + l1 + l2 penalties (Ren & Qian's dynamic incremental PrimDual); takes
+    /// `--lambda0/--lambda1/--lambda2` instead of `-k/--lambda`.
+    Subset,
+    /// The same outer loop with the DualAst inner solver (no primal CD): the paper's ablation.
+    DualAst,
+}
+
+impl SolverKind {
+    /// The l0 + l1 + l2 solvers, configured by `--lambda0/1/2` rather than `-k/--lambda`.
+    pub fn is_subset(self) -> bool {
+        matches!(self, SolverKind::Subset | SolverKind::DualAst)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -35,17 +47,20 @@ pub struct FitArgs {
     /// Input format; guessed from the extension when omitted (.jsonl/.ndjson/.json = JSON lines).
     #[arg(long, value_enum)]
     pub format: Option<Format>,
+    /// Loss (required, except for subset/dual-ast which use the paper's 1/2-squared loss).
     #[arg(long, value_enum)]
-    pub loss: LossKind,
+    pub loss: Option<LossKind>,
     /// Huber smoothing.
     #[arg(long, default_value_t = DEFAULT_GAMMA)]
     pub gamma: f64,
-    /// Maximum number of nonzero weights.
+    /// Maximum number of nonzero weights (required, except for subset/dual-ast).
     #[arg(short = 'k', long = "k")]
-    pub k: usize,
-    /// Ridge strength (> 0).
+    pub k: Option<usize>,
+    /// Ridge strength (> 0; required, except for subset/dual-ast).
     #[arg(long)]
-    pub lambda: f64,
+    pub lambda: Option<f64>,
+    #[command(flatten)]
+    pub subset: super::subset::SubsetArgs,
     #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
     pub solver: SolverKind,
     /// Number of blocks for SDIHT.
@@ -89,7 +104,9 @@ pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
             .filter(|eta| eta.is_finite() && *eta > 0.0)
             .map(StepRule::Constant)
             .ok_or_else(|| {
-                CliError::Argument(format!("--step must be adaptive, theory or a number > 0, got {other:?}"))
+                CliError::Argument(format!(
+                    "--step must be adaptive, theory or a number > 0, got {other:?}"
+                ))
             }),
     }
 }
@@ -101,32 +118,54 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
     Ok(Dataset::from_samples(&samples, 0))
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text).map_err(|source| CliError::Write { path: path.to_path_buf(), source })
+pub(super) fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text).map_err(|source| CliError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
+    if args.solver.is_subset() {
+        return super::subset::run(args);
+    }
+    let name = args.solver.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+    let missing = |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
+    let loss_kind = args.loss.ok_or_else(|| missing("--loss"))?;
+    let k = args.k.ok_or_else(|| missing("-k/--k"))?;
+    let lambda = args.lambda.ok_or_else(|| missing("--lambda"))?;
     if !(args.tol.is_finite() && args.tol >= 0.0) {
-        return Err(CliError::Argument(format!("--tol must be >= 0, got {}", args.tol)));
+        return Err(CliError::Argument(format!(
+            "--tol must be >= 0, got {}",
+            args.tol
+        )));
     }
     let time_budget = match args.time_budget {
         Some(s) if !(s.is_finite() && s > 0.0) => {
-            return Err(CliError::Argument(format!("--time-budget must be > 0 seconds, got {s}")))
+            return Err(CliError::Argument(format!(
+                "--time-budget must be > 0 seconds, got {s}"
+            )))
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
     let step = parse_step(&args.step)?;
     let data = load(&args.data, args.format)?;
-    let loss = Loss::new(args.loss, args.gamma)?;
-    let problem = Problem::new(&data, loss, args.lambda, args.k, args.intercept)?;
+    let loss = Loss::new(loss_kind, args.gamma)?;
+    let problem = Problem::new(&data, loss, lambda, k, args.intercept)?;
     let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
         SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
         SolverKind::Sdiht => Box::new(Sdiht::new(&problem, args.blocks, step, args.seed)?),
         SolverKind::Iht => Box::new(Iht::new(&problem)),
         SolverKind::Htp => Box::new(Htp::new(&problem)),
+        SolverKind::Subset | SolverKind::DualAst => unreachable!("dispatched to cli::subset above"),
     };
-    let stop = StopRule { tol: args.tol, max_epochs: args.epochs.max(1), time_budget, cadence: args.cadence };
+    let stop = StopRule {
+        tol: args.tol,
+        max_epochs: args.epochs.max(1),
+        time_budget,
+        cadence: args.cadence,
+    };
 
     let mut trace_rows: Vec<TraceRow> = Vec::new();
     let progress = std::io::stderr().is_terminal().then(|| {
@@ -148,13 +187,13 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         bar.finish_and_clear();
     }
 
-    let model = Model::from_view(
-        solver.model(),
-        args.loss,
+    let model = Model::from_sparse(
+        &report.model,
+        loss_kind,
         loss.gamma(),
         solver.name(),
-        args.k,
-        args.lambda,
+        k,
+        lambda,
         report.certificate,
     );
     eprintln!(
@@ -186,7 +225,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     if args.out.is_none() {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", serde_json::to_string(&model).expect("a model always serialises"));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&model).expect("a model always serialises")
+        );
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod fit;
 mod predict;
+mod subset;
 
 use std::path::PathBuf;
 
@@ -25,7 +26,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a k-sparse model on a file and write it as JSON.
-    Fit(FitArgs),
+    // Boxed: the fit flags of every solver make this variant much larger than the others.
+    Fit(Box<FitArgs>),
     /// Predict with a model file, one prediction per input line.
     Predict(PredictArgs),
 }
@@ -40,6 +42,8 @@ pub enum CliError {
     Loss(#[from] crate::loss::LossError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Subset(#[from] crate::solver::subset::SubsetError),
     #[error("invalid argument: {0}")]
     Argument(String),
     #[error("cannot write {}: {source}", path.display())]

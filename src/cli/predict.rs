@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::ingest::{guess_format, is_skippable, parse_libsvm_line, Format, JsonSample, LineError, ReadError};
+use crate::ingest::{
+    guess_format, is_skippable, parse_libsvm_line, Format, JsonSample, LineError, ReadError,
+};
 use crate::loss::LossKind;
 use crate::model::Model;
 
@@ -27,7 +29,10 @@ pub struct PredictArgs {
 pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     let model = Model::load(&args.model)?;
     let format = args.format.unwrap_or_else(|| guess_format(&args.data));
-    let io_err = |source| ReadError::Io { path: args.data.clone(), source };
+    let io_err = |source| ReadError::Io {
+        path: args.data.clone(),
+        source,
+    };
     let file = std::fs::File::open(&args.data).map_err(io_err)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -51,7 +56,11 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
             line: n + 1,
             source,
         })?;
-        let prediction = if args.scores { model.score(sample.row()) } else { model.predict(sample.row()) };
+        let prediction = if args.scores {
+            model.score(sample.row())
+        } else {
+            model.predict(sample.row())
+        };
         writeln!(out, "{prediction}").map_err(io_err)?;
         total += 1;
         if has_label {
@@ -67,7 +76,10 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     if labelled > 0 {
         match model.loss {
             LossKind::Squared => eprintln!("samples={total} mse={:.6e}", sq_err / labelled as f64),
-            _ => eprintln!("samples={total} accuracy={:.4}", correct as f64 / labelled as f64),
+            _ => eprintln!(
+                "samples={total} accuracy={:.4}",
+                correct as f64 / labelled as f64
+            ),
         }
     } else {
         eprintln!("samples={total}");

@@ -75,11 +75,15 @@ pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
     if label_tok.contains(':') {
         return Err(LineError::MissingLabel);
     }
-    let label: f64 = label_tok.parse().map_err(|_| LineError::BadLabel(label_tok.to_string()))?;
+    let label: f64 = label_tok
+        .parse()
+        .map_err(|_| LineError::BadLabel(label_tok.to_string()))?;
     let mut indices = Vec::new();
     let mut values = Vec::new();
     for tok in tokens {
-        let (i, v) = tok.split_once(':').ok_or_else(|| LineError::BadPair(tok.to_string()))?;
+        let (i, v) = tok
+            .split_once(':')
+            .ok_or_else(|| LineError::BadPair(tok.to_string()))?;
         if i == "qid" {
             continue;
         }
@@ -147,7 +151,10 @@ pub fn read_samples<R: BufRead>(
 ) -> Result<Vec<Sample>, ReadError> {
     let mut samples = Vec::new();
     for (n, line) in reader.lines().enumerate() {
-        let line = line.map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+        let line = line.map_err(|source| ReadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         if is_skippable(&line) {
             continue;
         }
@@ -163,8 +170,10 @@ pub fn read_samples<R: BufRead>(
 
 /// Reads a whole file.
 pub fn read_file(path: &Path, format: Format) -> Result<Vec<Sample>, ReadError> {
-    let file = std::fs::File::open(path)
-        .map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     read_samples(std::io::BufReader::new(file), format, path)
 }
 
@@ -200,24 +209,46 @@ mod tests {
             libsvm_err("1 3:1 2:1"),
             LineError::Sample(SampleError::UnsortedIndex { prev: 3, next: 2 })
         );
-        assert_eq!(libsvm_err("1 3:1 3:1"), LineError::Sample(SampleError::DuplicateIndex(3)));
+        assert_eq!(
+            libsvm_err("1 3:1 3:1"),
+            LineError::Sample(SampleError::DuplicateIndex(3))
+        );
         assert!(matches!(
             libsvm_err("1 3:inf"),
             LineError::Sample(SampleError::NonFiniteValue { index: 3, .. })
         ));
         assert!(matches!(libsvm_err("1 3:NaN"), LineError::Sample(_)));
-        assert!(matches!(libsvm_err("nan 3:1"), LineError::Sample(SampleError::NonFiniteLabel(_))));
+        assert!(matches!(
+            libsvm_err("nan 3:1"),
+            LineError::Sample(SampleError::NonFiniteLabel(_))
+        ));
     }
 
     #[test]
     fn parses_json_lines_and_rejects_bad_ones() {
-        let s = parse_json_line(r#"{"label": 1.0, "indices": [3, 17], "values": [0.5, 1.0]}"#).unwrap();
+        let s =
+            parse_json_line(r#"{"label": 1.0, "indices": [3, 17], "values": [0.5, 1.0]}"#).unwrap();
         assert_eq!(s.indices, vec![3, 17]);
-        assert!(matches!(parse_json_line(r#"{"indices": [1], "values": [1]}"#), Err(LineError::MissingLabel)));
-        assert!(matches!(parse_json_line("{not json"), Err(LineError::Json(_))));
-        assert!(matches!(parse_json_line(r#"{"label": 1, "indices": [1, 2], "values": [1]}"#), Err(LineError::Sample(_))));
-        assert!(matches!(parse_json_line(r#"{"label": 1, "indices": [-1], "values": [1]}"#), Err(LineError::Json(_))));
-        assert!(matches!(parse_json_line(r#"{"label": 1, "extra": 2}"#), Err(LineError::Json(_))));
+        assert!(matches!(
+            parse_json_line(r#"{"indices": [1], "values": [1]}"#),
+            Err(LineError::MissingLabel)
+        ));
+        assert!(matches!(
+            parse_json_line("{not json"),
+            Err(LineError::Json(_))
+        ));
+        assert!(matches!(
+            parse_json_line(r#"{"label": 1, "indices": [1, 2], "values": [1]}"#),
+            Err(LineError::Sample(_))
+        ));
+        assert!(matches!(
+            parse_json_line(r#"{"label": 1, "indices": [-1], "values": [1]}"#),
+            Err(LineError::Json(_))
+        ));
+        assert!(matches!(
+            parse_json_line(r#"{"label": 1, "extra": 2}"#),
+            Err(LineError::Json(_))
+        ));
     }
 
     #[test]
@@ -227,7 +258,12 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with("d.svm:5: "), "{msg}");
         assert!(msg.contains("strictly increasing"), "{msg}");
-        let ok = read_samples("# c\n1 1:1\n\n-1 2:1\n".as_bytes(), Format::Libsvm, Path::new("x")).unwrap();
+        let ok = read_samples(
+            "# c\n1 1:1\n\n-1 2:1\n".as_bytes(),
+            Format::Libsvm,
+            Path::new("x"),
+        )
+        .unwrap();
         assert_eq!(ok.len(), 2);
     }
 }

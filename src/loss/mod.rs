@@ -123,7 +123,10 @@ impl Loss {
     /// Rejects labels the loss cannot take: classification losses need exactly `-1` or `+1`.
     pub fn check_label(&self, label: f64) -> Result<(), LossError> {
         if self.is_classification() && label != 1.0 && label != -1.0 {
-            return Err(LossError::BadLabel { loss: self.kind().name(), label });
+            return Err(LossError::BadLabel {
+                loss: self.kind().name(),
+                label,
+            });
         }
         Ok(())
     }
@@ -395,11 +398,18 @@ mod tests {
                     let h = 1e-6;
                     let fd = (loss.conjugate(a + h, y) - loss.conjugate(a - h, y)) / (2.0 * h);
                     let an = loss.conjugate_derivative(a, y);
-                    assert!((fd - an).abs() < 1e-5 * (1.0 + an.abs()), "{loss:?} a={a}: {fd} vs {an}");
-                    let fd2 = (loss.conjugate_derivative(a + h, y) - loss.conjugate_derivative(a - h, y))
+                    assert!(
+                        (fd - an).abs() < 1e-5 * (1.0 + an.abs()),
+                        "{loss:?} a={a}: {fd} vs {an}"
+                    );
+                    let fd2 = (loss.conjugate_derivative(a + h, y)
+                        - loss.conjugate_derivative(a - h, y))
                         / (2.0 * h);
                     let an2 = loss.conjugate_curvature(a, y);
-                    assert!((fd2 - an2).abs() < 1e-4 * (1.0 + an2.abs()), "{loss:?} a={a}: {fd2} vs {an2}");
+                    assert!(
+                        (fd2 - an2).abs() < 1e-4 * (1.0 + an2.abs()),
+                        "{loss:?} a={a}: {fd2} vs {an2}"
+                    );
                 }
             }
         }
@@ -461,10 +471,19 @@ mod tests {
         assert!(hinge.check_label(1.0).is_ok());
         assert_eq!(
             hinge.check_label(3.0),
-            Err(LossError::BadLabel { loss: "hinge", label: 3.0 })
+            Err(LossError::BadLabel {
+                loss: "hinge",
+                label: 3.0
+            })
         );
-        assert!(Loss::new(LossKind::Squared, 0.0).unwrap().check_label(3.0).is_ok());
-        assert_eq!(Loss::new(LossKind::Huber, 0.0), Err(LossError::BadGamma(0.0)));
+        assert!(Loss::new(LossKind::Squared, 0.0)
+            .unwrap()
+            .check_label(3.0)
+            .is_ok());
+        assert_eq!(
+            Loss::new(LossKind::Huber, 0.0),
+            Err(LossError::BadGamma(0.0))
+        );
         assert!(Loss::new(LossKind::Huber, f64::NAN).is_err());
     }
 }

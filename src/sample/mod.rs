@@ -47,7 +47,10 @@ impl Sample {
         weight: Option<f64>,
     ) -> Result<Sample, SampleError> {
         if indices.len() != values.len() {
-            return Err(SampleError::LengthMismatch { indices: indices.len(), values: values.len() });
+            return Err(SampleError::LengthMismatch {
+                indices: indices.len(),
+                values: values.len(),
+            });
         }
         if !label.is_finite() {
             return Err(SampleError::NonFiniteLabel(label));
@@ -62,7 +65,10 @@ impl Sample {
                 return Err(SampleError::DuplicateIndex(w[0]));
             }
             if w[0] > w[1] {
-                return Err(SampleError::UnsortedIndex { prev: w[0], next: w[1] });
+                return Err(SampleError::UnsortedIndex {
+                    prev: w[0],
+                    next: w[1],
+                });
             }
         }
         for (&index, &value) in indices.iter().zip(&values) {
@@ -70,7 +76,12 @@ impl Sample {
                 return Err(SampleError::NonFiniteValue { index, value });
             }
         }
-        Ok(Sample { indices, values, label, weight })
+        Ok(Sample {
+            indices,
+            values,
+            label,
+            weight,
+        })
     }
 
     pub fn row(&self) -> Row<'_> {
@@ -120,7 +131,12 @@ impl Dataset {
     /// Builds a data set from validated samples; `min_dim` lets a caller fix the dimension (e.g. to a
     /// model's) when it is larger than the largest index present.
     pub fn from_samples(samples: &[Sample], min_dim: usize) -> Dataset {
-        let dim = samples.iter().map(Sample::dim).max().unwrap_or(0).max(min_dim);
+        let dim = samples
+            .iter()
+            .map(Sample::dim)
+            .max()
+            .unwrap_or(0)
+            .max(min_dim);
         let nnz = samples.iter().map(|s| s.indices.len()).sum();
         let mut indptr = Vec::with_capacity(samples.len() + 1);
         let mut indices = Vec::with_capacity(nnz);

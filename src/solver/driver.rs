@@ -3,10 +3,16 @@
 //! Stops on the first of: relative gap `(P - D) / max(1, |P|) <= tol`, `max_epochs`, or the time budget.
 //! `seconds` in the trace counts solver time only: certificates are evaluated outside the clock, so
 //! time-to-accuracy comparisons between solvers are not skewed by how often they are certified.
+//!
+//! **Best-so-far certificate.** Every k-sparse model a solver visits is an upper bound on the optimum and
+//! every feasible dual point a lower bound (weak duality), so the run keeps the best of each: the model
+//! it returns is the certified iterate with the lowest `P`, and its gap is that `P` minus the highest `D`
+//! seen. For DIHT this matters: `w = H_k(w~)` can flip between near-tied features from one epoch to the
+//! next while the dual converges smoothly. The trace reports this running certificate.
 
 use std::time::{Duration, Instant};
 
-use super::{Certificate, Problem, Solver};
+use super::{Certificate, ModelView, Problem, Solver};
 use crate::sample::SampleSet;
 use crate::sparse::support_changes;
 
@@ -23,7 +29,12 @@ pub struct StopRule {
 
 impl Default for StopRule {
     fn default() -> Self {
-        StopRule { tol: 1e-6, max_epochs: 1000, time_budget: None, cadence: 1 }
+        StopRule {
+            tol: 1e-6,
+            max_epochs: 1000,
+            time_budget: None,
+            cadence: 1,
+        }
     }
 }
 
@@ -59,23 +70,52 @@ pub struct TraceRow {
 }
 
 impl TraceRow {
-    pub const CSV_HEADER: &'static str = "epoch,seconds,primal,dual,gap,support_size,support_changes";
+    pub const CSV_HEADER: &'static str =
+        "epoch,seconds,primal,dual,gap,support_size,support_changes";
 
     pub fn csv(&self) -> String {
         format!(
             "{},{:.6},{:.12e},{:.12e},{:.6e},{},{}",
-            self.epoch, self.seconds, self.primal, self.dual, self.gap, self.support_size, self.support_changes
+            self.epoch,
+            self.seconds,
+            self.primal,
+            self.dual,
+            self.gap,
+            self.support_size,
+            self.support_changes
         )
     }
 }
 
+/// A model owned by the caller: ascending support, parallel weights, intercept.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseModel {
+    pub support: Vec<u32>,
+    pub weights: Vec<f64>,
+    pub intercept: f64,
+}
+
+impl SparseModel {
+    fn copy_from(&mut self, view: ModelView<'_>) {
+        self.support.clear();
+        self.support.extend_from_slice(view.support);
+        self.weights.clear();
+        self.weights
+            .extend(view.support.iter().map(|&j| view.weights[j as usize]));
+        self.intercept = view.intercept;
+    }
+}
+
 /// The outcome of a run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FitReport {
     pub epochs: usize,
     pub seconds: f64,
+    /// The best-so-far certificate (lowest primal, highest dual).
     pub certificate: Certificate,
     pub stop_reason: StopReason,
+    /// The certified iterate with the lowest primal value.
+    pub model: SparseModel,
 }
 
 /// Runs `solver` on `problem` until `stop` says so, calling `observe` with every certified point.
@@ -89,6 +129,8 @@ pub fn run<S: SampleSet>(
     let mut solver_time = Duration::ZERO;
     let mut previous_support: Vec<u32> = solver.model().support.to_vec();
     let mut epoch = 0;
+    let mut best_model = SparseModel::default();
+    let mut best: Option<Certificate> = None;
     let (certificate, stop_reason) = loop {
         let started = Instant::now();
         solver.epoch(problem);
@@ -99,7 +141,21 @@ pub fn run<S: SampleSet>(
         if epoch % cadence != 0 && !out_of_epochs && !out_of_time {
             continue;
         }
-        let certificate = solver.certificate(problem);
+        let current = solver.certificate(problem);
+        let certificate = match best {
+            Some(b) if b.primal <= current.primal => {
+                Certificate::new(b.primal, b.dual.max(current.dual), current.samples)
+            }
+            _ => {
+                best_model.copy_from(solver.model());
+                Certificate::new(
+                    current.primal,
+                    best.map_or(current.dual, |b| b.dual.max(current.dual)),
+                    current.samples,
+                )
+            }
+        };
+        best = Some(certificate);
         let support = solver.model().support;
         observe(&TraceRow {
             epoch,
@@ -122,5 +178,11 @@ pub fn run<S: SampleSet>(
             break (certificate, StopReason::TimeBudget);
         }
     };
-    FitReport { epochs: epoch, seconds: solver_time.as_secs_f64(), certificate, stop_reason }
+    FitReport {
+        epochs: epoch,
+        seconds: solver_time.as_secs_f64(),
+        certificate,
+        stop_reason,
+        model: best_model,
+    }
 }

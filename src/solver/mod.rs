@@ -3,6 +3,10 @@
 //!
 //! - [`dual::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of the DIHT paper;
 //! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
+//! - [`mirror::MirrorDescent`] — stochastic sparse mirror descent (Guha 2022, Ch. 5) with a choice of
+//!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse;
+//! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
+//!   conventions, driven by its own outer loop;
 //!
 //! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
 //! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
@@ -10,8 +14,11 @@
 
 pub mod driver;
 pub mod dual;
+pub mod mirror;
 pub mod objective;
 pub mod primal;
+pub mod smidas;
+pub mod subset;
 
 use thiserror::Error;
 
@@ -76,7 +83,13 @@ impl<'a, S: SampleSet> Problem<'a, S> {
             loss.check_label(data.row(i).label)
                 .map_err(|source| ProblemError::Label { index: i, source })?;
         }
-        Ok(Problem { data, loss, lambda, k, intercept })
+        Ok(Problem {
+            data,
+            loss,
+            lambda,
+            k,
+            intercept,
+        })
     }
 
     /// `N`, as a float.

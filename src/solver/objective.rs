@@ -29,7 +29,12 @@ pub struct Certificate {
 
 impl Certificate {
     pub fn new(primal: f64, dual: f64, samples: usize) -> Certificate {
-        Certificate { primal, dual, gap: primal - dual, samples }
+        Certificate {
+            primal,
+            dual,
+            gap: primal - dual,
+            samples,
+        }
     }
 
     /// `(P - D) / max(1, |P|)`: the stopping measure.
@@ -44,7 +49,9 @@ pub fn primal_value<S: SampleSet>(data: &S, loss: &Loss, lambda: f64, w: &[f64],
     let mut sum = 0.0;
     for i in 0..data.len() {
         let r = data.row(i);
-        sum += loss.sample(r.label, r.weight).value(sparse_dot(r.indices, r.values, w) + b);
+        sum += loss
+            .sample(r.label, r.weight)
+            .value(sparse_dot(r.indices, r.values, w) + b);
     }
     sum / n + 0.5 * lambda * sq_norm(w)
 }
@@ -84,11 +91,17 @@ pub fn dual_value<S: SampleSet>(
     let n = data.len().max(1) as f64;
     scratch.w_tilde.clear();
     scratch.w_tilde.resize(data.dim(), 0.0);
-    for i in 0..data.len() {
+    for (i, &a) in alpha.iter().enumerate().take(data.len()) {
         let r = data.row(i);
-        sparse_axpy(-alpha[i] / (lambda * n), r.indices, r.values, &mut scratch.w_tilde);
+        sparse_axpy(-a / (lambda * n), r.indices, r.values, &mut scratch.w_tilde);
     }
-    hard_threshold(&scratch.w_tilde, k, &mut scratch.w, &mut scratch.support, &mut scratch.threshold);
+    hard_threshold(
+        &scratch.w_tilde,
+        k,
+        &mut scratch.w,
+        &mut scratch.support,
+        &mut scratch.threshold,
+    );
     -conjugate_sum(data, loss, alpha) / n - 0.5 * lambda * sq_norm(&scratch.w)
 }
 
@@ -149,7 +162,11 @@ pub fn project_rows_with_sum(
             .sum()
     };
     // Every feasible alpha_i lies in [-c_i, c_i], so shifts beyond the widest box are saturated.
-    let width = (0..alpha.len()).map(|i| label_weight(i).1).fold(0.0, f64::max) * 2.0 + 1.0;
+    let width = (0..alpha.len())
+        .map(|i| label_weight(i).1)
+        .fold(0.0, f64::max)
+        * 2.0
+        + 1.0;
     let (mut lo, mut hi) = (-width, width);
     for _ in 0..100 {
         let mid = 0.5 * (lo + hi);

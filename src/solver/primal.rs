@@ -88,7 +88,13 @@ impl PrimalState {
             for ((t, w), g) in self.trial.iter_mut().zip(&self.w).zip(&self.grad) {
                 *t = w - self.eta * g;
             }
-            hard_threshold(&self.trial, p.k, &mut self.trial_w, &mut self.trial_support, &mut self.threshold);
+            hard_threshold(
+                &self.trial,
+                p.k,
+                &mut self.trial_w,
+                &mut self.trial_support,
+                &mut self.threshold,
+            );
             let value = primal_value(p.data, &p.loss, p.lambda, &self.trial_w, self.intercept);
             if value <= self.primal || attempt + 1 == MAX_HALVINGS {
                 std::mem::swap(&mut self.w, &mut self.trial_w);
@@ -103,13 +109,31 @@ impl PrimalState {
     }
 
     fn certificate<S: SampleSet>(&mut self, p: &Problem<S>) -> Certificate {
-        dual_of_primal(p.data, &p.loss, &self.w, self.intercept, p.intercept, &mut self.alpha);
-        let dual = dual_value(p.data, &p.loss, p.lambda, p.k, &self.alpha, &mut self.dual_scratch);
+        dual_of_primal(
+            p.data,
+            &p.loss,
+            &self.w,
+            self.intercept,
+            p.intercept,
+            &mut self.alpha,
+        );
+        let dual = dual_value(
+            p.data,
+            &p.loss,
+            p.lambda,
+            p.k,
+            &self.alpha,
+            &mut self.dual_scratch,
+        );
         Certificate::new(self.primal, dual, p.data.len())
     }
 
     fn model(&self) -> ModelView<'_> {
-        ModelView { weights: &self.w, support: &self.support, intercept: self.intercept }
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
     }
 }
 
@@ -150,7 +174,9 @@ pub struct Iht {
 
 impl Iht {
     pub fn new<S: SampleSet>(p: &Problem<S>) -> Iht {
-        Iht { state: PrimalState::new(p) }
+        Iht {
+            state: PrimalState::new(p),
+        }
     }
 }
 
@@ -182,7 +208,10 @@ const HTP_INNER: usize = 100;
 
 impl Htp {
     pub fn new<S: SampleSet>(p: &Problem<S>) -> Htp {
-        Htp { state: PrimalState::new(p), position: vec![u32::MAX; p.data.dim()] }
+        Htp {
+            state: PrimalState::new(p),
+            position: vec![u32::MAX; p.data.dim()],
+        }
     }
 
     /// `min P` over `supp(w) ⊆ support`: a ridge solve for squared loss without intercept, else projected
@@ -227,7 +256,11 @@ impl Htp {
 }
 
 /// Solves `(2/N X_S^T C X_S + lambda I) w_S = (2/N) X_S^T C y` by Cholesky; `None` if not positive definite.
-fn ridge_on_support<S: SampleSet>(p: &Problem<S>, support: &[u32], position: &mut [u32]) -> Option<Vec<f64>> {
+fn ridge_on_support<S: SampleSet>(
+    p: &Problem<S>,
+    support: &[u32],
+    position: &mut [u32],
+) -> Option<Vec<f64>> {
     let k = support.len();
     for (pos, &j) in support.iter().enumerate() {
         position[j as usize] = pos as u32;

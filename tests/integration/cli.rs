@@ -1,1 +1,241 @@
 //! `thresher fit` / `thresher predict` end to end through the binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use thresher::model::Model;
+use thresher::synth;
+
+fn thresher(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_thresher"))
+        .args(args)
+        .output()
+        .expect("run thresher")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn fit_then_predict_recovers_a_planted_support() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
+    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
+    let model_path = dir.path().join("model.json");
+    let trace_path = dir.path().join("trace.csv");
+    for solver in ["diht", "sdiht", "iht", "htp"] {
+        let out = thresher(&[
+            "fit",
+            &data,
+            "--loss",
+            "squared",
+            "-k",
+            "5",
+            "--lambda",
+            "0.01",
+            "--solver",
+            solver,
+            "--epochs",
+            "500",
+            "--tol",
+            "1e-8",
+            "--out",
+            model_path.to_str().unwrap(),
+            "--trace",
+            trace_path.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{solver}: {stderr}");
+        assert!(
+            stderr.contains(&format!("solver={solver} ")) && stderr.contains("stop="),
+            "{stderr}"
+        );
+        let model = Model::load(&model_path).unwrap();
+        assert_eq!(model.support, problem.true_support(), "{solver}");
+        assert_eq!(model.solver, solver);
+        assert!(
+            model.certificate.gap >= -1e-12 && model.certificate.gap < 1e-3,
+            "{solver}: {:?}",
+            model.certificate
+        );
+        let trace = std::fs::read_to_string(&trace_path).unwrap();
+        let mut lines = trace.lines();
+        assert_eq!(
+            lines.next(),
+            Some("epoch,seconds,primal,dual,gap,support_size,support_changes")
+        );
+        assert!(lines.all(|l| l.split(',').count() == 7));
+    }
+    let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
+    assert!(out.status.success());
+    let predictions: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(predictions.len(), 400);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mse: f64 = stderr
+        .trim()
+        .rsplit("mse=")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(mse < 0.05, "{stderr}");
+}
+
+#[test]
+fn classification_fit_and_predict_report_accuracy() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::sparse_stream(600, 40, 4, 8, 0.0, true, 5);
+    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
+    let model_path = dir.path().join("m.json");
+    for loss in ["huber", "hinge", "logistic"] {
+        let out = thresher(&[
+            "fit",
+            &data,
+            "--loss",
+            loss,
+            "-k",
+            "4",
+            "--lambda",
+            "0.01",
+            "--solver",
+            "sdiht",
+            "--blocks",
+            "4",
+            "--intercept",
+            "--epochs",
+            "200",
+            "--out",
+            model_path.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{loss}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let accuracy: f64 = stderr
+            .trim()
+            .rsplit("accuracy=")
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(accuracy > 0.9, "{loss}: {stderr}");
+        let classes = String::from_utf8_lossy(&out.stdout);
+        assert!(classes.lines().all(|l| l == "1" || l == "-1"));
+    }
+}
+
+#[test]
+fn json_lines_input_and_unlabelled_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..50)
+        .map(|i| {
+            let x = (i as f64) / 10.0;
+            format!(
+                "{{\"label\": {}, \"indices\": [1, 3], \"values\": [{x}, 1.0]}}\n",
+                2.0 * x
+            )
+        })
+        .collect();
+    let data = write(dir.path(), "train.jsonl", &lines);
+    let model_path = dir.path().join("m.json");
+    let out = thresher(&[
+        "fit",
+        &data,
+        "--loss",
+        "squared",
+        "-k",
+        "1",
+        "--lambda",
+        "1e-4",
+        "--out",
+        model_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model = Model::load(&model_path).unwrap();
+    assert_eq!(model.support, vec![1], "indices are kept exactly as given");
+    assert!((model.weights[0] - 2.0).abs() < 0.01, "{:?}", model.weights);
+    let query = write(
+        dir.path(),
+        "q.jsonl",
+        "{\"indices\": [1], \"values\": [1.5]}\n",
+    );
+    let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &query]);
+    assert!(out.status.success());
+    let y: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!((y - 3.0).abs() < 0.02, "{y}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "unsorted.svm",
+            "1 1:1\n1 3:1 2:1\n",
+            ":2: ",
+            "strictly increasing",
+        ),
+        (
+            "duplicate.svm",
+            "# c\n1 2:1 2:1\n",
+            ":2: ",
+            "duplicate feature index 2",
+        ),
+        ("nonfinite.svm", "1 1:inf\n", ":1: ", "non-finite"),
+        (
+            "badnum.svm",
+            "1 1:1\n\n1 1:x\n",
+            ":3: ",
+            "bad feature value",
+        ),
+        ("nolabel.svm", "1:1 2:1\n", ":1: ", "missing label"),
+        (
+            "badjson.jsonl",
+            "{\"label\": 1}\n{\"label\": \n",
+            ":2: ",
+            "invalid JSON",
+        ),
+    ];
+    for (name, text, line, message) in cases {
+        let data = write(dir.path(), name, text);
+        let out = thresher(&[
+            "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0.1",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}");
+        assert!(
+            stderr.contains(&format!("{name}{line}")),
+            "{name}: {stderr}"
+        );
+        assert!(stderr.contains(message), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let data = write(dir.path(), "three.svm", "3 1:1\n1 2:1\n");
+    let out = thresher(&[
+        "fit", &data, "--loss", "hinge", "-k", "1", "--lambda", "0.1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("label 3 is not valid for hinge"),
+        "{stderr}"
+    );
+    let out = thresher(&[
+        "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lambda must be finite and > 0"));
+    let out = thresher(&["predict", "--model", &data, &data]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a thresher model"));
+}

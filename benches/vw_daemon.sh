@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Side by side: thresher serve vs Vowpal Wabbit's daemon on the same stream (d = 2^20, 40 nonzeros per
+# sample, 100 true features, 1M samples from 200k distinct ones), one pass each.
+#   bash benches/vw_daemon.sh            (needs root for `unshare -n`; installs VW into bench-venv/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SAMPLES="${SAMPLES:-1000000}"
+[ -x bench-venv/bin/python ] || python3 -m venv bench-venv
+bench-venv/bin/python -c "import vowpalwabbit" 2>/dev/null || bench-venv/bin/pip install -q vowpalwabbit
+cargo build --release --quiet --example loadgen
+cargo build --release --quiet
+DATA=data/stream; mkdir -p "$DATA"
+[ -f "$DATA/train.svm" ] || target/release/examples/loadgen --dump "$DATA"
+echo "== thresher serve (loopback HTTP, LIBSVM and JSON bodies)"
+for fmt in libsvm json; do for batch in 1000 10000; do
+  target/release/examples/loadgen --format "$fmt" --batch "$batch" --samples "$SAMPLES"
+done; done
+echo "== Vowpal Wabbit daemon (inside a loopback-only network namespace)"
+unshare -n bash -c "ip link set lo up && bench-venv/bin/python benches/vw_daemon.py $DATA $SAMPLES"

@@ -1,0 +1,160 @@
+//! `thresher fit --solver subset|dual-ast`: best subset with l0 + l1 + l2 penalties, one fit or a
+//! warm-started `--path` of decreasing lambda0.
+
+use std::io::Write;
+
+use clap::Args;
+
+use super::fit::{load, write_file, FitArgs, SolverKind};
+use super::CliError;
+use crate::loss::LossKind;
+use crate::model::Model;
+use crate::sample::SampleSet;
+use crate::solver::subset::{geometric_path, OuterStep, Penalty, SubsetParams, SubsetSolver, Variant};
+
+/// The `fit` flags of the best-subset solvers (ignored by the others).
+#[derive(Debug, Args)]
+pub struct SubsetArgs {
+    /// l0 strength: the price of each nonzero weight (subset). With --path, the last (smallest) value.
+    #[arg(long)]
+    pub lambda0: Option<f64>,
+    /// l1 strength (subset).
+    #[arg(long, default_value_t = 0.0)]
+    pub lambda1: f64,
+    /// l2 strength, > 0, without a 1/2 (subset).
+    #[arg(long)]
+    pub lambda2: Option<f64>,
+    /// Stop when the duality gap is below this (subset).
+    #[arg(long, default_value_t = 1e-6)]
+    pub xi: f64,
+    /// Stop when the gap changed by less than this over two outer steps (subset).
+    #[arg(long, default_value_t = 1e-6)]
+    pub zeta: f64,
+    /// Feature inclusion adds ceil(c ln p) features per outer step (subset).
+    #[arg(long = "c", default_value_t = 4.0)]
+    pub inclusion_c: f64,
+    /// Dual step of the inner solver (subset); default: inverse curvature of the sub-problem dual.
+    #[arg(long)]
+    pub omega: Option<f64>,
+    /// Disable gap-safe screening (subset; for ablations).
+    #[arg(long)]
+    pub no_screening: bool,
+    /// Solve a decreasing, warm-started sequence of lambda0 from lambda0_max (empty model) down to
+    /// --lambda0 and print support size and gap at each (subset).
+    #[arg(long)]
+    pub path: bool,
+    /// Number of lambda0 values on the --path (geometric spacing).
+    #[arg(long, default_value_t = 10)]
+    pub path_steps: usize,
+}
+
+pub fn run(args: &FitArgs) -> Result<(), CliError> {
+    let s = &args.subset;
+    if args.loss.is_some_and(|l| l != LossKind::Squared) {
+        return Err(CliError::Argument(
+            "--solver subset supports --loss squared only (the paper's 1/2-squared loss)".into(),
+        ));
+    }
+    if args.intercept {
+        return Err(CliError::Argument("--solver subset does not fit an intercept".into()));
+    }
+    if args.time_budget.is_some() {
+        return Err(CliError::Argument("--time-budget is not supported by --solver subset".into()));
+    }
+    let lambda0 = s.lambda0.ok_or_else(|| CliError::Argument("--lambda0 is required for --solver subset".into()))?;
+    let lambda2 = s.lambda2.ok_or_else(|| CliError::Argument("--lambda2 is required for --solver subset".into()))?;
+    if s.path && !(lambda0 > 0.0) {
+        return Err(CliError::Argument("--path needs --lambda0 > 0 (the end of the path)".into()));
+    }
+    if s.path && s.path_steps == 0 {
+        return Err(CliError::Argument("--path-steps must be >= 1".into()));
+    }
+    let penalty = Penalty::new(lambda0, s.lambda1, lambda2).map_err(crate::solver::subset::SubsetError::from)?;
+    let mut params = SubsetParams::new(penalty);
+    params.variant = if args.solver == SolverKind::DualAst { Variant::DualAst } else { Variant::PrimDual };
+    params.xi = s.xi;
+    params.zeta = s.zeta;
+    params.c = s.inclusion_c;
+    params.omega = s.omega;
+    params.screening = !s.no_screening;
+    params.max_outer = args.epochs.max(1);
+    let data = load(&args.data, args.format)?;
+    let mut solver = SubsetSolver::new(&data, params)?;
+    let name = if args.solver == SolverKind::DualAst { "dual-ast" } else { "subset" };
+
+    let mut trace = String::new();
+    let mut last: Option<OuterStep> = None;
+    let stop;
+    if s.path {
+        let from = solver.lambda0_max().max(lambda0);
+        let lambdas = geometric_path(from, lambda0, s.path_steps);
+        trace.push_str("lambda0,");
+        trace.push_str(OuterStep::CSV_HEADER);
+        trace.push('\n');
+        let points = solver.path(&lambdas, &mut |l0, step| {
+            trace.push_str(&format!("{l0:.6e},{}\n", step.csv()));
+            last = Some(*step);
+        })?;
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "lambda0,support_size,primal,dual,gap,outer_steps,seconds,stop");
+        for p in &points {
+            let _ = writeln!(
+                out,
+                "{:.6e},{},{:.9e},{:.9e},{:.3e},{},{:.4},{}",
+                p.lambda0, p.support_size, p.primal, p.dual, p.gap, p.outer_steps, p.seconds, p.stop
+            );
+        }
+        stop = points.last().map(|p| p.stop.to_string()).unwrap_or_default();
+    } else {
+        trace.push_str(OuterStep::CSV_HEADER);
+        trace.push('\n');
+        let report = solver.solve(&mut |step| {
+            trace.push_str(&step.csv());
+            trace.push('\n');
+            last = Some(*step);
+        });
+        stop = report.stop.to_string();
+    }
+    let certificate = solver.certificate();
+    let final_penalty = solver.params().penalty;
+    let mut model = Model::from_view(
+        solver.model(),
+        LossKind::Squared,
+        None,
+        name,
+        solver.model().support.len(),
+        final_penalty.lambda2,
+        certificate,
+    );
+    model.lambda0 = Some(final_penalty.lambda0);
+    model.lambda1 = Some(final_penalty.lambda1);
+    model.lambda2 = Some(final_penalty.lambda2);
+    let last = last.expect("solve takes at least one outer step");
+    eprintln!(
+        "solver={name} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
+        last.row.epoch,
+        last.row.seconds,
+        certificate.primal,
+        certificate.dual,
+        certificate.gap,
+        model.support.len(),
+        last.active_set_size,
+        last.screened,
+        data.len(),
+        data.dim(),
+    );
+    if let Some(path) = &args.out {
+        let text = serde_json::to_string_pretty(&model).expect("a model always serialises");
+        write_file(path, &(text + "\n"))?;
+    }
+    if let Some(path) = &args.trace {
+        write_file(path, &trace)?;
+    }
+    if args.out.is_none() && !s.path {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "{}", serde_json::to_string(&model).expect("a model always serialises"));
+    }
+    Ok(())
+}
