@@ -6,7 +6,8 @@
 //! [...]}` or `{"label": y, "features": {"name": value}}` (optionally `"weight"`). The first invalid
 //! sample fails the whole body with its line (for a JSON array: its 1-based position), so a rejected
 //! request leaves no trace in the learners. Labels are checked against every learner's loss, indices
-//! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight;
+//! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight (alphabetical within one
+//! object);
 //! a stream should use either numeric indices or names, not both.
 
 use std::collections::{BTreeMap, HashMap};
@@ -383,8 +384,12 @@ mod tests {
         let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
         let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
         assert_eq!(s[1].indices, vec![0, 1]);
-        assert_eq!(s[1].values, vec![1.0, 2.0], "b was seen first");
-        assert_eq!(d.names(), vec!["b".to_string(), "a".to_string()]);
+        assert_eq!(
+            s[1].values,
+            vec![2.0, 1.0],
+            "within an object, names are taken alphabetically"
+        );
+        assert_eq!(d.names(), vec!["a".to_string(), "b".to_string()]);
         let arr = "[{\"label\": 1, \"features\": {\"c\": 1}}, {\"label\": 1, \"indices\": [2, 1], \"values\": [1, 1]}]";
         let e = parse_body(BodyFormat::JsonArray, arr, &r, &d).unwrap_err();
         assert_eq!(e.line, Some(2));

@@ -3,4 +3,5 @@
 mod cli;
 mod daemon;
 mod mirror;
+mod prometheus;
 mod subset;
