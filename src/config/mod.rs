@@ -20,7 +20,7 @@
 //! | `checkpoint.data_dir` | `""` (off) | path | | `THRESHER_CHECKPOINT_DATA_DIR` |
 //! | `checkpoint.interval_s` | 60 | s | 1 ..= 86400 | `THRESHER_CHECKPOINT_INTERVAL_S` |
 //! | `learner.name` | `primary` | | `[A-Za-z0-9_-]+`, unique | `THRESHER_LEARNER_NAME` |
-//! | `learner.solver` | `sdiht` | | `sdiht`, `diht` | `THRESHER_LEARNER_SOLVER` |
+//! | `learner.solver` | `sdiht` | | `sdiht`, `diht`, `mirror`, `smidas`, `subset` | `THRESHER_LEARNER_SOLVER` |
 //! | `learner.loss` | `squared` | | squared, huber, hinge, logistic | `THRESHER_LEARNER_LOSS` |
 //! | `learner.gamma` | 0.25 | | > 0 | `THRESHER_LEARNER_GAMMA` |
 //! | `learner.k` | 10 | features | 1 ..= max_dim | `THRESHER_LEARNER_K` |
@@ -32,7 +32,9 @@
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
 //!
 //! `[[learner]]` tables may repeat (the first is the primary); a key missing from a learner table takes
-//! the default above. Learner environment overrides apply to the primary learner.
+//! the default above. Learner environment overrides apply to the primary learner. The keys of the
+//! `mirror`, `smidas` and `subset` solvers (`mirror`, `beta`, `p`, `constraint`, `batch`, `horizon`, `l1`,
+//! `lambda0`, `lambda1`, `lambda2`, `resolve_interval_ms`, `xi`, `zeta`, `c`) are listed in [`solvers`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,6 +45,9 @@ use toml::{Table, Value};
 
 use crate::loss::{Loss, LossKind};
 use crate::solver::StepRule;
+
+pub mod solvers;
+pub use solvers::SolverOptions;
 
 /// The embedded defaults: `config/thresher.toml`, byte for byte.
 pub const DEFAULT_TOML: &str = include_str!("../../config/thresher.toml");
@@ -84,6 +89,12 @@ pub enum ConfigError {
 pub enum StreamSolverKind {
     /// Stochastic DIHT over the window (`blocks = 1` is DIHT).
     Sdiht,
+    /// Stochastic sparse mirror descent (options in [`LearnerConfig::options`]).
+    Mirror,
+    /// SMIDAS, the l1 prior art (not k-sparse).
+    Smidas,
+    /// Best subset (l0 + l1 + l2), re-solved on the window every `resolve_interval_ms`.
+    Subset,
 }
 
 impl StreamSolverKind {
@@ -91,6 +102,9 @@ impl StreamSolverKind {
         match self {
             StreamSolverKind::Sdiht if blocks == 1 => "diht",
             StreamSolverKind::Sdiht => "sdiht",
+            StreamSolverKind::Mirror => "mirror",
+            StreamSolverKind::Smidas => "smidas",
+            StreamSolverKind::Subset => "subset",
         }
     }
 }
@@ -108,6 +122,8 @@ pub struct LearnerConfig {
     pub recompute_every: usize,
     pub tol: f64,
     pub seed: u64,
+    /// The solver-specific keys ([`solvers`]).
+    pub options: SolverOptions,
 }
 
 /// The validated configuration `thresher serve` runs on.
@@ -283,11 +299,14 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
     }
     let solver = match r.string("solver")?.as_str() {
         "sdiht" | "diht" => StreamSolverKind::Sdiht,
+        "mirror" => StreamSolverKind::Mirror,
+        "smidas" => StreamSolverKind::Smidas,
+        "subset" => StreamSolverKind::Subset,
         other => {
             return Err(range(
                 &key("solver"),
                 other,
-                "the streaming solvers are: sdiht, diht",
+                "the streaming solvers are: sdiht, diht, mirror, smidas, subset",
             ))
         }
     };
@@ -305,6 +324,13 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             ))
         }
     };
+    if solver == StreamSolverKind::Subset && kind != LossKind::Squared {
+        return Err(range(
+            &key("loss"),
+            &loss_name,
+            "solver = \"subset\" supports loss = \"squared\" only",
+        ));
+    }
     let gamma = r.float("gamma")?;
     let loss = Loss::new(kind, gamma)
         .map_err(|e| range(&key("gamma"), &gamma.to_string(), &e.to_string()))?;
@@ -343,7 +369,9 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             "must be finite and >= 0",
         ));
     }
+    let options = solvers::read(t, i, &r.string("solver")?, step, max_dim)?;
     Ok(LearnerConfig {
+        options,
         name,
         solver,
         loss,
@@ -373,7 +401,10 @@ fn default_table() -> Table {
 fn default_learner() -> Table {
     match default_table().remove("learner") {
         Some(Value::Array(mut a)) => match a.remove(0) {
-            Value::Table(t) => t,
+            Value::Table(mut t) => {
+                t.extend(solvers::defaults());
+                t
+            }
             _ => unreachable!("config/thresher.toml has a [[learner]] table"),
         },
         _ => unreachable!("config/thresher.toml has a [[learner]] table"),
@@ -409,11 +440,16 @@ fn merge_file(base: &mut Table, user: Table) -> Result<(), ConfigError> {
                     });
                 };
                 let mut full = defaults.clone();
+                let mut given = Vec::new();
                 for (k, v) in t {
                     if !full.contains_key(&k) {
                         return Err(ConfigError::UnknownKey(format!("learner[{i}].{k}")));
                     }
+                    given.push(k.clone());
                     full.insert(k, v);
+                }
+                if let Some(Value::String(solver)) = full.get("solver") {
+                    solvers::check_applicable(i, solver, &given)?;
                 }
                 learners.push(Value::Table(full));
             }

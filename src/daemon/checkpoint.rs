@@ -8,6 +8,10 @@
 //! renamed over the old checkpoint, and the directory is fsynced, so a crash leaves either the old or the
 //! new checkpoint, never a torn one. Reading checks magic, version, length and checksum: a corrupt or
 //! incompatible file is a [`CheckpointError`] that stops the start (use `--fresh` to start empty).
+//!
+//! A primal learner's model ([`PrimalState`]: mirror, smidas, subset) rides in the JSON header as the
+//! optional `primal` field, its floats as IEEE-754 bit patterns so the round trip is exact; files
+//! without it (written by SDIHT-only builds) read as `None`, so format version 1 still describes both.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,7 +21,7 @@ use thiserror::Error;
 
 use crate::sample::Sample;
 use crate::snapshot::Snapshot;
-use crate::solver::stream::{LearnerState, LearnerStats};
+use crate::solver::stream::{LearnerState, LearnerStats, PrimalState};
 use crate::solver::Certificate;
 
 pub const MAGIC: &[u8; 8] = b"THRCKPT\n";
@@ -81,6 +85,47 @@ struct LearnerHeader {
     scale: f64,
     steps_since_insert: u64,
     window_len: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    primal: Option<PrimalBits>,
+}
+
+/// [`PrimalState`] with every float as its bit pattern (JSON number parsing may be off by an ulp).
+#[derive(Serialize, Deserialize)]
+struct PrimalBits {
+    /// `(j, w_j bits, theta_j bits)`.
+    coordinates: Vec<(u32, u64, u64)>,
+    solver_steps: u64,
+    row_sq_max: u64,
+    #[serde(default)]
+    active: Vec<u32>,
+}
+
+impl PrimalBits {
+    fn from_state(p: &PrimalState) -> PrimalBits {
+        PrimalBits {
+            coordinates: p
+                .coordinates
+                .iter()
+                .map(|&(j, w, t)| (j, w.to_bits(), t.to_bits()))
+                .collect(),
+            solver_steps: p.solver_steps,
+            row_sq_max: p.row_sq_max.to_bits(),
+            active: p.active.clone(),
+        }
+    }
+
+    fn into_state(self) -> PrimalState {
+        PrimalState {
+            coordinates: self
+                .coordinates
+                .into_iter()
+                .map(|(j, w, t)| (j, f64::from_bits(w), f64::from_bits(t)))
+                .collect(),
+            solver_steps: self.solver_steps,
+            row_sq_max: f64::from_bits(self.row_sq_max),
+            active: self.active,
+        }
+    }
 }
 
 pub fn path_in(dir: &Path) -> PathBuf {
@@ -115,6 +160,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
                 scale: l.state.scale,
                 steps_since_insert: l.state.steps_since_insert,
                 window_len: l.state.samples.len() as u64,
+                primal: l.state.primal.as_ref().map(PrimalBits::from_state),
             })
             .collect(),
     };
@@ -244,6 +290,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
                     last_certificate: h.last_certificate,
                     scale: h.scale,
                     steps_since_insert: h.steps_since_insert,
+                    primal: h.primal.map(PrimalBits::into_state),
                 },
             });
         }
@@ -319,6 +366,12 @@ mod tests {
                     last_certificate: Some(Certificate::new(1.0, 0.5, 2)),
                     scale: 0.5,
                     steps_since_insert: 7,
+                    primal: Some(PrimalState {
+                        coordinates: vec![(1, 0.1 + 0.2, -1e-300), (5, f64::MIN_POSITIVE, 3.0)],
+                        solver_steps: 11,
+                        row_sq_max: 1.0 / 3.0,
+                        active: vec![1, 5, 8],
+                    }),
                 },
             }],
         }

@@ -13,6 +13,8 @@
 //! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
 //! | `thresher_window_samples` | gauge | learner | samples in the window |
 //! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
+//! | `thresher_active_set_size` | gauge | learner | the subset solver's active set size (0 for the other solvers) |
+//! | `thresher_screened_features` | gauge | learner | features the subset solver's gap-safe screening removed (0 for the others) |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
@@ -40,6 +42,8 @@ pub struct Metrics {
     pub solver_steps: IntCounterVec,
     pub window_samples: GaugeVec,
     pub window_capacity: GaugeVec,
+    pub active_set_size: GaugeVec,
+    pub screened_features: GaugeVec,
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
     pub queue_batches: IntGauge,
@@ -120,6 +124,16 @@ impl Metrics {
             ),
             window_samples: gauge("thresher_window_samples", "Samples in the window", l),
             window_capacity: gauge("thresher_window_capacity", "Window capacity (samples)", l),
+            active_set_size: gauge(
+                "thresher_active_set_size",
+                "Active set size of the subset solver (0 for other solvers)",
+                l,
+            ),
+            screened_features: gauge(
+                "thresher_screened_features",
+                "Features removed by gap-safe screening in the subset solver (0 for other solvers)",
+                l,
+            ),
             ingested: counter(
                 "thresher_samples_ingested_total",
                 "Samples accepted",
@@ -187,6 +201,8 @@ impl Metrics {
             &self.progressive_loss,
             &self.snapshot_age,
             &self.window_samples,
+            &self.active_set_size,
+            &self.screened_features,
         ] {
             g.with_label_values(&[name]);
         }
@@ -237,6 +253,8 @@ mod tests {
             "thresher_solver_steps_total",
             "thresher_window_samples",
             "thresher_window_capacity{learner=\"primary\"} 10",
+            "thresher_active_set_size{learner=\"primary\"} 0",
+            "thresher_screened_features{learner=\"primary\"} 0",
             "thresher_samples_ingested_total{source=\"http\"} 0",
             "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
             "thresher_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/model\"",

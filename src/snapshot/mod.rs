@@ -106,7 +106,7 @@ pub type SharedLearner = Arc<Mutex<Box<dyn StreamingLearner>>>;
 /// Publishes a new snapshot of `learner` into `cell` if it changed; returns whether it did.
 pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> bool {
     let previous = cell.get();
-    let (snap, capacity) = {
+    let (snap, capacity, gauges) = {
         let mut l = learner.lock();
         let stats = l.stats();
         let unchanged = previous
@@ -115,7 +115,7 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         if unchanged || l.window().is_empty() {
             return false;
         }
-        (l.snapshot(), l.window().capacity())
+        (l.snapshot(), l.window().capacity(), l.gauges())
     };
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;
@@ -142,6 +142,14 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         .window_capacity
         .with_label_values(&l)
         .set(capacity as f64);
+    metrics
+        .active_set_size
+        .with_label_values(&l)
+        .set(gauges.active_set_size as f64);
+    metrics
+        .screened_features
+        .with_label_values(&l)
+        .set(gauges.screened_features as f64);
     cell.set(next);
     set_gauges(cell, metrics);
     true

@@ -18,6 +18,8 @@
 //!
 //! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner).
 
+mod resume;
+
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -32,6 +32,14 @@
 //!
 //! The intercept is not supported in streaming (the dual constraint `sum alpha = 0` would break at every
 //! warm start); the model's intercept is always 0.
+//!
+//! # The other learners
+//!
+//! [`mirror::StreamMirror`] (`solver = "mirror"`), [`mirror::StreamSmidas`] (`"smidas"`) and
+//! [`subset::StreamSubset`] (`"subset"`) implement the same contract; [`build`] picks one from the config.
+//! They are primal solvers: their checkpoint carries the model in [`LearnerState::primal`], and the duals
+//! stored in their window are the certificate's dual point of their model (feasible duals, so a
+//! checkpoint can even be resumed by another solver).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -45,6 +53,9 @@ use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
 use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
+
+pub mod mirror;
+pub mod subset;
 
 /// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
 pub const IDLE_EPOCHS: u64 = 200;
@@ -115,6 +126,32 @@ pub struct LearnerState {
     pub scale: f64,
     /// Steps since the last insert (so a stalled learner resumes idle).
     pub steps_since_insert: u64,
+    /// The model of a primal learner (mirror, smidas, subset); `None` for SDIHT, whose model is a
+    /// function of the window's duals.
+    pub primal: Option<PrimalState>,
+}
+
+/// A primal learner's model and schedule position: enough to resume it exactly.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PrimalState {
+    /// `(j, w_j, theta_j)` for every nonzero weight, in the order the learner exported them; `theta_j` is
+    /// the learner's mirror-space coordinate (`grad psi(w)_j`; 0 where a learner has none).
+    pub coordinates: Vec<(u32, f64, f64)>,
+    /// Steps taken by the underlying solver (the `t` of the step schedule).
+    pub solver_steps: u64,
+    /// The running `max_i c_i ||x_i||^2` the automatic step uses.
+    pub row_sq_max: f64,
+    /// The subset learner's active set (empty for the others).
+    pub active: Vec<u32>,
+}
+
+/// Solver-specific gauges a learner reports next to its certificate (0 where they do not apply).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SolverGauges {
+    /// The subset solver's active set size.
+    pub active_set_size: usize,
+    /// Features the subset solver's gap-safe screening has removed.
+    pub screened_features: usize,
 }
 
 /// A solver that learns continuously on a window. See the module docs for the contract.
@@ -132,6 +169,10 @@ pub trait StreamingLearner: Send {
     fn window(&self) -> &Window;
     /// The checkpoint payload.
     fn state(&self) -> LearnerState;
+    /// Solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`); zeros by default.
+    fn gauges(&self) -> SolverGauges {
+        SolverGauges::default()
+    }
 }
 
 /// Builds the learner a config asks for.
@@ -143,6 +184,15 @@ pub fn build(
     match config.solver {
         crate::config::StreamSolverKind::Sdiht => {
             Box::new(StreamSdiht::new(config.clone(), capacity, state))
+        }
+        crate::config::StreamSolverKind::Mirror => {
+            Box::new(mirror::StreamMirror::new(config.clone(), capacity, state))
+        }
+        crate::config::StreamSolverKind::Smidas => {
+            Box::new(mirror::StreamSmidas::new(config.clone(), capacity, state))
+        }
+        crate::config::StreamSolverKind::Subset => {
+            Box::new(subset::StreamSubset::new(config.clone(), capacity, state))
         }
     }
 }
@@ -590,6 +640,7 @@ impl StreamingLearner for StreamSdiht {
             last_certificate: self.last_certificate,
             scale: self.scale,
             steps_since_insert: self.steps_since_insert,
+            primal: None,
         }
     }
 }

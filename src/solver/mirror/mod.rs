@@ -28,6 +28,7 @@
 
 pub mod greedy;
 pub mod maps;
+mod resume;
 #[cfg(test)]
 mod tests;
 

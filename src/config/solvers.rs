@@ -1,0 +1,394 @@
+//! The solver-specific keys of a `[[learner]]` table (`solver = "mirror" | "smidas" | "subset"`), their
+//! defaults ([`SOLVER_KEYS_TOML`]) and their validation into [`SolverOptions`].
+//!
+//! | key | solver | default | range |
+//! | --- | --- | --- | --- |
+//! | `mirror` | mirror | `hypentropy` | `euclidean`, `pnorm`, `hypentropy` |
+//! | `beta` | mirror (`hypentropy`) | 1.0 | > 0 |
+//! | `p` | mirror (`pnorm`), smidas | 0 (= `max(2, 2 ln ingest.max_dim)`) | 0 or >= 2 |
+//! | `constraint` | mirror | `none` | `none`, `box:R`, `l1:R` (R > 0) |
+//! | `batch` | mirror | 1 | samples per mirror step, 1 ..= 10^6 |
+//! | `horizon` | mirror, smidas | 10000 | steps after which the automatic step has halved, >= 1 |
+//! | `l1` | smidas | 0.001 | > 0 |
+//! | `lambda0`, `lambda1` | subset | 1.0, 0.0 | >= 0 (paper units: sum of losses, unit-norm columns) |
+//! | `lambda2` | subset | 0.001 | > 0 |
+//! | `resolve_interval_ms` | subset | 1000 | 0 ..= 3600000 (0 = re-solve whenever the window changed) |
+//! | `xi`, `zeta` | subset | 1e-6, 1e-6 | >= 0 (gap target; gap-change stop) |
+//! | `c` | subset | 4.0 | > 0 (inclusion adds `ceil(c ln p)` features) |
+//!
+//! The shared keys keep their meaning where it applies: `k`, `lambda`, `loss`, `tol`, `seed` for every
+//! solver; `blocks` (a step is one pass over one random block of the window) and `step` (`adaptive` = the
+//! mirror module's automatic step, a number = a constant mirror-space step) for mirror and smidas. A key
+//! of this table set in a learner whose solver does not use it is an error naming the key, and
+//! `solver = "subset"` needs `loss = "squared"` (the only loss the subset solver implements).
+
+use std::time::Duration;
+
+use toml::{Table, Value};
+
+use super::ConfigError;
+use crate::solver::mirror::{Constraint, MirrorConfig, MirrorMap, MirrorStep};
+use crate::solver::subset::{Penalty, SubsetParams};
+use crate::solver::StepRule;
+
+/// Defaults of the solver-specific keys (merged into every `[[learner]]` table).
+pub const SOLVER_KEYS_TOML: &str = r#"
+mirror = "hypentropy"
+beta = 1.0
+p = 0.0
+constraint = "none"
+batch = 1
+horizon = 10000
+l1 = 0.001
+lambda0 = 1.0
+lambda1 = 0.0
+lambda2 = 0.001
+resolve_interval_ms = 1000
+xi = 1e-6
+zeta = 1e-6
+c = 4.0
+"#;
+
+/// Which solvers read each solver-specific key.
+const APPLIES_TO: &[(&str, &[&str])] = &[
+    ("mirror", &["mirror"]),
+    ("beta", &["mirror"]),
+    ("p", &["mirror", "smidas"]),
+    ("constraint", &["mirror"]),
+    ("batch", &["mirror"]),
+    ("horizon", &["mirror", "smidas"]),
+    ("l1", &["smidas"]),
+    ("lambda0", &["subset"]),
+    ("lambda1", &["subset"]),
+    ("lambda2", &["subset"]),
+    ("resolve_interval_ms", &["subset"]),
+    ("xi", &["subset"]),
+    ("zeta", &["subset"]),
+    ("c", &["subset"]),
+];
+
+/// The solver-specific keys with their defaults.
+pub fn defaults() -> Table {
+    SOLVER_KEYS_TOML
+        .parse()
+        .expect("the solver key defaults parse")
+}
+
+/// What a learner's solver needs beyond the shared keys.
+#[derive(Debug, Clone)]
+pub enum SolverOptions {
+    /// SDIHT reads only the shared keys.
+    Sdiht,
+    Mirror(MirrorConfig),
+    Smidas {
+        l1: f64,
+        /// The p-norm link's `p` (resolved from `ingest.max_dim` when the key is 0).
+        p: f64,
+        step: MirrorStep,
+        horizon: u64,
+    },
+    Subset {
+        params: SubsetParams,
+        resolve_interval: Duration,
+    },
+}
+
+impl PartialEq for SolverOptions {
+    /// `SubsetParams` is not `PartialEq`; compares the fields a config sets.
+    fn eq(&self, other: &Self) -> bool {
+        use SolverOptions::*;
+        match (self, other) {
+            (Sdiht, Sdiht) => true,
+            (Mirror(a), Mirror(b)) => a == b,
+            (
+                Smidas {
+                    l1,
+                    p,
+                    step,
+                    horizon,
+                },
+                Smidas {
+                    l1: l1b,
+                    p: pb,
+                    step: stepb,
+                    horizon: hb,
+                },
+            ) => (l1, p, step, horizon) == (l1b, pb, stepb, hb),
+            (
+                Subset {
+                    params: a,
+                    resolve_interval: ra,
+                },
+                Subset {
+                    params: b,
+                    resolve_interval: rb,
+                },
+            ) => {
+                let key = |p: &SubsetParams| {
+                    (
+                        p.penalty.lambda0,
+                        p.penalty.lambda1,
+                        p.penalty.lambda2,
+                        p.xi,
+                        p.zeta,
+                        p.c,
+                    )
+                };
+                key(a) == key(b) && ra == rb
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A key set in learner `i` that its solver does not read.
+pub fn check_applicable(i: usize, solver: &str, given: &[String]) -> Result<(), ConfigError> {
+    let solver = if solver == "diht" { "sdiht" } else { solver };
+    for key in given {
+        if let Some((_, solvers)) = APPLIES_TO.iter().find(|(k, _)| k == key) {
+            if !solvers.contains(&solver) {
+                return Err(ConfigError::Range {
+                    key: format!("learner[{i}].{key}"),
+                    value: format!("(set with solver = {solver:?})"),
+                    reason: format!("this key applies to solver {} only", solvers.join(", ")),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads the solver-specific keys of learner `i` (missing keys take their defaults).
+pub fn read(
+    t: &Table,
+    i: usize,
+    solver: &str,
+    step: StepRule,
+    max_dim: usize,
+) -> Result<SolverOptions, ConfigError> {
+    let defaults = defaults();
+    let key = |k: &str| format!("learner[{i}].{k}");
+    let get = |k: &str| -> &Value {
+        t.get(k)
+            .or_else(|| defaults.get(k))
+            .expect("every solver key has a default")
+    };
+    let float = |k: &str| -> Result<f64, ConfigError> {
+        match get(k) {
+            Value::Float(f) => Ok(*f),
+            Value::Integer(v) => Ok(*v as f64),
+            v => Err(super::type_err(&key(k), "a number", v)),
+        }
+    };
+    let int = |k: &str, lo: i64, hi: i64| super::as_int(get(k), &key(k), lo, hi);
+    let string = |k: &str| super::as_string(get(k), &key(k));
+    let bad = |k: &str, v: String, reason: &str| super::range(&key(k), &v, reason);
+    let positive = |k: &str| -> Result<f64, ConfigError> {
+        let v = float(k)?;
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(bad(k, v.to_string(), "must be finite and > 0"))
+        }
+    };
+    let nonneg = |k: &str| -> Result<f64, ConfigError> {
+        let v = float(k)?;
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(bad(k, v.to_string(), "must be finite and >= 0"))
+        }
+    };
+    let p = || -> Result<f64, ConfigError> {
+        let p = float("p")?;
+        if p == 0.0 {
+            Ok((2.0 * (max_dim as f64).ln()).max(2.0))
+        } else if p.is_finite() && p >= 2.0 {
+            Ok(p)
+        } else {
+            Err(bad(
+                "p",
+                p.to_string(),
+                "must be 0 (= 2 ln ingest.max_dim) or >= 2",
+            ))
+        }
+    };
+    let mirror_step = match step {
+        StepRule::Constant(eta) => MirrorStep::Constant(eta),
+        _ => MirrorStep::Auto,
+    };
+    let horizon = || int("horizon", 1, i64::MAX).map(|h| h as u64);
+    Ok(match solver {
+        "mirror" => {
+            let map = match string("mirror")?.as_str() {
+                "euclidean" => MirrorMap::Euclidean,
+                "pnorm" => MirrorMap::PNorm { p: p()? },
+                "hypentropy" => MirrorMap::HypEntropy {
+                    beta: positive("beta")?,
+                },
+                other => {
+                    return Err(bad(
+                        "mirror",
+                        other.to_string(),
+                        "expected euclidean, pnorm or hypentropy",
+                    ))
+                }
+            };
+            let text = string("constraint")?;
+            let constraint: Constraint =
+                text.parse()
+                    .map_err(|e: crate::solver::mirror::MirrorError| {
+                        bad("constraint", text.clone(), &e.to_string())
+                    })?;
+            let config = MirrorConfig {
+                constraint,
+                step: mirror_step,
+                batch: int("batch", 1, 1_000_000)? as usize,
+                horizon: horizon()?,
+                ..MirrorConfig::new(map)
+            };
+            config
+                .validate()
+                .map_err(|e| bad("mirror", format!("{map:?}"), &e.to_string()))?;
+            SolverOptions::Mirror(config)
+        }
+        "smidas" => SolverOptions::Smidas {
+            l1: positive("l1")?,
+            p: p()?,
+            step: mirror_step,
+            horizon: horizon()?,
+        },
+        "subset" => {
+            let lambda0 = nonneg("lambda0")?;
+            let lambda1 = nonneg("lambda1")?;
+            let lambda2 = positive("lambda2")?;
+            let penalty = Penalty::new(lambda0, lambda1, lambda2)
+                .map_err(|e| bad("lambda2", lambda2.to_string(), &e.to_string()))?;
+            let params = SubsetParams {
+                xi: nonneg("xi")?,
+                zeta: nonneg("zeta")?,
+                c: positive("c")?,
+                ..SubsetParams::new(penalty)
+            };
+            SolverOptions::Subset {
+                params,
+                resolve_interval: Duration::from_millis(
+                    int("resolve_interval_ms", 0, 3_600_000)? as u64
+                ),
+            }
+        }
+        _ => SolverOptions::Sdiht,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Overrides, StreamSolverKind};
+
+    fn load(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(Some(&path), Vec::new(), &Overrides::default())
+    }
+
+    #[test]
+    fn reads_every_solver_with_its_keys() {
+        let c = load(concat!(
+            "[ingest]\nmax_dim = 1000\nmax_named_features = 10\n",
+            "[[learner]]\nname = \"a\"\n",
+            "[[learner]]\nname = \"b\"\nsolver = \"mirror\"\nmirror = \"pnorm\"\nconstraint = \"l1:5\"\nbatch = 4\nstep = \"0.5\"\n",
+            "[[learner]]\nname = \"c\"\nsolver = \"smidas\"\nl1 = 0.01\n",
+            "[[learner]]\nname = \"d\"\nsolver = \"subset\"\nlambda0 = 2\nresolve_interval_ms = 250\nc = 2.0\n",
+        ))
+        .unwrap();
+        let kinds: Vec<_> = c.learners.iter().map(|l| l.solver).collect();
+        use StreamSolverKind::*;
+        assert_eq!(kinds, [Sdiht, Mirror, Smidas, Subset]);
+        assert_eq!(c.learners[0].options, SolverOptions::Sdiht);
+        let p = 2.0 * 1000f64.ln();
+        assert_eq!(
+            c.learners[1].options,
+            SolverOptions::Mirror(MirrorConfig {
+                constraint: Constraint::L1Ball { radius: 5.0 },
+                step: MirrorStep::Constant(0.5),
+                batch: 4,
+                horizon: 10_000,
+                ..MirrorConfig::new(MirrorMap::PNorm { p })
+            })
+        );
+        assert_eq!(
+            c.learners[2].options,
+            SolverOptions::Smidas {
+                l1: 0.01,
+                p,
+                step: MirrorStep::Auto,
+                horizon: 10_000
+            }
+        );
+        let SolverOptions::Subset {
+            params,
+            resolve_interval,
+        } = &c.learners[3].options
+        else {
+            panic!("{:?}", c.learners[3].options)
+        };
+        assert_eq!(
+            (params.penalty.lambda0, params.c, *resolve_interval),
+            (2.0, 2.0, Duration::from_millis(250))
+        );
+    }
+
+    #[test]
+    fn the_shipped_two_learner_config_loads() {
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/config/two-learners.toml"
+        ));
+        let c = Config::load(Some(path), Vec::new(), &Overrides::default()).unwrap();
+        let names: Vec<_> = c
+            .learners
+            .iter()
+            .map(|l| (l.name.as_str(), l.solver))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("sdiht", StreamSolverKind::Sdiht),
+                ("mirror", StreamSolverKind::Mirror)
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let msg = |t: &str| load(t).unwrap_err().to_string();
+        let m = msg("[[learner]]\nsolver = \"mirror\"\nmirror = \"cosh\"\n");
+        assert!(m.contains("`learner[0].mirror` = cosh"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"mirror\"\nbeta = -1\n");
+        assert!(m.contains("`learner[0].beta`"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"mirror\"\nconstraint = \"box:-1\"\n");
+        assert!(m.contains("`learner[0].constraint`"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"mirror\"\np = 1.5\nmirror = \"pnorm\"\n");
+        assert!(m.contains("`learner[0].p`"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"smidas\"\nl1 = 0\n");
+        assert!(m.contains("`learner[0].l1`"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"subset\"\nlambda2 = 0\n");
+        assert!(m.contains("`learner[0].lambda2`"), "{m}");
+        let m = msg("[[learner]]\nsolver = \"subset\"\nloss = \"hinge\"\n");
+        assert!(
+            m.contains("`learner[0].loss`") && m.contains("squared"),
+            "{m}"
+        );
+        let m = msg("[[learner]]\nsolver = \"subset\"\nresolve_interval_ms = -1\n");
+        assert!(m.contains("`learner[0].resolve_interval_ms`"), "{m}");
+        let m = msg("[[learner]]\nname = \"x\"\n[[learner]]\nsolver = \"sdiht\"\nl1 = 0.1\n");
+        assert!(
+            m.contains("`learner[1].l1`") && m.contains("smidas only"),
+            "{m}"
+        );
+        let m = msg("[[learner]]\nsolver = \"lasso\"\n");
+        assert!(m.contains("mirror, smidas, subset"), "{m}");
+    }
+}

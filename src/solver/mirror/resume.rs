@@ -1,0 +1,50 @@
+//! Checkpoint support for [`MirrorLearner`]: export and restore its exact state (weights, mirror-space
+//! point, step-schedule position), so a daemon restart resumes the same model.
+
+use super::MirrorLearner;
+
+impl MirrorLearner {
+    /// `(j, w_j, theta_j)` for every nonzero weight, ascending `j` (`theta = grad psi(w)` on the support).
+    pub fn coordinates(&self) -> Vec<(u32, f64, f64)> {
+        let mut support = self.support.clone();
+        support.sort_unstable();
+        support
+            .iter()
+            .map(|&j| (j, self.w[j as usize], self.theta[j as usize]))
+            .collect()
+    }
+
+    /// The running `max_i c_i ||x_i||^2` over the rows seen.
+    pub fn row_sq_max(&self) -> f64 {
+        self.row_sq_max
+    }
+
+    /// Sizes the learner for features `0..dim` and restores what [`MirrorLearner::coordinates`], [`MirrorLearner::steps`] and
+    /// [`MirrorLearner::row_sq_max`] exported; zero or non-finite weights are skipped.
+    pub fn resume(
+        &mut self,
+        dim: usize,
+        coordinates: &[(u32, f64, f64)],
+        steps: u64,
+        row_sq_max: f64,
+    ) {
+        for &j in &self.support {
+            self.w[j as usize] = 0.0;
+            self.theta[j as usize] = 0.0;
+        }
+        self.support.clear();
+        let last = coordinates.iter().map(|c| c.0 as usize + 1).max();
+        self.ensure_dim(dim.max(last.unwrap_or(0)));
+        for &(j, w, theta) in coordinates {
+            if w != 0.0 && w.is_finite() && theta.is_finite() {
+                self.w[j as usize] = w;
+                self.theta[j as usize] = theta;
+                self.support.push(j);
+            }
+        }
+        self.support.sort_unstable();
+        self.support.dedup();
+        self.steps = steps;
+        self.row_sq_max = row_sq_max;
+    }
+}

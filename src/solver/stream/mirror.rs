@@ -1,0 +1,543 @@
+//! Stochastic sparse mirror descent (`solver = "mirror"`) and SMIDAS (`solver = "smidas"`) as streaming
+//! learners: the per-sample solvers of [`crate::solver::mirror`] and [`crate::solver::smidas`] driven on
+//! the window.
+//!
+//! - `insert`: each sample is predicted with the current model (progressive loss), enters the window,
+//!   and the learner takes a mirror step on it (mirror: in mini-batches of `batch` samples of the
+//!   inserted batch; SMIDAS: one sample at a time, Alg. 4.1);
+//! - `evict`: nothing to undo — a primal learner keeps no per-sample sums; the window only shrinks the
+//!   set `step` revisits and the certificate is taken over;
+//! - `step`: one pass of mirror steps over a random one of `blocks` contiguous blocks of the window,
+//!   rows in a seeded random order (mirror: mini-batches of `batch`);
+//! - `snapshot`: certified exactly like IHT over the window (`objective::dual_of_primal`, then
+//!   `dual_value` and `primal_value` from scratch). SMIDAS's model is not k-sparse: its dual takes
+//!   `H_k'` with `k' = max(k, |supp w|)` (as offline), so the gap stays a valid bound for the sparsity
+//!   SMIDAS actually uses. The certificate's dual point is written back into the window's duals, so a
+//!   checkpoint carries feasible duals.
+//!
+//! Idling as SDIHT: the last certificate met `tol` and nothing arrived since, or
+//! [`super::IDLE_EPOCHS`] passes over the window without new data. The step schedule (`t` = mirror
+//! steps taken, across inserts and passes) is checkpointed with the model ([`PrimalState`]), so a restart
+//! resumes the same weights at the same step size.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{
+    Idle, LearnerSnapshot, LearnerState, LearnerStats, PrimalState, StepOutcome, StreamingLearner,
+    IDLE_EPOCHS,
+};
+use crate::config::{LearnerConfig, SolverOptions};
+use crate::model::Model;
+use crate::ring::Window;
+use crate::sample::{Row, Sample, SampleSet};
+use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
+use crate::solver::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+use crate::solver::smidas::SmidasLearner;
+use crate::solver::{Certificate, ModelView};
+
+/// What the generic window driver needs from a per-sample primal solver.
+pub trait PrimalEngine: Send {
+    /// `w.x` for one row.
+    fn score(&self, row: Row<'_>) -> f64;
+    /// One solver step on a mini-batch (SMIDAS steps sample by sample).
+    fn learn<'r>(&mut self, rows: impl Iterator<Item = Row<'r>>);
+    /// Samples per step.
+    fn batch(&self) -> usize;
+    /// Makes [`PrimalEngine::model`] current (SMIDAS materialises `w` from `theta`).
+    fn sync(&mut self);
+    fn model(&self) -> ModelView<'_>;
+    /// The `k` of the certificate's `H_k`.
+    fn certificate_k(&self, k: usize) -> usize;
+    /// The model's `solver` field.
+    fn name(&self) -> String;
+    fn export(&self) -> PrimalState;
+    fn resume(&mut self, dim: usize, state: &PrimalState);
+}
+
+impl PrimalEngine for MirrorLearner {
+    fn score(&self, row: Row<'_>) -> f64 {
+        MirrorLearner::score(self, row)
+    }
+    fn learn<'r>(&mut self, rows: impl Iterator<Item = Row<'r>>) {
+        self.step_batch(rows);
+    }
+    fn batch(&self) -> usize {
+        self.config().batch
+    }
+    fn sync(&mut self) {}
+    fn model(&self) -> ModelView<'_> {
+        MirrorLearner::model(self)
+    }
+    fn certificate_k(&self, k: usize) -> usize {
+        k
+    }
+    fn name(&self) -> String {
+        format!("mirror-{}", self.config().map.name())
+    }
+    fn export(&self) -> PrimalState {
+        PrimalState {
+            coordinates: self.coordinates(),
+            solver_steps: self.steps(),
+            row_sq_max: self.row_sq_max(),
+            active: Vec::new(),
+        }
+    }
+    fn resume(&mut self, dim: usize, s: &PrimalState) {
+        MirrorLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+    }
+}
+
+impl PrimalEngine for SmidasLearner {
+    fn score(&self, row: Row<'_>) -> f64 {
+        SmidasLearner::score(self, row)
+    }
+    fn learn<'r>(&mut self, rows: impl Iterator<Item = Row<'r>>) {
+        for row in rows {
+            self.step_sample(row);
+        }
+    }
+    fn batch(&self) -> usize {
+        1
+    }
+    fn sync(&mut self) {
+        SmidasLearner::sync(self);
+    }
+    fn model(&self) -> ModelView<'_> {
+        SmidasLearner::model(self)
+    }
+    fn certificate_k(&self, k: usize) -> usize {
+        k.max(self.support_size())
+    }
+    fn name(&self) -> String {
+        "smidas".into()
+    }
+    fn export(&self) -> PrimalState {
+        PrimalState {
+            coordinates: self.coordinates(),
+            solver_steps: self.steps(),
+            row_sq_max: self.row_sq_max(),
+            active: Vec::new(),
+        }
+    }
+    fn resume(&mut self, dim: usize, s: &PrimalState) {
+        SmidasLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+    }
+}
+
+/// A per-sample primal solver on a sliding window (see the module docs).
+pub struct StreamPrimal<E: PrimalEngine> {
+    config: LearnerConfig,
+    window: Window,
+    engine: E,
+    rng: ChaCha8Rng,
+    stats: LearnerStats,
+    steps_since_insert: u64,
+    last_certificate: Option<Certificate>,
+    inserted_since_certificate: bool,
+    order: Vec<usize>,
+    alpha: Vec<f64>,
+    dual_scratch: DualScratch,
+}
+
+/// `solver = "mirror"`.
+pub type StreamMirror = StreamPrimal<MirrorLearner>;
+/// `solver = "smidas"`.
+pub type StreamSmidas = StreamPrimal<SmidasLearner>;
+
+fn mirror_engine(config: &LearnerConfig) -> MirrorLearner {
+    let mirror = match &config.options {
+        SolverOptions::Mirror(m) => *m,
+        // A config built by hand without options: the defaults of the `mirror` keys.
+        _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+    };
+    MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
+        .expect("the config validated the mirror options")
+}
+
+fn smidas_engine(config: &LearnerConfig) -> SmidasLearner {
+    let (l1, p, step, horizon) = match &config.options {
+        SolverOptions::Smidas {
+            l1,
+            p,
+            step,
+            horizon,
+        } => (*l1, *p, *step, *horizon),
+        _ => (
+            1e-3,
+            2.0,
+            crate::solver::mirror::MirrorStep::Auto,
+            crate::solver::mirror::DEFAULT_HORIZON,
+        ),
+    };
+    let mut engine = SmidasLearner::with_p(p, l1, step, config.loss, config.lambda, false)
+        .expect("the config validated the smidas options");
+    engine.set_horizon(horizon);
+    engine
+}
+
+impl StreamMirror {
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(
+        config: LearnerConfig,
+        capacity: usize,
+        state: Option<LearnerState>,
+    ) -> StreamMirror {
+        let engine = mirror_engine(&config);
+        StreamPrimal::with_engine(config, engine, capacity, state)
+    }
+}
+
+impl StreamSmidas {
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(
+        config: LearnerConfig,
+        capacity: usize,
+        state: Option<LearnerState>,
+    ) -> StreamSmidas {
+        let engine = smidas_engine(&config);
+        StreamPrimal::with_engine(config, engine, capacity, state)
+    }
+}
+
+impl<E: PrimalEngine> StreamPrimal<E> {
+    fn with_engine(
+        config: LearnerConfig,
+        mut engine: E,
+        capacity: usize,
+        state: Option<LearnerState>,
+    ) -> StreamPrimal<E> {
+        let rng =
+            ChaCha8Rng::seed_from_u64(config.seed ^ state.as_ref().map_or(0, |s| s.stats.steps));
+        let mut learner = StreamPrimal {
+            config,
+            window: Window::new(capacity),
+            engine: {
+                engine.sync();
+                engine
+            },
+            rng,
+            stats: LearnerStats::default(),
+            steps_since_insert: 0,
+            last_certificate: None,
+            inserted_since_certificate: false,
+            order: Vec::new(),
+            alpha: Vec::new(),
+            dual_scratch: DualScratch::default(),
+        };
+        if let Some(state) = state {
+            learner.window = Window::from_oldest_first(capacity, state.samples);
+            learner.stats = state.stats;
+            learner.last_certificate = state.last_certificate;
+            learner.steps_since_insert = state.steps_since_insert;
+            if let Some(primal) = &state.primal {
+                learner.engine.resume(learner.window.dim(), primal);
+            }
+        }
+        learner
+    }
+
+    /// The underlying per-sample solver.
+    pub fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    fn blocks(&self) -> usize {
+        self.config.blocks.clamp(1, self.window.len().max(1))
+    }
+}
+
+impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
+    fn config(&self) -> &LearnerConfig {
+        &self.config
+    }
+
+    fn insert(&mut self, batch: &[Sample]) {
+        if batch.is_empty() {
+            return;
+        }
+        let loss = self.config.loss;
+        for chunk in batch.chunks(self.engine.batch().max(1)) {
+            for sample in chunk {
+                let r = sample.row();
+                let l = loss.sample(r.label, r.weight);
+                let u = self.engine.score(r);
+                self.stats.progressive_loss_sum += l.value(u);
+                self.stats.progressive_count += 1;
+                if let Some((old, alpha)) = self.window.push(sample.clone(), l.dual_of_margin(u)) {
+                    self.evict(&old, alpha);
+                }
+                self.stats.samples_seen += 1;
+            }
+            self.engine.learn(chunk.iter().map(Sample::row));
+        }
+        self.stats.mutations += 1;
+        self.inserted_since_certificate = true;
+        self.steps_since_insert = 0;
+    }
+
+    /// Nothing to undo: the model keeps no per-sample state.
+    fn evict(&mut self, _sample: &Sample, _alpha: f64) {}
+
+    fn step(&mut self) -> StepOutcome {
+        let n = self.window.len();
+        if n == 0 {
+            return StepOutcome::Idle(Idle::EmptyWindow);
+        }
+        if let (Some(c), false) = (self.last_certificate, self.inserted_since_certificate) {
+            if c.relative_gap() <= self.config.tol {
+                return StepOutcome::Idle(Idle::Converged {
+                    relative_gap: c.relative_gap(),
+                });
+            }
+        }
+        let blocks = self.blocks();
+        if self.steps_since_insert >= IDLE_EPOCHS * blocks as u64 {
+            return StepOutcome::Idle(Idle::Stalled);
+        }
+        let b = if blocks == 1 {
+            0
+        } else {
+            self.rng.gen_range(0..blocks)
+        };
+        self.order.clear();
+        self.order.extend(b * n / blocks..(b + 1) * n / blocks);
+        self.order.shuffle(&mut self.rng);
+        let batch = self.engine.batch().max(1);
+        for chunk in self.order.chunks(batch) {
+            let window = &self.window;
+            self.engine.learn(chunk.iter().map(|&i| window.row(i)));
+        }
+        self.stats.steps += 1;
+        self.stats.mutations += 1;
+        self.steps_since_insert += 1;
+        StepOutcome::Stepped
+    }
+
+    /// `P(w)` against `D` at the dual point of `w` (as IHT), both over the window from scratch.
+    fn snapshot(&mut self) -> LearnerSnapshot {
+        self.engine.sync();
+        let c = &self.config;
+        let k = self.engine.certificate_k(c.k);
+        let certificate = if self.window.is_empty() {
+            Certificate::new(0.0, 0.0, 0)
+        } else {
+            let w = self.engine.model().weights;
+            let primal = primal_value(&self.window, &c.loss, c.lambda, w, 0.0);
+            dual_of_primal(&self.window, &c.loss, w, 0.0, false, &mut self.alpha);
+            let dual = dual_value(
+                &self.window,
+                &c.loss,
+                c.lambda,
+                k,
+                &self.alpha,
+                &mut self.dual_scratch,
+            );
+            self.window.alphas_mut().copy_from_slice(&self.alpha);
+            Certificate::new(primal, dual, self.window.len())
+        };
+        self.last_certificate = Some(certificate);
+        self.inserted_since_certificate = false;
+        let model = Model::from_view(
+            self.engine.model(),
+            c.loss.kind(),
+            c.loss.gamma(),
+            &self.engine.name(),
+            k,
+            c.lambda,
+            certificate,
+        );
+        LearnerSnapshot {
+            model,
+            stats: self.stats,
+            window_samples: self.window.len(),
+        }
+    }
+
+    fn stats(&self) -> LearnerStats {
+        self.stats
+    }
+
+    fn window(&self) -> &Window {
+        &self.window
+    }
+
+    fn state(&self) -> LearnerState {
+        LearnerState {
+            samples: self
+                .window
+                .iter_oldest_first()
+                .map(|(s, a)| (s.clone(), a))
+                .collect(),
+            stats: self.stats,
+            last_certificate: self.last_certificate,
+            scale: 1.0,
+            steps_since_insert: self.steps_since_insert,
+            primal: Some(self.engine.export()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, StreamSolverKind};
+    use crate::loss::{Loss, LossKind};
+    use crate::solver::mirror::{Constraint, MirrorStep};
+    use crate::synth::sparse_stream;
+
+    fn config(solver: StreamSolverKind, options: SolverOptions, k: usize) -> LearnerConfig {
+        let mut c = Config::defaults().learners.remove(0);
+        c.solver = solver;
+        c.options = options;
+        c.loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+        c.k = k;
+        c.lambda = 0.01;
+        c.blocks = 4;
+        c.tol = 1e-8;
+        c
+    }
+
+    fn mirror(map: MirrorMap) -> LearnerConfig {
+        let m = MirrorConfig {
+            constraint: Constraint::None,
+            horizon: 10_000,
+            ..MirrorConfig::new(map)
+        };
+        config(StreamSolverKind::Mirror, SolverOptions::Mirror(m), 5)
+    }
+
+    fn smidas() -> LearnerConfig {
+        let options = SolverOptions::Smidas {
+            l1: 1e-3,
+            p: 2.0 * (200f64).ln(),
+            step: MirrorStep::Auto,
+            horizon: 10_000,
+        };
+        config(StreamSolverKind::Smidas, options, 5)
+    }
+
+    fn feed(l: &mut dyn StreamingLearner, samples: &[Sample], steps_per_chunk: usize) {
+        for chunk in samples.chunks(100) {
+            l.insert(chunk);
+            for _ in 0..steps_per_chunk {
+                l.step();
+            }
+        }
+    }
+
+    /// Weak duality over the window at every snapshot, and the certificate is the one computed from
+    /// scratch by the offline functions.
+    fn check_weak_duality(l: &mut dyn StreamingLearner) -> Certificate {
+        let snap = l.snapshot();
+        let c = snap.model.certificate;
+        assert!(c.gap >= -1e-12 * c.primal.abs().max(1.0), "{c:?}");
+        assert_eq!(c.samples, l.window().len());
+        c
+    }
+
+    #[test]
+    fn mirror_recovers_the_support_with_a_falling_gap_and_weak_duality() {
+        let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
+        // (`pnorm` is far slower on this stream — its relative gap is still ~170 after the same run —
+        // so it is left out here; the offline tests cover it.)
+        for map in [MirrorMap::HypEntropy { beta: 1.0 }, MirrorMap::Euclidean] {
+            let mut l = StreamMirror::new(mirror(map), 1000, None);
+            l.insert(&data.samples[..200]);
+            let early = check_weak_duality(&mut l);
+            feed(&mut l, &data.samples[200..], 10);
+            for _ in 0..400 {
+                if l.step() != StepOutcome::Stepped {
+                    break;
+                }
+            }
+            let late = check_weak_duality(&mut l);
+            assert!(
+                late.relative_gap() < 0.1 * early.relative_gap(),
+                "{map:?}: {early:?} -> {late:?}"
+            );
+            assert_eq!(
+                l.snapshot().model.support,
+                data.true_support(),
+                "{map:?} {late:?}"
+            );
+            assert!(l.window().len() == 1000 && l.stats().samples_seen == 3000);
+        }
+    }
+
+    #[test]
+    fn smidas_learns_and_certifies_at_its_support_size() {
+        let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 9);
+        let mut l = StreamSmidas::new(smidas(), 1000, None);
+        l.insert(&data.samples[..200]);
+        let early = check_weak_duality(&mut l);
+        feed(&mut l, &data.samples[200..], 10);
+        let late = check_weak_duality(&mut l);
+        let snap = l.snapshot();
+        assert_eq!(snap.model.k, snap.model.support.len().max(5));
+        assert!(late.primal < early.primal, "{early:?} -> {late:?}");
+        for j in data.true_support() {
+            assert!(snap.model.support.contains(&j), "{j} missing: {snap:?}");
+        }
+    }
+
+    #[test]
+    fn restored_state_resumes_the_same_model() {
+        let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
+        let learners: Vec<(Box<dyn StreamingLearner>, LearnerConfig)> = vec![
+            (
+                Box::new(StreamMirror::new(
+                    mirror(MirrorMap::HypEntropy { beta: 0.5 }),
+                    500,
+                    None,
+                )),
+                mirror(MirrorMap::HypEntropy { beta: 0.5 }),
+            ),
+            (Box::new(StreamSmidas::new(smidas(), 500, None)), smidas()),
+        ];
+        for (mut l, config) in learners {
+            feed(l.as_mut(), &data.samples, 3);
+            let snap = l.snapshot();
+            let state = l.state();
+            let mut back: Box<dyn StreamingLearner> = match config.solver {
+                StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 500, Some(state))),
+                _ => Box::new(StreamSmidas::new(config, 500, Some(state))),
+            };
+            assert_eq!(back.stats(), l.stats());
+            let again = back.snapshot();
+            assert_eq!(again.model.support, snap.model.support);
+            assert_eq!(again.model.weights, snap.model.weights, "the same weights");
+            // The restored window is stored oldest first, so the certificate's sums run in another
+            // order: equal to rounding.
+            let (a, b) = (again.model.certificate, snap.model.certificate);
+            assert!((a.primal - b.primal).abs() <= 1e-12 * b.primal.abs().max(1.0));
+            assert!((a.dual - b.dual).abs() <= 1e-12 * b.dual.abs().max(1.0));
+            // Both continue identically on the same new data and steps.
+            l.insert(&data.samples[..50]);
+            back.insert(&data.samples[..50]);
+            assert_eq!(back.snapshot().model.weights, l.snapshot().model.weights);
+            // Every stored dual is feasible (the certificate's dual point).
+            for i in 0..back.window().len() {
+                let r = back.window().row(i);
+                let a = back.window().alphas()[i];
+                assert_eq!(back.config().loss.sample(r.label, r.weight).project(a), a);
+            }
+        }
+    }
+
+    #[test]
+    fn idles_after_idle_epochs_without_data() {
+        let data = sparse_stream(300, 50, 3, 8, 0.01, false, 3);
+        let mut l = StreamMirror::new(mirror(MirrorMap::Euclidean), 300, None);
+        assert_eq!(l.step(), StepOutcome::Idle(Idle::EmptyWindow));
+        l.insert(&data.samples);
+        let mut steps = 0;
+        while l.step() == StepOutcome::Stepped {
+            steps += 1;
+        }
+        assert_eq!(steps, IDLE_EPOCHS * 4);
+        l.insert(&data.samples[..1]);
+        assert_eq!(l.step(), StepOutcome::Stepped);
+    }
+}
