@@ -2,6 +2,7 @@
 
 mod cli;
 mod daemon;
+mod learners;
 mod mirror;
 mod prometheus;
 mod subset;

@@ -47,4 +47,16 @@ impl MirrorLearner {
         self.steps = steps;
         self.row_sq_max = row_sq_max;
     }
+
+    /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), so the automatic step is
+    /// back to at least half its initial size. A streaming learner calls it when new samples arrive:
+    /// passes over an unchanged window decay the step (and converge on it), new data makes it move again.
+    pub fn rewind_schedule(&mut self) {
+        let horizon = if self.config.horizon == 0 {
+            super::DEFAULT_HORIZON
+        } else {
+            self.config.horizon
+        };
+        self.steps = self.steps.min(horizon);
+    }
 }

@@ -70,4 +70,9 @@ impl SmidasLearner {
         self.row_sq_max = row_sq_max;
         self.sync();
     }
+
+    /// Rewinds the step schedule to at most one horizon (see `MirrorLearner::rewind_schedule`).
+    pub fn rewind_schedule(&mut self) {
+        self.steps = self.steps.min(self.horizon);
+    }
 }
