@@ -38,7 +38,7 @@ use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use crate::metrics::{reason, Metrics};
-use crate::snapshot::{run_snapshot_loop, set_gauges, ModelCell, SharedLearner};
+use crate::snapshot::{run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner};
 use crate::solver::stream::{build, StepOutcome};
 use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
 
@@ -173,6 +173,7 @@ pub async fn run(
         ));
         metrics.register_learner(&lc.name, config.window_capacity);
         set_gauges(&cell, &metrics);
+        set_solver_gauges(&metrics, &lc.name, learner.gauges());
         if let Some(s) = saved {
             tracing::info!(learner = %lc.name, window = s.state.samples.len(), version = s.snapshot.as_ref().map_or(0, |s| s.version), "restored from checkpoint");
         }

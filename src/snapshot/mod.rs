@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sample::SampleSet;
-use crate::solver::stream::StreamingLearner;
+use crate::solver::stream::{SolverGauges, StreamingLearner};
 use crate::sparse::support_changes;
 
 /// One learner's published state. Immutable once built.
@@ -142,6 +142,15 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         .window_capacity
         .with_label_values(&l)
         .set(capacity as f64);
+    set_solver_gauges(metrics, &cell.name, gauges);
+    cell.set(next);
+    set_gauges(cell, metrics);
+    true
+}
+
+/// Sets a learner's solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`).
+pub fn set_solver_gauges(metrics: &Metrics, learner: &str, gauges: SolverGauges) {
+    let l = [learner];
     metrics
         .active_set_size
         .with_label_values(&l)
@@ -150,9 +159,6 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         .screened_features
         .with_label_values(&l)
         .set(gauges.screened_features as f64);
-    cell.set(next);
-    set_gauges(cell, metrics);
-    true
 }
 
 /// Sets the learner gauges from the published snapshot (also used after a restore).

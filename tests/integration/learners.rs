@@ -172,7 +172,14 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
             "[[learner]]\nname = \"l1\"\nsolver = \"smidas\"\nl1 = 0.001\nk = 5\n",
         ),
     );
-    let d = Daemon::start(&["--config", &config]);
+    let data_dir = dir.path().join("data");
+    let args = [
+        "--config",
+        config.as_str(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
+    let d = Daemon::start(&args);
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 7);
     let truth = data.true_support();
     for chunk in data.samples.chunks(1000) {
@@ -206,6 +213,17 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
         l1["k"].as_u64().unwrap() as usize,
         support(&l1).len().max(5)
     );
+    // A restart restores the subset learner's model and resumes it idle.
+    let before = settled(&d, "best");
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+    let d = Daemon::start(&args);
+    let after = named(&d, "best").expect("the subset model is restored at once");
+    for field in ["version", "support", "weights", "certificate"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    assert_eq!(settled(&d, "best")["version"], before["version"]);
+    assert!(d.metric("thresher_active_set_size{learner=\"best\"}") >= truth.len() as f64);
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
 }

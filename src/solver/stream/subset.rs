@@ -19,7 +19,9 @@
 //! rebuild, at most `resolve_interval_ms` later.
 //!
 //! Gauges: `thresher_active_set_size` (`|A|`) and `thresher_screened_features` (features gap-safe
-//! screening removed in the current solve).
+//! screening removed in the current solve). A checkpoint keeps the model, the active set and the
+//! certificate; a restored learner idles until new samples arrive (its screened count reads 0 until
+//! that next solve: screening decisions belong to a window and a penalty, so they are not saved).
 
 use std::time::{Duration, Instant};
 
@@ -112,8 +114,10 @@ impl StreamSubset {
                 learner.active = primal.active;
                 learner.gauges.active_set_size = learner.active.len();
             }
-            // Resume by a warm-started solve on the restored window.
-            learner.window_changed = !learner.window.is_empty();
+            // A restored solve is finished: the learner idles until new samples arrive, then re-solves
+            // warm-started from the restored model and active set.
+            learner.solved = learner.certificate.is_some();
+            learner.window_changed = !learner.solved && !learner.window.is_empty();
         }
         learner
     }
@@ -149,7 +153,7 @@ impl StreamSubset {
     }
 
     fn due_for_rebuild(&self) -> bool {
-        self.solver.is_none()
+        (self.solver.is_none() && !self.solved)
             || (self.window_changed
                 && self
                     .last_build
@@ -370,7 +374,11 @@ mod tests {
         assert_eq!(back.stats(), l.stats());
         assert_eq!(back.snapshot().model, snap.model);
         assert_eq!(back.gauges().active_set_size, l.gauges().active_set_size);
-        run_to_idle(&mut back);
+        assert_eq!(run_to_idle(&mut back), 0, "a finished solve resumes idle");
+        // New data: a warm-started re-solve on the moved window keeps the support.
+        back.insert(&data.samples[..100]);
+        assert!(run_to_idle(&mut back) > 0);
         assert_eq!(back.snapshot().model.support, snap.model.support);
+        assert_eq!(back.snapshot().model.certificate.samples, 500);
     }
 }
