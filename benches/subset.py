@@ -29,6 +29,9 @@ P = int(os.environ.get("P", 3000))
 NS = [int(v) for v in os.environ.get("NS", "200,300,400,500,600").split(",")]
 SNRS = [float(v) for v in os.environ.get("SNRS", "20,5,2").split(",")]
 COPIES = int(os.environ.get("COPIES", 10))
+ABLATION = os.environ.get("ABLATION") == "1"
+PEERS = os.environ.get("PEERS", "1") == "1"
+ONLY = [v for v in os.environ.get("ONLY", "").split(",") if v]  # restrict the thresher solvers
 LAMBDAS = {20.0: (0.03, 0.02, 1.0), 5.0: (0.1, 0.2, 1.0), 2.0: (0.1, 0.2, 1.0)}
 
 try:
@@ -120,10 +123,20 @@ def run_one(n, snr, copy):
         ("dual-ast", ["--solver", "dual-ast"] + sub),
         # (1/N) sum (y-u)^2 + (lambda/2)||w||^2 times N/2 is (1/2) sum (y-u)^2 + lambda2 ||w||^2 at lambda = 4 lambda2 / N.
         ("diht", ["--solver", "diht", "--loss", "squared", "-k", str(k), "--lambda", repr(4 * l2 / n)]),
-    ]:
+    ] + ([
+        # Ablations (ABLATION=1): no screening; and no screening with every feature active from the start
+        # (h >= p), i.e. plain PrimDual / coordinate descent over all p features with the same certificate.
+        ("subset-no-screening", ["--solver", "subset", "--no-screening"] + sub),
+        ("subset-all-features", ["--solver", "subset", "--no-screening", "--c", "1e6"] + sub),
+    ] if ABLATION else []):
+        if ONLY and name not in ONLY:
+            continue
         model, fields = thresher(path, args)
         beta = dense(model, P)
         results[name] = (beta, float(fields["seconds"]), float(fields["gap"]) if name != "diht" else None)
+    if not PEERS:
+        os.remove(path)
+        return score(x, y, truth, lam, k, n, snr, copy, results)
     started = time.perf_counter()
     # abess at the true support size with a ridge matched to ours: its stationarity on unit-norm columns is
     # x_j.r = (alpha / n) b_j, ours x_j.r = 2 lambda2 b_j (checked numerically), so alpha = 2 n lambda2.
@@ -137,6 +150,10 @@ def run_one(n, snr, copy):
         coef = np.asarray(fit.coeff(lambda_0=l0, gamma=l2, include_intercept=False).todense()).ravel()
         results["l0learn"] = (coef, time.perf_counter() - started, None)
     os.remove(path)
+    return score(x, y, truth, lam, k, n, snr, copy, results)
+
+
+def score(x, y, truth, lam, k, n, snr, copy, results):
     truth_support = truth != 0
     rows = []
     for name, (beta, seconds, own_gap) in results.items():
@@ -192,7 +209,7 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--summarize":
         summarize(read_csv(sys.argv[2]))
         return
-    out_csv = os.path.join(DATA, "results.csv")
+    out_csv = os.path.join(DATA, os.environ.get("OUT", "results.csv"))
     os.makedirs(DATA, exist_ok=True)
     all_rows = []
     # Copies outermost, so a run cut short still covers every setting.
