@@ -27,12 +27,22 @@ struct Args {
     k: usize,
     #[arg(long, default_value_t = 1e-6)]
     lambda: f64,
+    /// SMIDAS l1 strengths to sweep (small ones grow a huge nonzero mirror vector, which every step
+    /// touches: they are slow).
+    #[arg(long, value_delimiter = ',', default_value = "0.001,0.003,0.01,0.03")]
+    smidas_l1: Vec<f64>,
+    /// Learners to run: mirror, smidas.
+    #[arg(long, value_delimiter = ',', default_value = "mirror,smidas")]
+    only: Vec<String>,
 }
 
 const DIM: usize = 1 << 20;
 
 fn accuracy(held: &[Sample], score: impl Fn(Row<'_>) -> f64) -> f64 {
-    let correct = held.iter().filter(|s| (score(s.row()) >= 0.0) == (s.label > 0.0)).count();
+    let correct = held
+        .iter()
+        .filter(|s| (score(s.row()) >= 0.0) == (s.label > 0.0))
+        .count();
     correct as f64 / held.len() as f64
 }
 
@@ -47,9 +57,15 @@ fn main() -> anyhow::Result<()> {
         MirrorMap::pnorm_for_dim(DIM),
         MirrorMap::HypEntropy { beta: 1.0 },
     ];
-    for map in maps {
+    for map in maps
+        .into_iter()
+        .filter(|_| args.only.iter().any(|o| o == "mirror"))
+    {
         for batch in [1usize, 128] {
-            let config = MirrorConfig { batch, ..MirrorConfig::new(map) };
+            let config = MirrorConfig {
+                batch,
+                ..MirrorConfig::new(map)
+            };
             let mut learner = MirrorLearner::new(config, loss, args.lambda, args.k, true, DIM)?;
             let started = Instant::now();
             if batch == 1 {
@@ -73,7 +89,11 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
-    for l1 in [1e-4, 3e-4, 1e-3, 3e-3] {
+    for &l1 in args
+        .smidas_l1
+        .iter()
+        .filter(|_| args.only.iter().any(|o| o == "smidas"))
+    {
         let mut learner = SmidasLearner::new(l1, MirrorStep::Auto, loss, args.lambda, true, DIM)?;
         learner.set_sparsity_hint(args.k);
         let started = Instant::now();
