@@ -68,16 +68,11 @@ fn main() -> anyhow::Result<()> {
             };
             let mut learner = MirrorLearner::new(config, loss, args.lambda, args.k, true, DIM)?;
             let started = Instant::now();
-            if batch == 1 {
-                for row in stream() {
-                    learner.step_sample(row);
-                }
-            } else {
-                let rows: Vec<Row<'_>> = stream().collect();
-                for chunk in rows.chunks(batch) {
-                    learner.step_batch(chunk.iter().copied());
-                }
+            // Fed one sample at a time, as a daemon would; the learner steps every `batch` samples.
+            for row in stream() {
+                learner.step_sample(row);
             }
+            learner.flush();
             let seconds = started.elapsed().as_secs_f64();
             println!(
                 "learner=mirror-{} batch={batch} samples={} seconds={seconds:.2} samples_per_s={:.0} heldout_accuracy={:.4} support={}",

@@ -232,6 +232,9 @@ pub struct MirrorLearner {
     row_sq_max: f64,
     /// `L_B` when the data set is known (overrides `row_sq_max`).
     batch_curvature: Option<f64>,
+    /// Samples accumulated into `grad` since the last step, and their summed intercept gradient.
+    pending: usize,
+    pending_intercept_grad: f64,
     // Scratch, reused so that steps never allocate once the feature space stops growing.
     grad: Vec<f64>,
     touched_flag: Vec<bool>,
@@ -265,6 +268,8 @@ impl MirrorLearner {
             steps: 0,
             row_sq_max: 0.0,
             batch_curvature: None,
+            pending: 0,
+            pending_intercept_grad: 0.0,
             grad: vec![0.0; dim],
             touched_flag: vec![false; dim],
             touched: Vec::new(),
@@ -351,32 +356,61 @@ impl MirrorLearner {
         }
     }
 
-    /// One stochastic step on one sample.
+    /// Feeds one sample: its gradient (at the current weights) joins the pending mini-batch, and the
+    /// step is taken once `config.batch` samples are pending — so a stream driven sample by sample gets
+    /// the same iterates as [`MirrorLearner::step_batch`] on consecutive chunks. With `batch = 1` every
+    /// call is one stochastic step.
     pub fn step_sample(&mut self, row: Row<'_>) {
-        self.step_batch(std::iter::once(row));
+        self.accumulate(row);
+        if self.pending >= self.config.batch {
+            self.apply();
+        }
     }
 
-    /// One step on a mini-batch (the gradient is the batch mean). An empty batch does nothing.
+    /// One step on a mini-batch (the gradient is the mean over `rows` and any samples still pending
+    /// from [`MirrorLearner::step_sample`]). An empty batch does nothing.
     pub fn step_batch<'r>(&mut self, rows: impl IntoIterator<Item = Row<'r>>) {
-        let mut count = 0usize;
-        let mut intercept_grad = 0.0;
         for row in rows {
-            if let Some(&last) = row.indices.last() {
-                self.ensure_dim(last as usize + 1);
-            }
-            self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
-            let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
-            let dl = self.loss.sample(row.label, row.weight).derivative(margin);
-            for (&j, &v) in row.indices.iter().zip(row.values) {
-                self.touch(j);
-                self.grad[j as usize] += dl * v;
-            }
-            intercept_grad += dl;
-            count += 1;
+            self.accumulate(row);
         }
-        if count == 0 {
+        self.apply();
+    }
+
+    /// Takes the step for the samples pending from [`MirrorLearner::step_sample`], if any.
+    pub fn flush(&mut self) {
+        self.apply();
+    }
+
+    /// Samples fed but not yet stepped on.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Adds `l'(w.x + b) x` of one row to the pending gradient.
+    fn accumulate(&mut self, row: Row<'_>) {
+        if let Some(&last) = row.indices.last() {
+            self.ensure_dim(last as usize + 1);
+        }
+        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
+        let dl = self.loss.sample(row.label, row.weight).derivative(margin);
+        for (&j, &v) in row.indices.iter().zip(row.values) {
+            self.touch(j);
+            self.grad[j as usize] += dl * v;
+        }
+        self.pending_intercept_grad += dl;
+        self.pending += 1;
+    }
+
+    /// The step (1)-(4) of the module docs on the pending gradient.
+    fn apply(&mut self) {
+        if self.pending == 0 {
             return;
         }
+        let count = self.pending;
+        let intercept_grad = self.pending_intercept_grad;
+        self.pending = 0;
+        self.pending_intercept_grad = 0.0;
         let eta = self.step_size();
         let count = count as f64;
         for pos in 0..self.support.len() {

@@ -492,3 +492,36 @@ fn bad_configurations_are_errors() {
         assert!(text.parse::<Constraint>().is_err(), "{text}");
     }
 }
+
+#[test]
+fn samples_fed_one_by_one_step_like_consecutive_mini_batches() {
+    let problem = synth::sparse_stream(300, 80, 5, 10, 0.1, true, 8);
+    let data = Dataset::from_samples(&problem.samples, 0);
+    let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
+    for map in [
+        MirrorMap::Euclidean,
+        MirrorMap::pnorm_for_dim(80),
+        MirrorMap::HypEntropy { beta: 0.5 },
+    ] {
+        let config = MirrorConfig {
+            batch: 7,
+            ..MirrorConfig::new(map)
+        };
+        let mut fed = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let mut batched = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let rows: Vec<_> = (0..data.len()).map(|i| data.row(i)).collect();
+        for chunk in rows.chunks(7) {
+            for &row in chunk {
+                fed.step_sample(row);
+            }
+            batched.step_batch(chunk.iter().copied());
+        }
+        assert_eq!(fed.pending(), 300 % 7);
+        fed.flush();
+        assert_eq!(fed.pending(), 0);
+        assert_eq!(fed.steps(), batched.steps());
+        assert_eq!(fed.model().weights, batched.model().weights, "{map:?}");
+        assert_eq!(fed.model().intercept, batched.model().intercept, "{map:?}");
+        assert!(!fed.model().support.is_empty());
+    }
+}
