@@ -25,7 +25,8 @@
 //! stalls at the gradient-noise floor for the `lambda` of the benchmarks). `L` is the smoothness of the
 //! mini-batch gradient, `l''_max L_B + lambda`: a bare learner uses `L_B = max_i c_i ||x_i||^2` over the
 //! rows seen so far; the offline solver knows the data and uses the expected smoothness of a batch of
-//! `B` drawn without replacement from `N` (Gower et al. 2019, Prop. 3.8),
+//! `B` drawn without replacement from `N` ("b-nice" sampling, Gower et al. 2019, *SGD: general analysis and
+//! improved rates*),
 //! `L_B = (N - B) / (B (N - 1)) L_max + N (B - 1) / (B (N - 1)) L_full`, with `L_max = max_i c_i ||x_i||^2`
 //! and `L_full = sigma_max(X^T C X / N)` (power iteration, as IHT's step): on sparse text rows `L_full`
 //! is far below `L_max`, so mini-batches earn proportionally larger steps.
