@@ -19,12 +19,17 @@
 //!
 //! Step size ([`MirrorStep`]): the default `Auto` is `eta_t = 1 / (s_psi (L + (L/H + lambda) t))`: it
 //! starts at the safe `1/L` of a smooth problem and decays like `1/t` (the classic SGD rule for a
-//! strongly convex objective), with `L = l''_max max_i c_i ||x_i||^2 + lambda` (the running maximum over
-//! the rows seen), `s_psi` = [`MirrorMap::dual_scale`] and a horizon `H`: the step halves after `H`
-//! steps even when `lambda` is tiny (offline `H` = one pass; streaming default 10 000 steps). The
-//! ridge `lambda` alone would be too weak a curvature to decay on (a `1/(lambda t)` step stalls at the
-//! gradient-noise floor for the `lambda` of the benchmarks). The thesis's
-//! `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
+//! strongly convex objective), with `s_psi` = [`MirrorMap::dual_scale`] at the sparsity `k` and a horizon `H`: the step
+//! halves after `H` steps even when `lambda` is tiny (offline `H` = one pass; streaming default
+//! 10 000 steps) — the ridge `lambda` alone is too weak a curvature to decay on (a `1/(lambda t)` step
+//! stalls at the gradient-noise floor for the `lambda` of the benchmarks). `L` is the smoothness of the
+//! mini-batch gradient, `l''_max L_B + lambda`: a bare learner uses `L_B = max_i c_i ||x_i||^2` over the
+//! rows seen so far; the offline solver knows the data and uses the expected smoothness of a batch of
+//! `B` drawn without replacement from `N` (Gower et al. 2019, Prop. 3.8),
+//! `L_B = (N - B) / (B (N - 1)) L_max + N (B - 1) / (B (N - 1)) L_full`, with `L_max = max_i c_i ||x_i||^2`
+//! and `L_full = sigma_max(X^T C X / N)` (power iteration, as IHT's step): on sparse text rows `L_full`
+//! is far below `L_max`, so mini-batches earn proportionally larger steps.
+//! The thesis's `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
 
 pub mod greedy;
 pub mod maps;
@@ -225,6 +230,8 @@ pub struct MirrorLearner {
     steps: u64,
     /// Running `max_i c_i ||x_i||^2` over the rows seen.
     row_sq_max: f64,
+    /// `L_B` when the data set is known (overrides `row_sq_max`).
+    batch_curvature: Option<f64>,
     // Scratch, reused so that steps never allocate once the feature space stops growing.
     grad: Vec<f64>,
     touched_flag: Vec<bool>,
@@ -257,6 +264,7 @@ impl MirrorLearner {
             intercept: 0.0,
             steps: 0,
             row_sq_max: 0.0,
+            batch_curvature: None,
             grad: vec![0.0; dim],
             touched_flag: vec![false; dim],
             touched: Vec::new(),
@@ -275,9 +283,17 @@ impl MirrorLearner {
         self.steps
     }
 
-    /// The rows' smoothness bound `L = l''_max max c ||x||^2 + lambda` the `Auto` step uses.
+    /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
     pub fn smoothness(&self) -> f64 {
-        self.loss.smoothness() * self.row_sq_max + self.lambda
+        self.loss.smoothness() * self.batch_curvature.unwrap_or(self.row_sq_max) + self.lambda
+    }
+
+    /// Fixes `L_B`, the curvature of a mini-batch of `X^T C X / |B|` (see the module docs); without it
+    /// the learner uses the largest `c_i ||x_i||^2` seen, which is safe for any batch.
+    pub fn set_batch_curvature(&mut self, curvature: f64) {
+        if curvature.is_finite() && curvature > 0.0 {
+            self.batch_curvature = Some(curvature);
+        }
     }
 
     /// Tells the learner the largest `c_i ||x_i||^2` it will see (offline: the data set's), so that the
@@ -295,7 +311,7 @@ impl MirrorLearner {
         };
         self.config.step.at(
             self.steps,
-            self.config.map.dual_scale(),
+            self.config.map.dual_scale(self.k),
             self.smoothness(),
             self.lambda,
             horizon,
@@ -402,7 +418,7 @@ impl MirrorLearner {
             }
         }
         if self.fit_intercept {
-            self.intercept -= eta * map.dual_scale() * intercept_grad / count;
+            self.intercept -= eta * map.dual_scale(self.k) * intercept_grad / count;
         }
         for &j in &self.touched {
             self.grad[j as usize] = 0.0;
@@ -443,9 +459,21 @@ impl MirrorDescent {
             problem.intercept,
             problem.data.dim(),
         )?;
+        let mut row_max: f64 = 0.0;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
-            learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
+            row_max = row_max.max(r.weight * sparse_sq_norm(r.values));
+        }
+        learner.observe_row_bound(row_max);
+        let (n, b) = (
+            problem.data.len() as f64,
+            config.batch.min(problem.data.len()).max(1) as f64,
+        );
+        if b > 1.0 {
+            let full = super::primal::sigma_max_sq(problem).min(row_max);
+            learner.set_batch_curvature(
+                (n - b) / (b * (n - 1.0)) * row_max + n * (b - 1.0) / (b * (n - 1.0)) * full,
+            );
         }
         Ok(MirrorDescent {
             learner,
