@@ -57,27 +57,59 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let data: Dataset = if args.data == "synthetic" {
-        let s = thresher::synth::sparse_stream(20_000, 2_000, 20, 40, 0.1, args.loss != LossKind::Squared, 7);
+        let s = thresher::synth::sparse_stream(
+            20_000,
+            2_000,
+            20,
+            40,
+            0.1,
+            args.loss != LossKind::Squared,
+            7,
+        );
         Dataset::from_samples(&s.samples, 2_000)
     } else {
-        Dataset::from_samples(&read_file(std::path::Path::new(&args.data), Format::Libsvm)?, 0)
+        Dataset::from_samples(
+            &read_file(std::path::Path::new(&args.data), Format::Libsvm)?,
+            0,
+        )
     };
     let loss = Loss::new(args.loss, args.gamma)?;
     let problem = Problem::new(&data, loss, args.lambda, args.k, false)?;
-    eprintln!("{}: n={} d={} loss={} lambda={} k={}", args.data, data.len(), data.dim(), args.loss, args.lambda, args.k);
+    eprintln!(
+        "{}: n={} d={} loss={} lambda={} k={}",
+        args.data,
+        data.len(),
+        data.dim(),
+        args.loss,
+        args.lambda,
+        args.k
+    );
     let mut csv = String::from("solver,epoch,seconds,primal,dual,gap,support\n");
     let mut summary = Vec::new();
     for name in args.solvers.split(',') {
-        let mirror = |map| MirrorConfig { batch: args.batch, ..MirrorConfig::new(map) };
+        let mirror = |map| MirrorConfig {
+            batch: args.batch,
+            ..MirrorConfig::new(map)
+        };
         let mut solver: Box<dyn Solver<Dataset>> = match name {
             "sdiht" => Box::new(Sdiht::new(&problem, 10, StepRule::Adaptive, args.seed)?),
             "diht" => Box::new(Sdiht::new(&problem, 1, StepRule::Adaptive, args.seed)?),
             "iht" => Box::new(Iht::new(&problem)),
-            "euclidean" => Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::Euclidean), args.seed)?),
-            "pnorm" => Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::pnorm_for_dim(data.dim())), args.seed)?),
-            "hypentropy" => {
-                Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::HypEntropy { beta: args.beta }), args.seed)?)
-            }
+            "euclidean" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::Euclidean),
+                args.seed,
+            )?),
+            "pnorm" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::pnorm_for_dim(data.dim())),
+                args.seed,
+            )?),
+            "hypentropy" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::HypEntropy { beta: args.beta }),
+                args.seed,
+            )?),
             "smidas" => Box::new(Smidas::new(&problem, args.l1, MirrorStep::Auto, args.seed)?),
             other => anyhow::bail!("unknown solver {other}"),
         };
@@ -97,11 +129,20 @@ fn main() -> anyhow::Result<()> {
         let support = solver.model().support.len();
         summary.push((label, report, support));
     }
-    eprintln!("{:<18} {:>6} {:>9} {:>14} {:>14} {:>11} {:>8}", "solver", "epochs", "seconds", "primal", "dual", "gap", "support");
+    eprintln!(
+        "{:<18} {:>6} {:>9} {:>14} {:>14} {:>11} {:>8}",
+        "solver", "epochs", "seconds", "primal", "dual", "gap", "support"
+    );
     for (label, r, support) in &summary {
         eprintln!(
             "{:<18} {:>6} {:>9.3} {:>14.8} {:>14.8} {:>11.3e} {:>8}",
-            label, r.epochs, r.seconds, r.certificate.primal, r.certificate.dual, r.certificate.gap, support
+            label,
+            r.epochs,
+            r.seconds,
+            r.certificate.primal,
+            r.certificate.dual,
+            r.certificate.gap,
+            support
         );
     }
     match &args.out {

@@ -68,7 +68,9 @@ impl SmidasLearner {
         if !(l1.is_finite() && l1 > 0.0) {
             return Err(MirrorError::BadL1(l1));
         }
-        let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else { unreachable!() };
+        let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else {
+            unreachable!()
+        };
         let learner = SmidasLearner {
             p,
             l1,
@@ -88,8 +90,11 @@ impl SmidasLearner {
             support: Vec::new(),
             active_values: Vec::new(),
         };
-        crate::solver::mirror::MirrorConfig { step, ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p }) }
-            .validate()?;
+        crate::solver::mirror::MirrorConfig {
+            step,
+            ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p })
+        }
+        .validate()?;
         Ok(learner)
     }
 
@@ -113,7 +118,13 @@ impl SmidasLearner {
     /// `eta_t` of the next step: the p-norm mirror learner's schedule.
     pub fn step_size(&self) -> f64 {
         let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
-        self.step.at(self.steps, self.p - 1.0, smoothness, self.lambda, self.horizon)
+        self.step.at(
+            self.steps,
+            self.p - 1.0,
+            smoothness,
+            self.lambda,
+            self.horizon,
+        )
     }
 
     /// Steps after which the `Auto` step has halved (default [`DEFAULT_HORIZON`]).
@@ -189,7 +200,8 @@ impl SmidasLearner {
             }
         }
         self.active_values.clear();
-        self.active_values.extend(self.active.iter().map(|&j| self.theta[j as usize]));
+        self.active_values
+            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
         self.norm = lp_norm(&self.active_values, self.p);
         if self.fit_intercept {
             self.intercept -= eta * dl;
@@ -213,7 +225,11 @@ impl SmidasLearner {
 
     /// The model as of the last [`SmidasLearner::sync`].
     pub fn model(&self) -> ModelView<'_> {
-        ModelView { weights: &self.w, support: &self.support, intercept: self.intercept }
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
     }
 
     pub fn set_intercept(&mut self, b: f64) {
@@ -233,9 +249,20 @@ pub struct Smidas {
 }
 
 impl Smidas {
-    pub fn new<S: SampleSet>(problem: &Problem<S>, l1: f64, step: MirrorStep, seed: u64) -> Result<Smidas, MirrorError> {
-        let mut learner =
-            SmidasLearner::new(l1, step, problem.loss, problem.lambda, problem.intercept, problem.data.dim())?;
+    pub fn new<S: SampleSet>(
+        problem: &Problem<S>,
+        l1: f64,
+        step: MirrorStep,
+        seed: u64,
+    ) -> Result<Smidas, MirrorError> {
+        let mut learner = SmidasLearner::new(
+            l1,
+            step,
+            problem.loss,
+            problem.lambda,
+            problem.intercept,
+            problem.data.dim(),
+        )?;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
             learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
@@ -280,6 +307,12 @@ impl<S: SampleSet> Solver<S> for Smidas {
     /// Certified at `k' = max(k, |supp w|)` (see the module docs).
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
         let k = p.k.max(self.learner.support.len());
-        certify_primal(p, k, self.learner.model(), &mut self.alpha, &mut self.dual_scratch)
+        certify_primal(
+            p,
+            k,
+            self.learner.model(),
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        )
     }
 }

@@ -38,7 +38,9 @@ use thiserror::Error;
 
 pub use maps::{Constraint, MirrorMap};
 
-use super::objective::{best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch};
+use super::objective::{
+    best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch,
+};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -91,17 +93,31 @@ pub enum MirrorStep {
     Auto,
     /// The thesis's step (5.71): `eta_t = R / (G^2 sqrt(t + 1) (1 + phi))`, `R >= B_psi(w*, w_1)`,
     /// `G >= ||grad f||_*`, `1 + phi` the greedy approximation factor (1 here, see [`greedy`]).
-    Theory { radius: f64, gradient_bound: f64, phi: f64 },
+    Theory {
+        radius: f64,
+        gradient_bound: f64,
+        phi: f64,
+    },
     Constant(f64),
 }
 
 impl MirrorStep {
     fn validate(&self) -> Result<(), MirrorError> {
-        let positive = |v: f64| if v.is_finite() && v > 0.0 { Ok(()) } else { Err(MirrorError::BadStep(v)) };
+        let positive = |v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(MirrorError::BadStep(v))
+            }
+        };
         match *self {
             MirrorStep::Auto => Ok(()),
             MirrorStep::Constant(eta) => positive(eta),
-            MirrorStep::Theory { radius, gradient_bound, phi } => {
+            MirrorStep::Theory {
+                radius,
+                gradient_bound,
+                phi,
+            } => {
                 positive(radius)?;
                 positive(gradient_bound)?;
                 if phi.is_finite() && phi >= 0.0 {
@@ -114,14 +130,26 @@ impl MirrorStep {
     }
 
     /// `eta_t` for a map of dual scale `s_psi`, smoothness `L`, ridge `lambda` and horizon `H` (steps).
-    pub(crate) fn at(&self, steps: u64, dual_scale: f64, smoothness: f64, lambda: f64, horizon: u64) -> f64 {
+    pub(crate) fn at(
+        &self,
+        steps: u64,
+        dual_scale: f64,
+        smoothness: f64,
+        lambda: f64,
+        horizon: u64,
+    ) -> f64 {
         match *self {
             MirrorStep::Auto => {
                 let decay = smoothness / horizon.max(1) as f64 + lambda;
                 1.0 / (dual_scale * (smoothness + decay * steps as f64))
             }
-            MirrorStep::Theory { radius, gradient_bound, phi } => {
-                radius / (gradient_bound * gradient_bound * ((steps + 1) as f64).sqrt() * (1.0 + phi))
+            MirrorStep::Theory {
+                radius,
+                gradient_bound,
+                phi,
+            } => {
+                radius
+                    / (gradient_bound * gradient_bound * ((steps + 1) as f64).sqrt() * (1.0 + phi))
             }
             MirrorStep::Constant(eta) => eta,
         }
@@ -146,7 +174,13 @@ pub const DEFAULT_HORIZON: u64 = 10_000;
 
 impl MirrorConfig {
     pub fn new(map: MirrorMap) -> MirrorConfig {
-        MirrorConfig { map, constraint: Constraint::None, step: MirrorStep::Auto, batch: 1, horizon: 0 }
+        MirrorConfig {
+            map,
+            constraint: Constraint::None,
+            step: MirrorStep::Auto,
+            batch: 1,
+            horizon: 0,
+        }
     }
 
     pub fn validate(&self) -> Result<(), MirrorError> {
@@ -154,11 +188,15 @@ impl MirrorConfig {
             MirrorMap::HypEntropy { beta } if !(beta.is_finite() && beta > 0.0) => {
                 return Err(MirrorError::BadBeta(beta))
             }
-            MirrorMap::PNorm { p } if !(p.is_finite() && p >= 2.0) => return Err(MirrorError::BadP(p)),
+            MirrorMap::PNorm { p } if !(p.is_finite() && p >= 2.0) => {
+                return Err(MirrorError::BadP(p))
+            }
             _ => {}
         }
         match self.constraint {
-            Constraint::Box { radius } | Constraint::L1Ball { radius } if !(radius.is_finite() && radius > 0.0) => {
+            Constraint::Box { radius } | Constraint::L1Ball { radius }
+                if !(radius.is_finite() && radius > 0.0) =>
+            {
                 return Err(MirrorError::BadRadius(radius))
             }
             _ => {}
@@ -250,12 +288,26 @@ impl MirrorLearner {
 
     /// `eta_t` of the next step (mirror-space units).
     pub fn step_size(&self) -> f64 {
-        let horizon = if self.config.horizon == 0 { DEFAULT_HORIZON } else { self.config.horizon };
-        self.config.step.at(self.steps, self.config.map.dual_scale(), self.smoothness(), self.lambda, horizon)
+        let horizon = if self.config.horizon == 0 {
+            DEFAULT_HORIZON
+        } else {
+            self.config.horizon
+        };
+        self.config.step.at(
+            self.steps,
+            self.config.map.dual_scale(),
+            self.smoothness(),
+            self.lambda,
+            horizon,
+        )
     }
 
     pub fn model(&self) -> ModelView<'_> {
-        ModelView { weights: &self.w, support: &self.support, intercept: self.intercept }
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
     }
 
     /// `w.x + b` for one row.
@@ -326,7 +378,8 @@ impl MirrorLearner {
         greedy::top_k_by_magnitude(&mut self.selected, self.k, |j| grad[j as usize]);
 
         self.sub_theta.clear();
-        self.sub_theta.extend(self.selected.iter().map(|&j| self.grad[j as usize]));
+        self.sub_theta
+            .extend(self.selected.iter().map(|&j| self.grad[j as usize]));
         self.sub_x.clear();
         self.sub_x.resize(self.selected.len(), 0.0);
         let map = self.config.map;
@@ -382,8 +435,14 @@ impl MirrorDescent {
         if config.horizon == 0 {
             config.horizon = problem.data.len().div_ceil(config.batch.max(1)) as u64;
         }
-        let mut learner =
-            MirrorLearner::new(config, problem.loss, problem.lambda, problem.k, problem.intercept, problem.data.dim())?;
+        let mut learner = MirrorLearner::new(
+            config,
+            problem.loss,
+            problem.lambda,
+            problem.k,
+            problem.intercept,
+            problem.data.dim(),
+        )?;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
             learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
@@ -412,7 +471,14 @@ pub(crate) fn certify_primal<S: SampleSet>(
     scratch: &mut DualScratch,
 ) -> Certificate {
     let primal = primal_value(p.data, &p.loss, p.lambda, model.weights, model.intercept);
-    dual_of_primal(p.data, &p.loss, model.weights, model.intercept, p.intercept, alpha);
+    dual_of_primal(
+        p.data,
+        &p.loss,
+        model.weights,
+        model.intercept,
+        p.intercept,
+        alpha,
+    );
     let dual = dual_value(p.data, &p.loss, p.lambda, k, alpha, scratch);
     Certificate::new(primal, dual, p.data.len())
 }
@@ -430,7 +496,8 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
         self.order.shuffle(&mut self.rng);
         let batch = self.learner.config.batch;
         for chunk in self.order.chunks(batch) {
-            self.learner.step_batch(chunk.iter().map(|&i| p.data.row(i)));
+            self.learner
+                .step_batch(chunk.iter().map(|&i| p.data.row(i)));
         }
         if p.intercept {
             margins_into(p.data, &self.learner.w, &mut self.margins);
@@ -443,6 +510,12 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
     }
 
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        certify_primal(p, p.k, self.learner.model(), &mut self.alpha, &mut self.dual_scratch)
+        certify_primal(
+            p,
+            p.k,
+            self.learner.model(),
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        )
     }
 }
