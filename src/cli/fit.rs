@@ -77,7 +77,7 @@ pub struct FitArgs {
     #[arg(long)]
     pub lambda: Option<f64>,
     #[command(flatten)]
-    pub subset: super::subset::SubsetArgs,
+    pub subset: Box<super::subset::SubsetArgs>,
     #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
     pub solver: SolverKind,
     /// Number of blocks for SDIHT.
@@ -194,8 +194,13 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     if args.solver.is_subset() {
         return super::subset::run(args);
     }
-    let name = args.solver.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
-    let missing = |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
+    let name = args
+        .solver
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let missing =
+        |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
     let loss_kind = args.loss.ok_or_else(|| missing("--loss"))?;
     let k = args.k.ok_or_else(|| missing("-k/--k"))?;
     let lambda = args.lambda.ok_or_else(|| missing("--lambda"))?;

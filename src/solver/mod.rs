@@ -18,6 +18,7 @@ pub mod mirror;
 pub mod objective;
 pub mod primal;
 pub mod smidas;
+pub mod stream;
 pub mod subset;
 
 use thiserror::Error;
