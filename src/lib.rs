@@ -24,11 +24,17 @@
 //! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
 //! - [`cli`] — the `fit` and `predict` commands (the binary's `main` only parses and dispatches).
 
+pub mod api;
 pub mod cli;
+pub mod config;
+pub mod daemon;
 pub mod ingest;
 pub mod loss;
+pub mod metrics;
 pub mod model;
+pub mod ring;
 pub mod sample;
+pub mod snapshot;
 pub mod solver;
 pub mod sparse;
 pub mod synth;

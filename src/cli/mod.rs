@@ -5,6 +5,7 @@
 
 mod fit;
 mod predict;
+mod serve;
 mod subset;
 
 use std::path::PathBuf;
@@ -12,8 +13,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use thiserror::Error;
 
-pub use fit::{FitArgs, SolverKind};
+pub use fit::{FitArgs, MirrorKind, SolverKind};
 pub use predict::PredictArgs;
+pub use serve::ServeArgs;
 
 /// thresher: learn k-sparse linear models with a primal-dual gap certificate.
 #[derive(Debug, Parser)]
@@ -26,9 +28,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Train a k-sparse model on a file and write it as JSON.
-    Fit(FitArgs),
+    // Boxed: the fit flags of every solver make this variant much larger than the others.
+    Fit(Box<FitArgs>),
     /// Predict with a model file, one prediction per input line.
     Predict(PredictArgs),
+    /// Run the daemon: ingest samples over HTTP (and stdin), learn continuously, serve the model.
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Error)]
@@ -41,6 +46,12 @@ pub enum CliError {
     Loss(#[from] crate::loss::LossError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Daemon(#[from] crate::daemon::DaemonError),
+    #[error(transparent)]
+    Mirror(#[from] crate::solver::mirror::MirrorError),
     #[error(transparent)]
     Subset(#[from] crate::solver::subset::SubsetError),
     #[error("invalid argument: {0}")]
@@ -58,5 +69,6 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Fit(args) => fit::run(&args),
         Command::Predict(args) => predict::run(&args),
+        Command::Serve(args) => serve::run_serve(&args),
     }
 }

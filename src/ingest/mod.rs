@@ -5,6 +5,8 @@
 //! line is ever skipped silently (only blank lines and `#` comments are). Feature indices are kept
 //! exactly as written.
 
+pub mod batch;
+
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 

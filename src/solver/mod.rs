@@ -3,6 +3,8 @@
 //!
 //! - [`dual::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of the DIHT paper;
 //! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
+//! - [`mirror::MirrorDescent`] — stochastic sparse mirror descent (Guha 2022, Ch. 5) with a choice of
+//!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse;
 //! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
 //!   conventions, driven by its own outer loop;
 //!
@@ -12,8 +14,11 @@
 
 pub mod driver;
 pub mod dual;
+pub mod mirror;
 pub mod objective;
 pub mod primal;
+pub mod smidas;
+pub mod stream;
 pub mod subset;
 
 use thiserror::Error;

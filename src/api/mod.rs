@@ -1,0 +1,359 @@
+//! The HTTP API (axum): routes, handlers and the one place errors become statuses ([`ApiError`]).
+//!
+//! | route | |
+//! | --- | --- |
+//! | `POST /v1/samples` | LIBSVM (`text/plain`), JSON lines (`application/x-ndjson`) or a JSON array (`application/json`) → `202 {"accepted": n}` |
+//! | `GET /v1/model` | the primary learner's snapshot |
+//! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one |
+//! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}` |
+//! | `GET /metrics` | Prometheus text format |
+//! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored |
+//!
+//! The API knows learners only through their published snapshots and the ingest queue; it never touches
+//! solver state. Parsing runs on the blocking pool so large bodies do not stall the runtime, and the queue
+//! is fed with `try_send` only: when it is full the request gets 503 and nothing from it enters.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use crossbeam_channel::{Sender, TrySendError};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use crate::ingest::batch::{parse_body, BatchError, BodyFormat, FeatureDictionary, Rules};
+use crate::metrics::{reason, Metrics};
+use crate::sample::Sample;
+use crate::snapshot::{rfc3339, set_gauges, ModelCell, Snapshot};
+
+/// A batch on its way from ingest to the learners (shared by all learners, never copied).
+pub type Batch = Arc<Vec<Sample>>;
+
+/// Seconds a client should wait after a 503 for a full queue.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub cells: Vec<Arc<ModelCell>>,
+    pub dictionary: Arc<FeatureDictionary>,
+    pub metrics: Metrics,
+    pub ingest_rules: Rules,
+    pub predict_rules: Rules,
+    /// Why a lock around the sender: shutdown takes it out (closing ingest) while handlers may still be
+    /// finishing; handlers hold the lock only for a non-blocking `try_send`.
+    pub ingest: Mutex<Option<Sender<Batch>>>,
+}
+
+/// Errors a handler returns; each maps to one status here and nowhere else.
+#[derive(Debug)]
+pub enum ApiError {
+    Invalid(BatchError),
+    UnsupportedMediaType(String),
+    TooLarge(String),
+    QueueFull,
+    ShuttingDown,
+    NoModel,
+    UnknownLearner(String),
+    BadRequest(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, body) = match self {
+            ApiError::Invalid(e) => (
+                StatusCode::BAD_REQUEST,
+                json!({"error": e.message, "line": e.line}),
+            ),
+            ApiError::UnsupportedMediaType(t) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                json!({"error": format!("unsupported content type {t:?}: use text/plain (LIBSVM), application/x-ndjson or application/json"), "line": null}),
+            ),
+            ApiError::TooLarge(m) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": m, "line": null}),
+            ),
+            ApiError::QueueFull => {
+                let mut r = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(json!({"error": "ingest queue is full; retry later", "line": null})),
+                )
+                    .into_response();
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+                return r;
+            }
+            ApiError::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "shutting down"}),
+            ),
+            ApiError::NoModel => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "no model published yet"}),
+            ),
+            ApiError::UnknownLearner(n) => (
+                StatusCode::NOT_FOUND,
+                json!({"error": format!("no learner named {n:?}")}),
+            ),
+            ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({"error": m, "line": null})),
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+/// The router over `state`, with the body limit and the per-route latency histogram.
+pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
+    Router::new()
+        .route("/v1/samples", post(post_samples))
+        .route("/v1/model", get(get_model))
+        .route("/v1/models", get(get_models))
+        .route("/v1/models/:name", get(get_named_model))
+        .route("/v1/predict", post(predict))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .layer(middleware::from_fn_with_state(state.clone(), time_requests))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+async fn time_requests(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let response = next.run(req).await;
+    state
+        .metrics
+        .request_duration
+        .with_label_values(&[&route, &method])
+        .observe(start.elapsed().as_secs_f64());
+    response
+}
+
+fn body_format(headers: &HeaderMap) -> Result<BodyFormat, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    BodyFormat::from_content_type(ct).ok_or_else(|| ApiError::UnsupportedMediaType(ct.to_string()))
+}
+
+fn read_body(body: Result<Bytes, BytesRejection>, state: &AppState) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            state
+                .metrics
+                .rejected
+                .with_label_values(&[reason::TOO_LARGE])
+                .inc();
+            ApiError::TooLarge(format!(
+                "request body is over the limit (server.body_limit_bytes): {rejection}"
+            ))
+        } else {
+            ApiError::BadRequest(rejection.body_text())
+        }
+    })
+}
+
+async fn parse_off_runtime(
+    state: &Arc<AppState>,
+    format: BodyFormat,
+    body: Bytes,
+    predict: bool,
+) -> Result<Vec<Sample>, BatchError> {
+    let st = state.clone();
+    tokio::task::spawn_blocking(move || {
+        let text = std::str::from_utf8(&body).map_err(|e| BatchError {
+            line: None,
+            message: format!("body is not UTF-8: {e}"),
+            samples: 0,
+        })?;
+        let rules = if predict {
+            &st.predict_rules
+        } else {
+            &st.ingest_rules
+        };
+        parse_body(format, text, rules, &st.dictionary)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(BatchError {
+            line: None,
+            message: format!("parser failed: {e}"),
+            samples: 0,
+        })
+    })
+}
+
+async fn post_samples(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let format = match body_format(&headers) {
+        Ok(f) => f,
+        Err(e) => {
+            state
+                .metrics
+                .rejected
+                .with_label_values(&[reason::UNSUPPORTED_MEDIA_TYPE])
+                .inc();
+            return Err(e);
+        }
+    };
+    let body = read_body(body, &state)?;
+    let samples = match parse_off_runtime(&state, format, body, false).await {
+        Ok(s) => s,
+        Err(e) => {
+            state
+                .metrics
+                .rejected
+                .with_label_values(&[reason::INVALID])
+                .inc_by(e.samples as u64);
+            return Err(ApiError::Invalid(e));
+        }
+    };
+    let n = samples.len();
+    let sent = match state.ingest.lock().as_ref() {
+        None => Err(ApiError::ShuttingDown),
+        Some(tx) => match tx.try_send(Arc::new(samples)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(ApiError::QueueFull),
+            Err(TrySendError::Disconnected(_)) => Err(ApiError::ShuttingDown),
+        },
+    };
+    match sent {
+        Ok(()) => {
+            state
+                .metrics
+                .ingested
+                .with_label_values(&["http"])
+                .inc_by(n as u64);
+            Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n}))))
+        }
+        Err(e) => {
+            if matches!(e, ApiError::QueueFull) {
+                state
+                    .metrics
+                    .rejected
+                    .with_label_values(&[reason::QUEUE_FULL])
+                    .inc_by(n as u64);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A snapshot as served: the model JSON plus learner, version, counters and (with named features) names.
+pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary) -> Value {
+    let mut v = serde_json::to_value(&s.model).expect("a model serialises");
+    let o = v.as_object_mut().expect("a model is an object");
+    o.insert("learner".into(), json!(s.learner));
+    o.insert("version".into(), json!(s.version));
+    o.insert("samples_seen".into(), json!(s.samples_seen));
+    o.insert("window_samples".into(), json!(s.window_samples));
+    o.insert("updated_at".into(), json!(rfc3339(s.updated_at)));
+    o.insert("progressive_loss".into(), json!(s.progressive_loss));
+    if !dictionary.is_empty() {
+        o.insert(
+            "feature_names".into(),
+            json!(dictionary.names_of(&s.model.support)),
+        );
+    }
+    v
+}
+
+fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<ModelCell>, ApiError> {
+    match name {
+        None => Ok(&state.cells[0]),
+        Some(n) => state
+            .cells
+            .iter()
+            .find(|c| c.name == n)
+            .ok_or_else(|| ApiError::UnknownLearner(n.into())),
+    }
+}
+
+async fn get_model(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let s = state.cells[0].get().ok_or(ApiError::NoModel)?;
+    Ok(Json(snapshot_json(&s, &state.dictionary)))
+}
+
+async fn get_named_model(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let s = find_cell(&state, Some(&name))?
+        .get()
+        .ok_or(ApiError::NoModel)?;
+    Ok(Json(snapshot_json(&s, &state.dictionary)))
+}
+
+async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let models: Vec<Value> = state
+        .cells
+        .iter()
+        .map(|c| match c.get() {
+            Some(s) => snapshot_json(&s, &state.dictionary),
+            None => json!({"learner": c.name, "version": 0}),
+        })
+        .collect();
+    Json(json!({"models": models}))
+}
+
+#[derive(serde::Deserialize)]
+struct PredictQuery {
+    learner: Option<String>,
+}
+
+async fn predict(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<PredictQuery>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let format = body_format(&headers)?;
+    let body = read_body(body, &state)?;
+    let cell = find_cell(&state, q.learner.as_deref())?.clone();
+    let samples = parse_off_runtime(&state, format, body, true)
+        .await
+        .map_err(ApiError::Invalid)?;
+    let s = cell.get().ok_or(ApiError::NoModel)?;
+    let predictions: Vec<f64> = samples.iter().map(|x| s.model.predict(x.row())).collect();
+    Ok(Json(
+        json!({"predictions": predictions, "model_version": s.version, "learner": s.learner}),
+    ))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    for cell in &state.cells {
+        set_gauges(cell, &state.metrics);
+    }
+    let depth = state.ingest.lock().as_ref().map_or(0, |tx| tx.len());
+    state.metrics.queue_batches.set(depth as i64);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+    if state.cells.iter().any(|c| c.get().is_some()) {
+        (StatusCode::OK, Json(json!({"status": "ready"})))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "waiting for a first model"})),
+        )
+    }
+}

@@ -1,0 +1,72 @@
+//! `thresher serve`: load and validate the configuration, install logging, run the daemon until
+//! SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::config::{Config, Overrides};
+use crate::daemon::{run, RunOptions};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (keys missing from it keep their defaults; see config/thresher.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 = any free port; the bound address is logged).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Also read samples (LIBSVM or JSON lines) from standard input.
+    #[arg(long)]
+    pub stdin: bool,
+    /// Directory for checkpoints (enables durability).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Start empty, ignoring any checkpoint in the data directory.
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("THRESHER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
+    let overrides = Overrides {
+        listen: args.listen.clone(),
+        data_dir: args.data_dir.clone(),
+    };
+    let config = Config::load_from_process(args.config.as_deref(), &overrides)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("thresher-http")
+        .build()
+        .map_err(|e| CliError::Argument(format!("cannot start the runtime: {e}")))?;
+    let options = RunOptions {
+        stdin: args.stdin,
+        fresh: args.fresh,
+    };
+    runtime.block_on(run(config, options, shutdown_signal()))?;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install the SIGTERM handler; stopping on Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}

@@ -1,0 +1,358 @@
+//! Checkpoints: every learner's full state (published snapshot, window samples with their duals,
+//! counters) and the feature dictionary, in one file written atomically.
+//!
+//! File layout (`<data-dir>/thresher.ckpt`), little endian:
+//! `b"THRCKPT\n"` | format version `u32` | body length `u64` | body | FNV-1a 64 checksum of the body `u64`.
+//! The body is a small JSON header (learner configs, snapshots, counters, dictionary) followed by the
+//! binary window of each learner. Writes go to a temporary file in the same directory, are fsynced,
+//! renamed over the old checkpoint, and the directory is fsynced, so a crash leaves either the old or the
+//! new checkpoint, never a torn one. Reading checks magic, version, length and checksum: a corrupt or
+//! incompatible file is a [`CheckpointError`] that stops the start (use `--fresh` to start empty).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::sample::Sample;
+use crate::snapshot::Snapshot;
+use crate::solver::stream::{LearnerState, LearnerStats};
+use crate::solver::Certificate;
+
+pub const MAGIC: &[u8; 8] = b"THRCKPT\n";
+pub const FORMAT_VERSION: u32 = 1;
+pub const FILE_NAME: &str = "thresher.ckpt";
+
+#[derive(Debug, Error)]
+pub enum CheckpointError {
+    #[error("cannot access checkpoint {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint {} is corrupt: {reason} (move it away, or start with --fresh)", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("checkpoint {} is incompatible: {reason} (start with --fresh to discard it)", path.display())]
+    Incompatible { path: PathBuf, reason: String },
+}
+
+/// What identifies a learner's problem: restoring into a different one would be wrong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LearnerIdentity {
+    pub name: String,
+    pub loss: String,
+    pub k: usize,
+    pub lambda: f64,
+}
+
+/// One learner's checkpointed state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerCheckpoint {
+    pub identity: LearnerIdentity,
+    pub snapshot: Option<Snapshot>,
+    pub state: LearnerState,
+}
+
+/// The whole checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    pub learners: Vec<LearnerCheckpoint>,
+    pub feature_names: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    feature_names: Vec<String>,
+    learners: Vec<LearnerHeader>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LearnerHeader {
+    identity: LearnerIdentity,
+    snapshot: Option<Snapshot>,
+    samples_seen: u64,
+    steps: u64,
+    mutations: u64,
+    progressive_loss_sum: f64,
+    progressive_count: u64,
+    last_certificate: Option<Certificate>,
+    scale: f64,
+    steps_since_insert: u64,
+    window_len: u64,
+}
+
+pub fn path_in(dir: &Path) -> PathBuf {
+    dir.join(FILE_NAME)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Serialises a checkpoint to bytes.
+pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
+    let header = Header {
+        feature_names: ckpt.feature_names.clone(),
+        learners: ckpt
+            .learners
+            .iter()
+            .map(|l| LearnerHeader {
+                identity: l.identity.clone(),
+                snapshot: l.snapshot.clone(),
+                samples_seen: l.state.stats.samples_seen,
+                steps: l.state.stats.steps,
+                mutations: l.state.stats.mutations,
+                progressive_loss_sum: l.state.stats.progressive_loss_sum,
+                progressive_count: l.state.stats.progressive_count,
+                last_certificate: l.state.last_certificate,
+                scale: l.state.scale,
+                steps_since_insert: l.state.steps_since_insert,
+                window_len: l.state.samples.len() as u64,
+            })
+            .collect(),
+    };
+    let header = serde_json::to_vec(&header).expect("checkpoint header serialises");
+    let mut body = Vec::new();
+    body.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    body.extend_from_slice(&header);
+    for l in &ckpt.learners {
+        for (s, alpha) in &l.state.samples {
+            body.extend_from_slice(&s.label.to_le_bytes());
+            body.extend_from_slice(&s.weight.unwrap_or(f64::NAN).to_le_bytes());
+            body.extend_from_slice(&alpha.to_le_bytes());
+            body.extend_from_slice(&(s.indices.len() as u32).to_le_bytes());
+            for j in &s.indices {
+                body.extend_from_slice(&j.to_le_bytes());
+            }
+            for v in &s.values {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(body.len() + 28);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&body);
+    out.extend_from_slice(&fnv1a(&body).to_le_bytes());
+    out
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or("unexpected end of data")?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn f64(&mut self) -> Result<f64, String> {
+        Ok(f64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+/// Parses checkpoint bytes; `path` only names the file in errors.
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> {
+    let corrupt = |reason: String| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if bytes.len() < 20 || &bytes[..8] != MAGIC {
+        return Err(corrupt(format!(
+            "not a thresher checkpoint ({} bytes, bad magic)",
+            bytes.len()
+        )));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION {
+        return Err(CheckpointError::Incompatible {
+            path: path.to_path_buf(),
+            reason: format!("format version {version}, this build reads {FORMAT_VERSION}"),
+        });
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes")) as usize;
+    if bytes.len() != 20 + len + 8 {
+        return Err(corrupt(format!(
+            "truncated: {} bytes, expected {}",
+            bytes.len(),
+            20 + len + 8
+        )));
+    }
+    let body = &bytes[20..20 + len];
+    let stored = u64::from_le_bytes(bytes[20 + len..].try_into().expect("8 bytes"));
+    if fnv1a(body) != stored {
+        return Err(corrupt("checksum mismatch".into()));
+    }
+    let mut c = Cursor { bytes: body, at: 0 };
+    let parse = |c: &mut Cursor| -> Result<Checkpoint, String> {
+        let header_len = c.u64()? as usize;
+        let header: Header =
+            serde_json::from_slice(c.take(header_len)?).map_err(|e| e.to_string())?;
+        let mut learners = Vec::new();
+        for h in header.learners {
+            let mut samples = Vec::with_capacity(h.window_len.min(1 << 24) as usize);
+            for _ in 0..h.window_len {
+                let label = c.f64()?;
+                let weight = c.f64()?;
+                let alpha = c.f64()?;
+                let nnz = c.u32()? as usize;
+                let indices = (0..nnz).map(|_| c.u32()).collect::<Result<Vec<_>, _>>()?;
+                let values = (0..nnz).map(|_| c.f64()).collect::<Result<Vec<_>, _>>()?;
+                let weight = (!weight.is_nan()).then_some(weight);
+                let s = Sample::new(indices, values, label, weight).map_err(|e| e.to_string())?;
+                samples.push((s, alpha));
+            }
+            learners.push(LearnerCheckpoint {
+                identity: h.identity,
+                snapshot: h.snapshot,
+                state: LearnerState {
+                    samples,
+                    stats: LearnerStats {
+                        samples_seen: h.samples_seen,
+                        steps: h.steps,
+                        mutations: h.mutations,
+                        progressive_loss_sum: h.progressive_loss_sum,
+                        progressive_count: h.progressive_count,
+                    },
+                    last_certificate: h.last_certificate,
+                    scale: h.scale,
+                    steps_since_insert: h.steps_since_insert,
+                },
+            });
+        }
+        if c.at != c.bytes.len() {
+            return Err("trailing bytes".into());
+        }
+        Ok(Checkpoint {
+            learners,
+            feature_names: header.feature_names,
+        })
+    };
+    parse(&mut c).map_err(corrupt)
+}
+
+/// Writes atomically: temp file, fsync, rename, fsync of the directory.
+pub fn write(dir: &Path, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CheckpointError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let target = path_in(dir);
+    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
+    let bytes = encode(ckpt);
+    {
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(&bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, &target).map_err(io(&target))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Reads the checkpoint in `dir`, if there is one.
+pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
+    let path = path_in(dir);
+    match std::fs::read(&path) {
+        Ok(bytes) => decode(&bytes, &path).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CheckpointError::Io { path, source }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_checkpoint() -> Checkpoint {
+        let s = Sample::new(vec![1, 5], vec![0.5, -2.0], 1.0, Some(2.0)).unwrap();
+        let t = Sample::new(vec![], vec![], -1.0, None).unwrap();
+        Checkpoint {
+            feature_names: vec!["a".into()],
+            learners: vec![LearnerCheckpoint {
+                identity: LearnerIdentity {
+                    name: "p".into(),
+                    loss: "hinge".into(),
+                    k: 3,
+                    lambda: 0.1,
+                },
+                snapshot: None,
+                state: LearnerState {
+                    samples: vec![(s, -0.25), (t, 0.5)],
+                    stats: LearnerStats {
+                        samples_seen: 9,
+                        steps: 4,
+                        mutations: 13,
+                        progressive_loss_sum: 1.5,
+                        progressive_count: 9,
+                    },
+                    last_certificate: Some(Certificate::new(1.0, 0.5, 2)),
+                    scale: 0.5,
+                    steps_since_insert: 7,
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trips_and_detects_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = sample_checkpoint();
+        write(dir.path(), &ckpt).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(ckpt.clone()));
+        let path = path_in(dir.path());
+        let bytes = std::fs::read(&path).unwrap();
+        let p = Path::new("x");
+        let truncated = decode(&bytes[..bytes.len() - 3], p)
+            .unwrap_err()
+            .to_string();
+        assert!(truncated.contains("truncated"), "{truncated}");
+        let mut flipped = bytes.clone();
+        flipped[30] ^= 1;
+        assert!(decode(&flipped, p)
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
+        let mut v2 = bytes.clone();
+        v2[8] = 2;
+        assert!(matches!(
+            decode(&v2, p),
+            Err(CheckpointError::Incompatible { .. })
+        ));
+        assert!(decode(b"hello", p)
+            .unwrap_err()
+            .to_string()
+            .contains("magic"));
+        assert_eq!(read(&dir.path().join("none")).unwrap(), None);
+    }
+}

@@ -1,0 +1,485 @@
+//! `thresher serve`: wires ingest, learners, snapshots, checkpoints and the HTTP API, and stops them in
+//! order.
+//!
+//! ```text
+//!  HTTP POST /v1/samples ─┐ try_send (503 when full)
+//!  --stdin reader ────────┴──▶ ingest queue (bounded, batches) ──▶ router thread ──▶ one bounded channel
+//!                                                                   per learner ──▶ learner thread
+//!                                                                   (insert / evict / step on its window)
+//!  snapshot thread: every interval_ms, lock each learner briefly, certify over the window, publish an
+//!  immutable Arc<Snapshot> into its ModelCell; every checkpoint.interval_s write a checkpoint.
+//!  HTTP GET handlers read ModelCells only.
+//! ```
+//!
+//! Threads: learners and the snapshot thread are OS threads (solvers know nothing of tokio); the HTTP
+//! server runs on the tokio runtime. **Shutdown order** (on the `shutdown` future — SIGINT/SIGTERM in
+//! the binary — or when a learner panics): stop accepting HTTP, close ingest, the router drains the
+//! queue into the learners, learners absorb what they got and exit, the snapshot thread publishes a
+//! final snapshot, the final checkpoint is written, and `run` returns. A panicking learner raises the
+//! fatal flag from its drop guard; the daemon then stops the same way but skips the final checkpoint
+//! (the learner's state may be half-updated; the last good checkpoint stays) and `run` returns an error.
+
+pub mod checkpoint;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::sync::Notify;
+
+use crate::api::{router, AppState, Batch};
+use crate::config::{Config, LearnerConfig};
+use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::metrics::{reason, Metrics};
+use crate::snapshot::{run_snapshot_loop, set_gauges, ModelCell, SharedLearner};
+use crate::solver::stream::{build, StepOutcome};
+use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
+
+/// Batches each learner's channel holds (the router blocks beyond it, which backs up the ingest queue).
+const LEARNER_QUEUE_BATCHES: usize = 4;
+/// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
+const STEPS_PER_LOCK: usize = 4;
+/// How long an idle learner or the router waits before re-checking for shutdown.
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// stdin lines per batch at most.
+const STDIN_BATCH: usize = 1024;
+
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("learner {0:?} panicked; the daemon stopped (the last good checkpoint is kept)")]
+    LearnerPanicked(String),
+}
+
+/// Start-up options that are not configuration.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Read LIBSVM / JSON lines from stdin as well.
+    pub stdin: bool,
+    /// Ignore (and overwrite) any checkpoint in the data directory.
+    pub fresh: bool,
+}
+
+/// Raised by a worker's drop guard when it unwinds: stops the daemon instead of hanging it.
+struct Fatal {
+    flag: AtomicBool,
+    who: Mutex<Option<String>>,
+    notify: Notify,
+}
+
+struct PanicGuard {
+    fatal: Arc<Fatal>,
+    name: String,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(learner = %self.name, "learner thread panicked; stopping the daemon");
+            self.fatal
+                .who
+                .lock()
+                .get_or_insert_with(|| self.name.clone());
+            self.fatal.flag.store(true, Ordering::Release);
+            self.fatal.notify.notify_one();
+        }
+    }
+}
+
+fn identity(c: &LearnerConfig) -> LearnerIdentity {
+    LearnerIdentity {
+        name: c.name.clone(),
+        loss: c.loss.kind().name().into(),
+        k: c.k,
+        lambda: c.lambda,
+    }
+}
+
+/// Restores what the checkpoint holds for the configured learners, checking it fits the config.
+fn restore(config: &Config, dir: &std::path::Path) -> Result<Option<Checkpoint>, CheckpointError> {
+    let Some(ckpt) = checkpoint::read(dir)? else {
+        return Ok(None);
+    };
+    for l in &ckpt.learners {
+        if let Some(c) = config.learners.iter().find(|c| c.name == l.identity.name) {
+            if identity(c) != l.identity {
+                return Err(CheckpointError::Incompatible {
+                    path: checkpoint::path_in(dir),
+                    reason: format!(
+                        "learner {:?} was saved with loss={} k={} lambda={}, the config has loss={} k={} lambda={}",
+                        c.name, l.identity.loss, l.identity.k, l.identity.lambda,
+                        c.loss.kind().name(), c.k, c.lambda
+                    ),
+                });
+            }
+        }
+    }
+    Ok(Some(ckpt))
+}
+
+/// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound.
+pub async fn run(
+    config: Config,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let metrics = Metrics::new();
+    let fatal = Arc::new(Fatal {
+        flag: AtomicBool::new(false),
+        who: Mutex::new(None),
+        notify: Notify::new(),
+    });
+
+    // Restore (or start fresh).
+    let restored = match (&config.data_dir, options.fresh) {
+        (Some(dir), false) => restore(&config, dir)?,
+        (Some(dir), true) => {
+            tracing::info!(dir = %dir.display(), "--fresh: ignoring any checkpoint");
+            None
+        }
+        (None, _) => None,
+    };
+    let dictionary = Arc::new(match &restored {
+        Some(c) => {
+            FeatureDictionary::from_names(config.max_named_features, c.feature_names.clone())
+        }
+        None => FeatureDictionary::new(config.max_named_features),
+    });
+    let mut learners: Vec<(SharedLearner, Arc<ModelCell>)> = Vec::new();
+    for lc in &config.learners {
+        let saved = restored
+            .as_ref()
+            .and_then(|c| c.learners.iter().find(|l| l.identity.name == lc.name));
+        let learner = build(lc, config.window_capacity, saved.map(|s| s.state.clone()));
+        let cell = Arc::new(ModelCell::new(
+            &lc.name,
+            saved.and_then(|s| s.snapshot.clone()),
+        ));
+        metrics.register_learner(&lc.name, config.window_capacity);
+        set_gauges(&cell, &metrics);
+        if let Some(s) = saved {
+            tracing::info!(learner = %lc.name, window = s.state.samples.len(), version = s.snapshot.as_ref().map_or(0, |s| s.version), "restored from checkpoint");
+        }
+        learners.push((Arc::new(Mutex::new(learner)), cell));
+    }
+
+    // Queues and threads.
+    let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
+    let stop_router = Arc::new(AtomicBool::new(false));
+    let mut learner_txs = Vec::new();
+    let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
+    for (learner, _) in &learners {
+        let (tx, rx) = bounded::<Batch>(LEARNER_QUEUE_BATCHES);
+        learner_txs.push(tx);
+        let name = learner.lock().config().name.clone();
+        let (learner, fatal) = (learner.clone(), fatal.clone());
+        let thread_name = name.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("learner-{name}"))
+            .spawn(move || {
+                learner_loop(
+                    learner,
+                    rx,
+                    PanicGuard {
+                        fatal,
+                        name: thread_name,
+                    },
+                )
+            })
+            .expect("spawn learner thread");
+        learner_threads.push((name, handle));
+    }
+    let router_thread = {
+        let (stop, drain) = (stop_router.clone(), config.drain);
+        std::thread::Builder::new()
+            .name("ingest-router".into())
+            .spawn(move || router_loop(ingest_rx, learner_txs, &stop, drain))
+            .expect("spawn router thread")
+    };
+    let stop_snapshots = Arc::new(AtomicBool::new(false));
+    let snapshot_thread = {
+        let (learners, metrics, stop) = (learners.clone(), metrics.clone(), stop_snapshots.clone());
+        let (interval, every) = (config.snapshot_interval, config.checkpoint_interval);
+        let (dir, dictionary) = (config.data_dir.clone(), dictionary.clone());
+        std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || {
+                let mut last_checkpoint = Instant::now();
+                run_snapshot_loop(&learners, &metrics, interval, &stop, || {
+                    if let Some(dir) = &dir {
+                        if last_checkpoint.elapsed() >= every {
+                            last_checkpoint = Instant::now();
+                            if let Err(e) = write_checkpoint(dir, &learners, &dictionary) {
+                                tracing::error!(error = %e, "periodic checkpoint failed");
+                            }
+                        }
+                    }
+                });
+            })
+            .expect("spawn snapshot thread")
+    };
+
+    let losses: Vec<_> = config.learners.iter().map(|l| l.loss).collect();
+    let ingest_rules = Rules {
+        losses: losses.clone(),
+        max_dim: config.max_dim,
+        predict: false,
+    };
+    let state = Arc::new(AppState {
+        cells: learners.iter().map(|(_, c)| c.clone()).collect(),
+        dictionary: dictionary.clone(),
+        metrics: metrics.clone(),
+        ingest_rules: ingest_rules.clone(),
+        predict_rules: Rules {
+            losses,
+            max_dim: config.max_dim,
+            predict: true,
+        },
+        ingest: Mutex::new(Some(ingest_tx.clone())),
+    });
+    if options.stdin {
+        let (tx, stop, metrics, dictionary) = (
+            ingest_tx.clone(),
+            stop_router.clone(),
+            metrics.clone(),
+            dictionary.clone(),
+        );
+        // Detached: a blocking stdin read cannot be interrupted; it checks `stop` between lines.
+        std::thread::Builder::new()
+            .name("stdin".into())
+            .spawn(move || stdin_loop(tx, &stop, &metrics, &ingest_rules, &dictionary))
+            .expect("spawn stdin thread");
+    }
+    drop(ingest_tx);
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    tracing::info!("listening on {bound}");
+    let app = router(state.clone(), config.body_limit_bytes);
+    let fatal_wait = fatal.clone();
+    let stop_signal = async move {
+        tokio::select! {
+            _ = shutdown => tracing::info!("shutdown requested"),
+            _ = fatal_wait.notify.notified() => {},
+        }
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stop_signal)
+        .await;
+
+    // Ordered stop: ingest closed → router drains → learners drain → final snapshot → checkpoint.
+    tracing::info!("stopping: draining the ingest queue");
+    state.ingest.lock().take();
+    stop_router.store(true, Ordering::Release);
+    let _ = tokio::task::spawn_blocking(move || {
+        let _ = router_thread.join();
+        for (name, handle) in learner_threads {
+            if handle.join().is_err() {
+                tracing::error!(learner = %name, "learner thread ended by panic");
+            }
+        }
+        stop_snapshots.store(true, Ordering::Release);
+        let _ = snapshot_thread.join();
+    })
+    .await;
+    served.map_err(DaemonError::Serve)?;
+    if fatal.flag.load(Ordering::Acquire) {
+        let who = fatal.who.lock().clone().unwrap_or_default();
+        return Err(DaemonError::LearnerPanicked(who));
+    }
+    if let Some(dir) = &config.data_dir {
+        write_checkpoint(dir, &learners, &dictionary)?;
+        tracing::info!(dir = %dir.display(), "final checkpoint written");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Writes every learner's state and published snapshot (each learner locked in turn).
+fn write_checkpoint(
+    dir: &std::path::Path,
+    learners: &[(SharedLearner, Arc<ModelCell>)],
+    dictionary: &FeatureDictionary,
+) -> Result<(), CheckpointError> {
+    let ckpt = Checkpoint {
+        feature_names: dictionary.names(),
+        learners: learners
+            .iter()
+            .map(|(l, cell)| {
+                let l = l.lock();
+                LearnerCheckpoint {
+                    identity: identity(l.config()),
+                    snapshot: cell.get().map(|s| (*s).clone()),
+                    state: l.state(),
+                }
+            })
+            .collect(),
+    };
+    checkpoint::write(dir, &ckpt)
+}
+
+/// Moves batches from the ingest queue to every learner. Blocking sends: a slow learner backs the
+/// ingest queue up, which turns into 503s at the HTTP edge. On `stop`, forwards what is queued, then
+/// exits (dropping the learner senders tells the learners to finish).
+fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, drain: bool) {
+    let forward = |batch: Batch| {
+        for tx in &txs {
+            // A learner that died (panicked) has dropped its receiver; the others go on.
+            let _ = tx.send(batch.clone());
+        }
+    };
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if !drain && !stopping {
+            std::thread::sleep(IDLE_WAIT);
+            continue;
+        }
+        if stopping {
+            while let Ok(batch) = rx.try_recv() {
+                forward(batch);
+            }
+            return;
+        }
+        match rx.recv_timeout(IDLE_WAIT) {
+            Ok(batch) => forward(batch),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// A learner's thread: absorb one waiting batch, then solve a few steps (so the model keeps improving
+/// under sustained ingest, and a learner that cannot keep up backs the queues up into 503s rather than
+/// only ever inserting); block on the channel when idle; exit when the router is gone and the channel
+/// is empty.
+fn learner_loop(learner: SharedLearner, rx: Receiver<Batch>, _guard: PanicGuard) {
+    loop {
+        match rx.try_recv() {
+            Ok(batch) => learner.lock().insert(&batch),
+            Err(crossbeam_channel::TryRecvError::Empty) => {}
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        }
+        let outcome = {
+            let mut l = learner.lock();
+            let mut last = StepOutcome::Stepped;
+            for _ in 0..STEPS_PER_LOCK {
+                last = l.step();
+                if last != StepOutcome::Stepped {
+                    break;
+                }
+            }
+            last
+        };
+        if let StepOutcome::Idle(_) = outcome {
+            match rx.recv_timeout(IDLE_WAIT) {
+                Ok(batch) => learner.lock().insert(&batch),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+/// `--stdin`: LIBSVM or JSON lines (a line starting with `{` is JSON). A bad line is logged with its
+/// number and counted; the rest go on. Lines are batched while more input is immediately available.
+fn stdin_loop(
+    tx: Sender<Batch>,
+    stop: &AtomicBool,
+    metrics: &Metrics,
+    rules: &Rules,
+    dictionary: &FeatureDictionary,
+) {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+    let mut batch = Vec::new();
+    let mut line = String::new();
+    let mut number = 0usize;
+    let send = |batch: &mut Vec<crate::sample::Sample>| {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        let mut item: Batch = Arc::new(std::mem::take(batch));
+        // Back-pressure: wait for room rather than drop (stdin can be paused), unless stopping.
+        loop {
+            match tx.send_timeout(item, IDLE_WAIT) {
+                Ok(()) => {
+                    metrics.ingested.with_label_values(&["stdin"]).inc_by(n);
+                    return;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Timeout(back))
+                    if !stop.load(Ordering::Acquire) =>
+                {
+                    item = back
+                }
+                Err(_) => {
+                    metrics
+                        .rejected
+                        .with_label_values(&[reason::QUEUE_FULL])
+                        .inc_by(n);
+                    return;
+                }
+            }
+        }
+    };
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "stdin read failed; stdin ingest stops");
+                break;
+            }
+        }
+        number += 1;
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        if !crate::ingest::is_skippable(&line) {
+            let format = if line.trim_start().starts_with('{') {
+                BodyFormat::Ndjson
+            } else {
+                BodyFormat::Libsvm
+            };
+            match parse_body(format, &line, rules, dictionary) {
+                Ok(mut s) => batch.append(&mut s),
+                Err(e) => {
+                    tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
+                    metrics.rejected.with_label_values(&[reason::INVALID]).inc();
+                }
+            }
+        }
+        if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {
+            send(&mut batch);
+        }
+    }
+    send(&mut batch);
+    tracing::info!(lines = number, "stdin: end of input; still serving");
+}
+
+/// Convenience for callers that want the data directory's checkpoint path.
+pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
+    checkpoint::path_in(dir)
+}

@@ -1,0 +1,441 @@
+//! Request bodies → validated batches, all or nothing, with named features resolved through a bounded
+//! [`FeatureDictionary`].
+//!
+//! A body is LIBSVM lines (`text/plain`), JSON lines (`application/x-ndjson`) or one JSON array of
+//! sample objects (`application/json`). A sample object is `{"label": y, "indices": [...], "values":
+//! [...]}` or `{"label": y, "features": {"name": value}}` (optionally `"weight"`). The first invalid
+//! sample fails the whole body with its line (for a JSON array: its 1-based position), so a rejected
+//! request leaves no trace in the learners. Labels are checked against every learner's loss, indices
+//! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight (alphabetical within one
+//! object);
+//! a stream should use either numeric indices or names, not both.
+
+use std::collections::{BTreeMap, HashMap};
+
+use parking_lot::RwLock;
+use serde::Deserialize;
+
+use super::{is_skippable, parse_libsvm_line, LineError};
+use crate::loss::Loss;
+use crate::sample::Sample;
+
+/// The body formats `POST /v1/samples` and `POST /v1/predict` take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    Libsvm,
+    Ndjson,
+    JsonArray,
+}
+
+impl BodyFormat {
+    /// From a `Content-Type` header value (parameters such as `charset` are ignored).
+    pub fn from_content_type(value: &str) -> Option<BodyFormat> {
+        let mime = value
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match mime.as_str() {
+            "text/plain" => Some(BodyFormat::Libsvm),
+            "application/x-ndjson" | "application/jsonl" => Some(BodyFormat::Ndjson),
+            "application/json" => Some(BodyFormat::JsonArray),
+            _ => None,
+        }
+    }
+}
+
+/// Why a body was refused: the message and the 1-based line (or array position) at fault, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchError {
+    pub line: Option<usize>,
+    pub message: String,
+    /// How many samples the body held (as far as it could be read), for the rejection counter.
+    pub samples: usize,
+}
+
+/// What the parser checks besides the sample invariants.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    /// Every learner's loss: a label must suit all of them (unless labels are optional).
+    pub losses: Vec<Loss>,
+    pub max_dim: usize,
+    /// Prediction bodies: labels may be missing, and unknown feature names are ignored.
+    pub predict: bool,
+}
+
+/// Name → feature index, bounded by `ingest.max_named_features`.
+#[derive(Debug, Default)]
+pub struct FeatureDictionary {
+    capacity: usize,
+    /// Why a lock: HTTP handlers on several runtime threads resolve names concurrently; writers (new
+    /// names) are rare and short, readers (the model endpoint) only clone names.
+    inner: RwLock<DictInner>,
+}
+
+#[derive(Debug, Default)]
+struct DictInner {
+    by_name: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl FeatureDictionary {
+    pub fn new(capacity: usize) -> FeatureDictionary {
+        FeatureDictionary {
+            capacity,
+            inner: RwLock::default(),
+        }
+    }
+
+    /// Rebuilds a dictionary from names in index order (checkpoint restore).
+    pub fn from_names(capacity: usize, names: Vec<String>) -> FeatureDictionary {
+        let by_name = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u32))
+            .collect();
+        FeatureDictionary {
+            capacity,
+            inner: RwLock::new(DictInner { by_name, names }),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.read().names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All names in index order.
+    pub fn names(&self) -> Vec<String> {
+        self.inner.read().names.clone()
+    }
+
+    /// Names of the given indices (`None` where an index has no name).
+    pub fn names_of(&self, indices: &[u32]) -> Vec<Option<String>> {
+        let inner = self.inner.read();
+        indices
+            .iter()
+            .map(|&j| inner.names.get(j as usize).cloned())
+            .collect()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireSample {
+    label: Option<f64>,
+    indices: Option<Vec<u32>>,
+    values: Option<Vec<f64>>,
+    features: Option<BTreeMap<String, f64>>,
+    weight: Option<f64>,
+}
+
+/// A sample whose named features are not resolved yet.
+enum Pending {
+    Ready(Sample),
+    Named {
+        features: Vec<(String, f64)>,
+        label: f64,
+        weight: Option<f64>,
+    },
+}
+
+/// Parses and validates a whole body. On success every sample is valid and new feature names are
+/// registered; on failure nothing is registered.
+pub fn parse_body(
+    format: BodyFormat,
+    body: &str,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+) -> Result<Vec<Sample>, BatchError> {
+    let mut pending: Vec<(usize, Pending)> = Vec::new();
+    let fail = |line: usize, message: String, samples: usize| BatchError {
+        line: Some(line),
+        message,
+        samples,
+    };
+    match format {
+        BodyFormat::Libsvm | BodyFormat::Ndjson => {
+            let total = body.lines().filter(|l| !is_skippable(l)).count();
+            for (n, line) in body.lines().enumerate() {
+                if is_skippable(line) {
+                    continue;
+                }
+                let parsed = if format == BodyFormat::Libsvm {
+                    parse_libsvm_for(line, rules.predict).map(Pending::Ready)
+                } else {
+                    serde_json::from_str::<WireSample>(line)
+                        .map_err(|e| LineError::Json(e.to_string()))
+                        .and_then(|w| wire_to_pending(w, rules.predict))
+                };
+                let p = parsed.map_err(|e| fail(n + 1, e.to_string(), total))?;
+                pending.push((n + 1, p));
+            }
+        }
+        BodyFormat::JsonArray => {
+            let items: Vec<serde_json::Value> =
+                serde_json::from_str(body).map_err(|e| BatchError {
+                    line: None,
+                    message: format!("invalid JSON array: {e}"),
+                    samples: 0,
+                })?;
+            let total = items.len();
+            for (n, item) in items.into_iter().enumerate() {
+                let p = serde_json::from_value::<WireSample>(item)
+                    .map_err(|e| LineError::Json(e.to_string()))
+                    .and_then(|w| wire_to_pending(w, rules.predict))
+                    .map_err(|e| fail(n + 1, e.to_string(), total))?;
+                pending.push((n + 1, p));
+            }
+        }
+    }
+    if pending.is_empty() {
+        return Err(BatchError {
+            line: None,
+            message: "empty body: no samples".into(),
+            samples: 0,
+        });
+    }
+    let total = pending.len();
+    // Check everything that does not need the dictionary before touching it.
+    for (line, p) in &pending {
+        let (label, indices): (f64, &[u32]) = match p {
+            Pending::Ready(s) => (s.label, &s.indices),
+            Pending::Named { label, .. } => (*label, &[]),
+        };
+        if !rules.predict {
+            for loss in &rules.losses {
+                loss.check_label(label)
+                    .map_err(|e| fail(*line, e.to_string(), total))?;
+            }
+        }
+        if let Some(&j) = indices.last() {
+            if j as usize >= rules.max_dim {
+                return Err(fail(
+                    *line,
+                    format!(
+                        "feature index {j} is not below ingest.max_dim ({})",
+                        rules.max_dim
+                    ),
+                    total,
+                ));
+            }
+        }
+    }
+    resolve_names(pending, rules, dict)
+}
+
+fn parse_libsvm_for(line: &str, predict: bool) -> Result<Sample, LineError> {
+    let first = line.split_ascii_whitespace().next().unwrap_or("");
+    if predict && first.contains(':') {
+        // No label: predict bodies may leave it out.
+        return parse_libsvm_line(&format!("0 {line}"));
+    }
+    parse_libsvm_line(line)
+}
+
+fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
+    let label = match w.label {
+        Some(l) => l,
+        None if predict => 0.0,
+        None => return Err(LineError::MissingLabel),
+    };
+    match w.features {
+        Some(features) => {
+            if w.indices.is_some() || w.values.is_some() {
+                return Err(LineError::Json(
+                    "give either \"features\" or \"indices\"/\"values\", not both".into(),
+                ));
+            }
+            if !label.is_finite() {
+                return Err(crate::sample::SampleError::NonFiniteLabel(label).into());
+            }
+            Ok(Pending::Named {
+                features: features.into_iter().collect(),
+                label,
+                weight: w.weight,
+            })
+        }
+        None => Ok(Pending::Ready(Sample::new(
+            w.indices.unwrap_or_default(),
+            w.values.unwrap_or_default(),
+            label,
+            w.weight,
+        )?)),
+    }
+}
+
+/// Second phase: named features → indices. Training bodies register new names (all or nothing, under
+/// the write lock so concurrent requests cannot hand out the same index); prediction bodies drop names
+/// the dictionary does not know (their weight is 0 anyway).
+fn resolve_names(
+    pending: Vec<(usize, Pending)>,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+) -> Result<Vec<Sample>, BatchError> {
+    let total = pending.len();
+    if pending.iter().all(|(_, p)| matches!(p, Pending::Ready(_))) {
+        return Ok(pending
+            .into_iter()
+            .map(|(_, p)| match p {
+                Pending::Ready(s) => s,
+                Pending::Named { .. } => unreachable!(),
+            })
+            .collect());
+    }
+    let mut inner = dict.inner.write();
+    let mut added: Vec<String> = Vec::new();
+    let mut out = Vec::with_capacity(total);
+    let mut result: Result<(), BatchError> = Ok(());
+    for (line, p) in pending {
+        let (features, label, weight) = match p {
+            Pending::Ready(s) => {
+                out.push(s);
+                continue;
+            }
+            Pending::Named {
+                features,
+                label,
+                weight,
+            } => (features, label, weight),
+        };
+        let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
+        for (name, value) in features {
+            let index = match inner.by_name.get(&name) {
+                Some(&j) => j,
+                None if rules.predict => continue,
+                None => {
+                    let j = inner.names.len() as u32;
+                    if inner.names.len() >= dict.capacity || j as usize >= rules.max_dim {
+                        result = Err(BatchError {
+                            line: Some(line),
+                            message: format!(
+                                "feature dictionary is full ({} names, ingest.max_named_features); cannot add {name:?}",
+                                dict.capacity
+                            ),
+                            samples: total,
+                        });
+                        break;
+                    }
+                    inner.by_name.insert(name.clone(), j);
+                    inner.names.push(name.clone());
+                    added.push(name);
+                    j
+                }
+            };
+            pairs.push((index, value));
+        }
+        if result.is_err() {
+            break;
+        }
+        pairs.sort_unstable_by_key(|p| p.0);
+        let (indices, values) = pairs.into_iter().unzip();
+        match Sample::new(indices, values, label, weight) {
+            Ok(s) => out.push(s),
+            Err(e) => {
+                result = Err(BatchError {
+                    line: Some(line),
+                    message: e.to_string(),
+                    samples: total,
+                });
+                break;
+            }
+        }
+    }
+    if let Err(e) = result {
+        // All or nothing: forget the names this body added (they are the last ones).
+        for name in &added {
+            inner.by_name.remove(name);
+        }
+        let keep = inner.names.len() - added.len();
+        inner.names.truncate(keep);
+        return Err(e);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::LossKind;
+
+    fn rules(kind: LossKind) -> Rules {
+        Rules {
+            losses: vec![Loss::new(kind, 0.25).unwrap()],
+            max_dim: 100,
+            predict: false,
+        }
+    }
+
+    #[test]
+    fn all_formats_parse_and_errors_name_the_line() {
+        let d = FeatureDictionary::new(10);
+        let r = rules(LossKind::Squared);
+        let s = parse_body(BodyFormat::Libsvm, "# c\n1 1:2\n\n2 3:1\n", &r, &d).unwrap();
+        assert_eq!(s.len(), 2);
+        let e = parse_body(BodyFormat::Libsvm, "1 1:2\n2 3:1 2:1\n", &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.samples, 2);
+        let e = parse_body(BodyFormat::Libsvm, "1 100:1\n", &r, &d).unwrap_err();
+        assert!(e.message.contains("max_dim"), "{}", e.message);
+        let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
+        let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
+        assert_eq!(s[1].indices, vec![0, 1]);
+        assert_eq!(
+            s[1].values,
+            vec![2.0, 1.0],
+            "within an object, names are taken alphabetically"
+        );
+        assert_eq!(d.names(), vec!["a".to_string(), "b".to_string()]);
+        let arr = "[{\"label\": 1, \"features\": {\"c\": 1}}, {\"label\": 1, \"indices\": [2, 1], \"values\": [1, 1]}]";
+        let e = parse_body(BodyFormat::JsonArray, arr, &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert_eq!(d.len(), 2, "nothing of a rejected body is registered");
+        assert_eq!(
+            parse_body(BodyFormat::Libsvm, "\n# only a comment\n", &r, &d)
+                .unwrap_err()
+                .line,
+            None
+        );
+    }
+
+    #[test]
+    fn classification_labels_and_dictionary_bound() {
+        let d = FeatureDictionary::new(1);
+        let e = parse_body(
+            BodyFormat::Libsvm,
+            "1 1:1\n3 1:1\n",
+            &rules(LossKind::Hinge),
+            &d,
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("-1 or +1"), "{}", e.message);
+        let r = rules(LossKind::Squared);
+        let e = parse_body(
+            BodyFormat::Ndjson,
+            "{\"label\": 1, \"features\": {\"a\": 1, \"b\": 1}}",
+            &r,
+            &d,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("dictionary is full"), "{}", e.message);
+        assert!(d.is_empty());
+        let p = Rules { predict: true, ..r };
+        let s = parse_body(BodyFormat::Libsvm, "1:1 5:2\n", &p, &d).unwrap();
+        assert_eq!(s[0].indices, vec![1, 5]);
+        let s = parse_body(BodyFormat::Ndjson, "{\"features\": {\"zz\": 1}}", &p, &d).unwrap();
+        assert!(
+            s[0].indices.is_empty() && d.is_empty(),
+            "predict never registers names"
+        );
+        assert_eq!(
+            BodyFormat::from_content_type("text/plain; charset=utf-8"),
+            Some(BodyFormat::Libsvm)
+        );
+        assert_eq!(BodyFormat::from_content_type("text/csv"), None);
+    }
+}

@@ -1,0 +1,247 @@
+//! The daemon's Prometheus metrics: one registry, typed handles, the text exposition for `GET /metrics`.
+//!
+//! | metric | type | labels | meaning |
+//! | --- | --- | --- | --- |
+//! | `thresher_duality_gap` | gauge | learner | `P - D` of the published model over its window |
+//! | `thresher_primal_objective` | gauge | learner | `P(w)` over the window |
+//! | `thresher_dual_objective` | gauge | learner | `D(alpha)` over the window |
+//! | `thresher_support_size` | gauge | learner | nonzero weights of the published model |
+//! | `thresher_support_changes_total` | counter | learner | features entering or leaving the support between snapshots |
+//! | `thresher_model_version` | gauge | learner | version of the published snapshot |
+//! | `thresher_progressive_loss` | gauge | learner | average loss of each sample predicted before it was learned |
+//! | `thresher_snapshot_age_seconds` | gauge | learner | seconds since the published snapshot was taken (at scrape) |
+//! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
+//! | `thresher_window_samples` | gauge | learner | samples in the window |
+//! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
+//! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`) | samples accepted |
+//! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
+//! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
+//! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
+//!
+//! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// Typed handles on every metric (cheap to clone: the vectors are reference counted inside).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub duality_gap: GaugeVec,
+    pub primal_objective: GaugeVec,
+    pub dual_objective: GaugeVec,
+    pub support_size: GaugeVec,
+    pub support_changes: IntCounterVec,
+    pub model_version: GaugeVec,
+    pub progressive_loss: GaugeVec,
+    pub snapshot_age: GaugeVec,
+    pub solver_steps: IntCounterVec,
+    pub window_samples: GaugeVec,
+    pub window_capacity: GaugeVec,
+    pub ingested: IntCounterVec,
+    pub rejected: IntCounterVec,
+    pub queue_batches: IntGauge,
+    pub request_duration: HistogramVec,
+}
+
+/// Rejection reasons, exported as the `reason` label.
+pub mod reason {
+    pub const INVALID: &str = "invalid";
+    pub const QUEUE_FULL: &str = "queue_full";
+    pub const TOO_LARGE: &str = "too_large";
+    pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+            c
+        };
+        let l = &["learner"];
+        let m = Metrics {
+            duality_gap: gauge(
+                "thresher_duality_gap",
+                "P - D of the published model over its window",
+                l,
+            ),
+            primal_objective: gauge(
+                "thresher_primal_objective",
+                "Primal objective P(w) over the window",
+                l,
+            ),
+            dual_objective: gauge(
+                "thresher_dual_objective",
+                "Dual objective D(alpha) over the window",
+                l,
+            ),
+            support_size: gauge(
+                "thresher_support_size",
+                "Nonzero weights of the published model",
+                l,
+            ),
+            support_changes: counter(
+                "thresher_support_changes_total",
+                "Features entering or leaving the support between snapshots",
+                l,
+            ),
+            model_version: gauge(
+                "thresher_model_version",
+                "Version of the published snapshot",
+                l,
+            ),
+            progressive_loss: gauge(
+                "thresher_progressive_loss",
+                "Average loss of each sample predicted before it was learned",
+                l,
+            ),
+            snapshot_age: gauge(
+                "thresher_snapshot_age_seconds",
+                "Seconds since the published snapshot",
+                l,
+            ),
+            solver_steps: counter(
+                "thresher_solver_steps_total",
+                "Solver steps (block updates)",
+                l,
+            ),
+            window_samples: gauge("thresher_window_samples", "Samples in the window", l),
+            window_capacity: gauge("thresher_window_capacity", "Window capacity (samples)", l),
+            ingested: counter(
+                "thresher_samples_ingested_total",
+                "Samples accepted",
+                &["source"],
+            ),
+            rejected: counter(
+                "thresher_samples_rejected_total",
+                "Samples refused",
+                &["reason"],
+            ),
+            queue_batches: {
+                let g = IntGauge::new(
+                    "thresher_ingest_queue_batches",
+                    "Batches waiting in the ingest queue",
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("unique metric");
+                g
+            },
+            request_duration: {
+                let h = HistogramVec::new(
+                    HistogramOpts::new(
+                        "thresher_http_request_duration_seconds",
+                        "HTTP request latency per route",
+                    )
+                    .buckets(vec![
+                        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                        0.25, 0.5, 1.0, 2.5, 5.0,
+                    ]),
+                    &["route", "method"],
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(h.clone()))
+                    .expect("unique metric");
+                h
+            },
+            registry,
+        };
+        // Series that exist from the start, so dashboards and rate() have data before the first event.
+        for source in ["http", "stdin"] {
+            m.ingested.with_label_values(&[source]);
+        }
+        for r in [
+            reason::INVALID,
+            reason::QUEUE_FULL,
+            reason::TOO_LARGE,
+            reason::UNSUPPORTED_MEDIA_TYPE,
+        ] {
+            m.rejected.with_label_values(&[r]);
+        }
+        m
+    }
+
+    /// Creates every per-learner series (zeros until the first snapshot).
+    pub fn register_learner(&self, name: &str, capacity: usize) {
+        for g in [
+            &self.duality_gap,
+            &self.primal_objective,
+            &self.dual_objective,
+            &self.support_size,
+            &self.model_version,
+            &self.progressive_loss,
+            &self.snapshot_age,
+            &self.window_samples,
+        ] {
+            g.with_label_values(&[name]);
+        }
+        self.window_capacity
+            .with_label_values(&[name])
+            .set(capacity as f64);
+        self.support_changes.with_label_values(&[name]);
+        self.solver_steps.with_label_values(&[name]);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding cannot fail");
+        String::from_utf8(buf).expect("the text format is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_every_named_metric() {
+        let m = Metrics::new();
+        m.register_learner("primary", 10);
+        m.request_duration
+            .with_label_values(&["/v1/model", "GET"])
+            .observe(0.001);
+        let text = m.render();
+        for name in [
+            "thresher_duality_gap{learner=\"primary\"}",
+            "thresher_primal_objective",
+            "thresher_dual_objective",
+            "thresher_support_size",
+            "thresher_support_changes_total",
+            "thresher_model_version",
+            "thresher_progressive_loss",
+            "thresher_snapshot_age_seconds",
+            "thresher_solver_steps_total",
+            "thresher_window_samples",
+            "thresher_window_capacity{learner=\"primary\"} 10",
+            "thresher_samples_ingested_total{source=\"http\"} 0",
+            "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
+            "thresher_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/model\"",
+        ] {
+            assert!(text.contains(name), "{name} missing from\n{text}");
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Published models: immutable [`Snapshot`]s behind per-learner [`ModelCell`]s, and the snapshot thread
+//! that refreshes them every `snapshot.interval_ms`.
+//!
+//! Readers (HTTP handlers) clone an `Arc<Snapshot>` out of a cell and never wait on a solver. The snapshot
+//! thread locks each learner briefly to compute the model and its certificate exactly over the window
+//! (`StreamingLearner::snapshot`), builds a new snapshot with the next version — only when the learner
+//! changed since the last one, so an idle daemon keeps its version — swaps it into the cell and updates
+//! the learner's metrics.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Metrics;
+use crate::model::Model;
+use crate::sample::SampleSet;
+use crate::solver::stream::StreamingLearner;
+use crate::sparse::support_changes;
+
+/// One learner's published state. Immutable once built.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub learner: String,
+    /// Increases by one with every published change (survives restarts through checkpoints).
+    pub version: u64,
+    pub samples_seen: u64,
+    pub window_samples: usize,
+    /// Unix time (seconds) the snapshot was taken.
+    pub updated_at: f64,
+    pub progressive_loss: f64,
+    pub steps: u64,
+    /// The learner's mutation counter this snapshot reflects.
+    pub mutations: u64,
+    pub support_changes_total: u64,
+    pub model: Model,
+}
+
+impl Snapshot {
+    /// Seconds since the snapshot was taken.
+    pub fn age_seconds(&self) -> f64 {
+        (unix_now() - self.updated_at).max(0.0)
+    }
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Unix seconds as RFC 3339 UTC with milliseconds (`2026-11-21T17:40:00.123Z`).
+pub fn rfc3339(unix: f64) -> String {
+    let millis = (unix * 1000.0).round() as i64;
+    let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (H. Hinnant), proleptic Gregorian calendar.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// The published snapshot of one learner.
+#[derive(Debug)]
+pub struct ModelCell {
+    pub name: String,
+    /// Why a lock: the snapshot thread swaps the `Arc` while handlers clone it; both hold the lock for a
+    /// pointer copy only, so readers never wait on a solver or on a certificate computation.
+    current: RwLock<Option<Arc<Snapshot>>>,
+}
+
+impl ModelCell {
+    pub fn new(name: &str, initial: Option<Snapshot>) -> ModelCell {
+        ModelCell {
+            name: name.to_string(),
+            current: RwLock::new(initial.map(Arc::new)),
+        }
+    }
+
+    pub fn get(&self) -> Option<Arc<Snapshot>> {
+        self.current.read().clone()
+    }
+
+    fn set(&self, s: Snapshot) {
+        *self.current.write() = Some(Arc::new(s));
+    }
+}
+
+/// A learner shared between its worker thread, the snapshot thread and the checkpoint writer.
+pub type SharedLearner = Arc<Mutex<Box<dyn StreamingLearner>>>;
+
+/// Publishes a new snapshot of `learner` into `cell` if it changed; returns whether it did.
+pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> bool {
+    let previous = cell.get();
+    let (snap, capacity) = {
+        let mut l = learner.lock();
+        let stats = l.stats();
+        let unchanged = previous
+            .as_ref()
+            .is_some_and(|p| p.mutations == stats.mutations);
+        if unchanged || l.window().is_empty() {
+            return false;
+        }
+        (l.snapshot(), l.window().capacity())
+    };
+    let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
+    let churn = support_changes(prev_support, &snap.model.support) as u64;
+    let prev_steps = previous.as_ref().map_or(0, |p| p.steps);
+    let next = Snapshot {
+        learner: cell.name.clone(),
+        version: previous.as_ref().map_or(1, |p| p.version + 1),
+        samples_seen: snap.stats.samples_seen,
+        window_samples: snap.window_samples,
+        updated_at: unix_now(),
+        progressive_loss: snap.stats.progressive_loss(),
+        steps: snap.stats.steps,
+        mutations: snap.stats.mutations,
+        support_changes_total: previous.as_ref().map_or(0, |p| p.support_changes_total) + churn,
+        model: snap.model,
+    };
+    let l = [cell.name.as_str()];
+    metrics.support_changes.with_label_values(&l).inc_by(churn);
+    metrics
+        .solver_steps
+        .with_label_values(&l)
+        .inc_by(next.steps.saturating_sub(prev_steps));
+    metrics
+        .window_capacity
+        .with_label_values(&l)
+        .set(capacity as f64);
+    cell.set(next);
+    set_gauges(cell, metrics);
+    true
+}
+
+/// Sets the learner gauges from the published snapshot (also used after a restore).
+pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
+    let Some(s) = cell.get() else { return };
+    let l = [cell.name.as_str()];
+    let c = s.model.certificate;
+    metrics.duality_gap.with_label_values(&l).set(c.gap);
+    metrics.primal_objective.with_label_values(&l).set(c.primal);
+    metrics.dual_objective.with_label_values(&l).set(c.dual);
+    metrics
+        .support_size
+        .with_label_values(&l)
+        .set(s.model.support.len() as f64);
+    metrics
+        .model_version
+        .with_label_values(&l)
+        .set(s.version as f64);
+    metrics
+        .progressive_loss
+        .with_label_values(&l)
+        .set(s.progressive_loss);
+    metrics
+        .window_samples
+        .with_label_values(&l)
+        .set(s.window_samples as f64);
+    metrics
+        .snapshot_age
+        .with_label_values(&l)
+        .set(s.age_seconds());
+}
+
+/// The snapshot thread's loop: publish every `interval` until `stop`, then once more (the final
+/// snapshot). `on_tick` runs after each round (the daemon writes periodic checkpoints there).
+pub fn run_snapshot_loop(
+    learners: &[(SharedLearner, Arc<ModelCell>)],
+    metrics: &Metrics,
+    interval: Duration,
+    stop: &AtomicBool,
+    mut on_tick: impl FnMut(),
+) {
+    let mut next = Instant::now() + interval;
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            continue;
+        }
+        next = now + interval;
+        for (learner, cell) in learners {
+            publish(learner, cell, metrics);
+        }
+        on_tick();
+    }
+    for (learner, cell) in learners {
+        publish(learner, cell, metrics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400.5), "2000-02-29T00:00:00.500Z");
+        assert_eq!(rfc3339(1_795_000_000.0), "2026-11-18T11:06:40.000Z");
+    }
+}

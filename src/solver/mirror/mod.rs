@@ -1,0 +1,584 @@
+//! Stochastic sparse mirror descent (sparse-mirror-descent.md, Ch. 3 and 5) on the crate's objective
+//! `P(w, b) = (1/N) sum_i c_i l(w.x_i + b) + (lambda/2) ||w||^2` over `w in C ∩ S_k`.
+//!
+//! One step on a sample (or mini-batch) `B`:
+//! 1. `g = (1/|B|) sum_{i in B} l'(w.x_i + b) x_i + lambda w` (a stochastic gradient of `P`);
+//! 2. mirror-space point `theta = grad psi(w_t) - eta_t g` (Alg. 3.1, `y_{k+1}`);
+//! 3. the sparse Bregman step (5.15) `w_{t+1} = argmin_{x in C ∩ S_k} <x, g> + B_psi(x, w_t) / eta_t`:
+//!    support by greedy selection (Sec. 5.2) — which for this crate's symmetric maps and sets is exactly
+//!    "the `k` largest `|theta_j|`" (see [`greedy`]) — then the restricted solve on it ([`maps`]).
+//! 4. the intercept, if any, takes a plain SGD step.
+//!
+//! Only `supp(w_t) ∪ supp(x_i)` can be nonzero after a step (`grad psi*(0) = 0` for every map here), so a
+//! step costs `O(k + nnz(B))` (plus one scalar bisection for a constrained set), independent of `d`.
+//!
+//! [`MirrorLearner`] is the state advanced sample by sample ([`MirrorLearner::step_sample`],
+//! [`MirrorLearner::step_batch`]) — the shape a streaming learner needs; it grows with the feature space.
+//! [`MirrorDescent`] drives it as a [`Solver`] (one epoch = one shuffled pass) and certifies it like IHT:
+//! `alpha_i = l'(w.x_i + b)` projected onto `F` (Thm 1(b) of the DIHT paper), then `D(alpha)` and the gap.
+//!
+//! Step size ([`MirrorStep`]): the default `Auto` is `eta_t = 1 / (s_psi (L + (L/H + lambda) t))`: it
+//! starts at the safe `1/L` of a smooth problem and decays like `1/t` (the classic SGD rule for a
+//! strongly convex objective), with `s_psi` = [`MirrorMap::dual_scale`] at the sparsity `k` and a horizon `H`: the step
+//! halves after `H` steps even when `lambda` is tiny (offline `H` = one pass; streaming default
+//! 10 000 steps) — the ridge `lambda` alone is too weak a curvature to decay on (a `1/(lambda t)` step
+//! stalls at the gradient-noise floor for the `lambda` of the benchmarks). `L` is the smoothness of the
+//! mini-batch gradient, `l''_max L_B + lambda`: a bare learner uses `L_B = max_i c_i ||x_i||^2` over the
+//! rows seen so far; the offline solver knows the data and uses the expected smoothness of a batch of
+//! `B` drawn without replacement from `N` ("b-nice" sampling, Gower et al. 2019, *SGD: general analysis and
+//! improved rates*),
+//! `L_B = (N - B) / (B (N - 1)) L_max + N (B - 1) / (B (N - 1)) L_full`, with `L_max = max_i c_i ||x_i||^2`
+//! and `L_full = sigma_max(X^T C X / N)` (power iteration, as IHT's step): on sparse text rows `L_full`
+//! is far below `L_max`, so mini-batches earn proportionally larger steps.
+//! The thesis's `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
+
+pub mod greedy;
+pub mod maps;
+#[cfg(test)]
+mod tests;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use thiserror::Error;
+
+pub use maps::{Constraint, MirrorMap};
+
+use super::objective::{
+    best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch,
+};
+use super::{Certificate, ModelView, Problem, Solver};
+use crate::loss::Loss;
+use crate::sample::{Row, SampleSet};
+use crate::sparse::{sparse_dot, sparse_sq_norm};
+
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MirrorError {
+    #[error("hyperbolic-entropy beta must be finite and > 0, got {0}")]
+    BadBeta(f64),
+    #[error("p-norm exponent p must be finite and >= 2, got {0}")]
+    BadP(f64),
+    #[error("constraint radius must be finite and > 0, got {0}")]
+    BadRadius(f64),
+    #[error("constraint must be none, box:R or l1:R, got {0:?}")]
+    BadConstraint(String),
+    #[error("batch size must be >= 1")]
+    ZeroBatch,
+    #[error("step parameters must be finite and > 0 (phi >= 0), got {0}")]
+    BadStep(f64),
+    #[error("l1 strength must be finite and > 0, got {0}")]
+    BadL1(f64),
+}
+
+impl std::str::FromStr for Constraint {
+    type Err = MirrorError;
+
+    /// `none`, `box:R` (`||w||_inf <= R`) or `l1:R` (`||w||_1 <= R`).
+    fn from_str(text: &str) -> Result<Constraint, MirrorError> {
+        let bad = || MirrorError::BadConstraint(text.to_string());
+        if text == "none" {
+            return Ok(Constraint::None);
+        }
+        let (kind, radius) = text.split_once(':').ok_or_else(bad)?;
+        let radius: f64 = radius.trim().parse().map_err(|_| bad())?;
+        if !(radius.is_finite() && radius > 0.0) {
+            return Err(MirrorError::BadRadius(radius));
+        }
+        match kind {
+            "box" => Ok(Constraint::Box { radius }),
+            "l1" => Ok(Constraint::L1Ball { radius }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// How the mirror-space step `eta_t` is chosen (`t` = steps taken so far).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MirrorStep {
+    /// `eta_t = 1 / (s_psi (L + (L/H + lambda) t))` (see the module docs). Needs no tuning.
+    Auto,
+    /// The thesis's step (5.71): `eta_t = R / (G^2 sqrt(t + 1) (1 + phi))`, `R >= B_psi(w*, w_1)`,
+    /// `G >= ||grad f||_*`, `1 + phi` the greedy approximation factor (1 here, see [`greedy`]).
+    Theory {
+        radius: f64,
+        gradient_bound: f64,
+        phi: f64,
+    },
+    Constant(f64),
+}
+
+impl MirrorStep {
+    fn validate(&self) -> Result<(), MirrorError> {
+        let positive = |v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(MirrorError::BadStep(v))
+            }
+        };
+        match *self {
+            MirrorStep::Auto => Ok(()),
+            MirrorStep::Constant(eta) => positive(eta),
+            MirrorStep::Theory {
+                radius,
+                gradient_bound,
+                phi,
+            } => {
+                positive(radius)?;
+                positive(gradient_bound)?;
+                if phi.is_finite() && phi >= 0.0 {
+                    Ok(())
+                } else {
+                    Err(MirrorError::BadStep(phi))
+                }
+            }
+        }
+    }
+
+    /// `eta_t` for a map of dual scale `s_psi`, smoothness `L`, ridge `lambda` and horizon `H` (steps).
+    pub(crate) fn at(
+        &self,
+        steps: u64,
+        dual_scale: f64,
+        smoothness: f64,
+        lambda: f64,
+        horizon: u64,
+    ) -> f64 {
+        match *self {
+            MirrorStep::Auto => {
+                let decay = smoothness / horizon.max(1) as f64 + lambda;
+                1.0 / (dual_scale * (smoothness + decay * steps as f64))
+            }
+            MirrorStep::Theory {
+                radius,
+                gradient_bound,
+                phi,
+            } => {
+                radius
+                    / (gradient_bound * gradient_bound * ((steps + 1) as f64).sqrt() * (1.0 + phi))
+            }
+            MirrorStep::Constant(eta) => eta,
+        }
+    }
+}
+
+/// Everything that configures the mirror learner besides the objective.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MirrorConfig {
+    pub map: MirrorMap,
+    pub constraint: Constraint,
+    pub step: MirrorStep,
+    /// Samples per step (1 = plain stochastic mirror descent).
+    pub batch: usize,
+    /// Steps after which the `Auto` step has halved; 0 = the default (one pass offline,
+    /// [`DEFAULT_HORIZON`] for a bare learner).
+    pub horizon: u64,
+}
+
+/// The `Auto` step's horizon for a learner that does not know its data set's size.
+pub const DEFAULT_HORIZON: u64 = 10_000;
+
+impl MirrorConfig {
+    pub fn new(map: MirrorMap) -> MirrorConfig {
+        MirrorConfig {
+            map,
+            constraint: Constraint::None,
+            step: MirrorStep::Auto,
+            batch: 1,
+            horizon: 0,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), MirrorError> {
+        match self.map {
+            MirrorMap::HypEntropy { beta } if !(beta.is_finite() && beta > 0.0) => {
+                return Err(MirrorError::BadBeta(beta))
+            }
+            MirrorMap::PNorm { p } if !(p.is_finite() && p >= 2.0) => {
+                return Err(MirrorError::BadP(p))
+            }
+            _ => {}
+        }
+        match self.constraint {
+            Constraint::Box { radius } | Constraint::L1Ball { radius }
+                if !(radius.is_finite() && radius > 0.0) =>
+            {
+                return Err(MirrorError::BadRadius(radius))
+            }
+            _ => {}
+        }
+        if self.batch == 0 {
+            return Err(MirrorError::ZeroBatch);
+        }
+        self.step.validate()
+    }
+}
+
+/// The state of stochastic sparse mirror descent, advanced one sample or mini-batch at a time.
+#[derive(Debug, Clone)]
+pub struct MirrorLearner {
+    config: MirrorConfig,
+    loss: Loss,
+    lambda: f64,
+    k: usize,
+    fit_intercept: bool,
+    /// Dense weights, nonzero only on `support`.
+    w: Vec<f64>,
+    /// `grad psi(w)`, nonzero only on `support` (kept so the next step never inverts the map).
+    theta: Vec<f64>,
+    support: Vec<u32>,
+    intercept: f64,
+    steps: u64,
+    /// Running `max_i c_i ||x_i||^2` over the rows seen.
+    row_sq_max: f64,
+    /// `L_B` when the data set is known (overrides `row_sq_max`).
+    batch_curvature: Option<f64>,
+    /// Samples accumulated into `grad` since the last step, and their summed intercept gradient.
+    pending: usize,
+    pending_intercept_grad: f64,
+    // Scratch, reused so that steps never allocate once the feature space stops growing.
+    grad: Vec<f64>,
+    touched_flag: Vec<bool>,
+    touched: Vec<u32>,
+    selected: Vec<u32>,
+    sub_theta: Vec<f64>,
+    sub_x: Vec<f64>,
+}
+
+impl MirrorLearner {
+    /// A learner at `w = 0` for features `0..dim` (it grows when a row uses a larger index).
+    pub fn new(
+        config: MirrorConfig,
+        loss: Loss,
+        lambda: f64,
+        k: usize,
+        fit_intercept: bool,
+        dim: usize,
+    ) -> Result<MirrorLearner, MirrorError> {
+        config.validate()?;
+        Ok(MirrorLearner {
+            config,
+            loss,
+            lambda,
+            k,
+            fit_intercept,
+            w: vec![0.0; dim],
+            theta: vec![0.0; dim],
+            support: Vec::with_capacity(k),
+            intercept: 0.0,
+            steps: 0,
+            row_sq_max: 0.0,
+            batch_curvature: None,
+            pending: 0,
+            pending_intercept_grad: 0.0,
+            grad: vec![0.0; dim],
+            touched_flag: vec![false; dim],
+            touched: Vec::new(),
+            selected: Vec::new(),
+            sub_theta: Vec::with_capacity(k),
+            sub_x: Vec::with_capacity(k),
+        })
+    }
+
+    pub fn config(&self) -> &MirrorConfig {
+        &self.config
+    }
+
+    /// Steps taken (the `t` of the step schedules).
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
+    pub fn smoothness(&self) -> f64 {
+        self.loss.smoothness() * self.batch_curvature.unwrap_or(self.row_sq_max) + self.lambda
+    }
+
+    /// Fixes `L_B`, the curvature of a mini-batch of `X^T C X / |B|` (see the module docs); without it
+    /// the learner uses the largest `c_i ||x_i||^2` seen, which is safe for any batch.
+    pub fn set_batch_curvature(&mut self, curvature: f64) {
+        if curvature.is_finite() && curvature > 0.0 {
+            self.batch_curvature = Some(curvature);
+        }
+    }
+
+    /// Tells the learner the largest `c_i ||x_i||^2` it will see (offline: the data set's), so that the
+    /// first `Auto` steps are already safe; streaming learners discover it row by row instead.
+    pub fn observe_row_bound(&mut self, sq_norm: f64) {
+        self.row_sq_max = self.row_sq_max.max(sq_norm);
+    }
+
+    /// `eta_t` of the next step (mirror-space units).
+    pub fn step_size(&self) -> f64 {
+        let horizon = if self.config.horizon == 0 {
+            DEFAULT_HORIZON
+        } else {
+            self.config.horizon
+        };
+        self.config.step.at(
+            self.steps,
+            self.config.map.dual_scale(self.k),
+            self.smoothness(),
+            self.lambda,
+            horizon,
+        )
+    }
+
+    pub fn model(&self) -> ModelView<'_> {
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
+    }
+
+    /// `w.x + b` for one row.
+    pub fn score(&self, row: Row<'_>) -> f64 {
+        sparse_dot(row.indices, row.values, &self.w) + self.intercept
+    }
+
+    pub fn set_intercept(&mut self, b: f64) {
+        self.intercept = b;
+    }
+
+    fn ensure_dim(&mut self, dim: usize) {
+        if dim > self.w.len() {
+            self.w.resize(dim, 0.0);
+            self.theta.resize(dim, 0.0);
+            self.grad.resize(dim, 0.0);
+            self.touched_flag.resize(dim, false);
+        }
+    }
+
+    fn touch(&mut self, j: u32) {
+        if !self.touched_flag[j as usize] {
+            self.touched_flag[j as usize] = true;
+            self.touched.push(j);
+        }
+    }
+
+    /// Feeds one sample: its gradient (at the current weights) joins the pending mini-batch, and the
+    /// step is taken once `config.batch` samples are pending — so a stream driven sample by sample gets
+    /// the same iterates as [`MirrorLearner::step_batch`] on consecutive chunks. With `batch = 1` every
+    /// call is one stochastic step.
+    pub fn step_sample(&mut self, row: Row<'_>) {
+        self.accumulate(row);
+        if self.pending >= self.config.batch {
+            self.apply();
+        }
+    }
+
+    /// One step on a mini-batch (the gradient is the mean over `rows` and any samples still pending
+    /// from [`MirrorLearner::step_sample`]). An empty batch does nothing.
+    pub fn step_batch<'r>(&mut self, rows: impl IntoIterator<Item = Row<'r>>) {
+        for row in rows {
+            self.accumulate(row);
+        }
+        self.apply();
+    }
+
+    /// Takes the step for the samples pending from [`MirrorLearner::step_sample`], if any.
+    pub fn flush(&mut self) {
+        self.apply();
+    }
+
+    /// Samples fed but not yet stepped on.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Adds `l'(w.x + b) x` of one row to the pending gradient.
+    fn accumulate(&mut self, row: Row<'_>) {
+        if let Some(&last) = row.indices.last() {
+            self.ensure_dim(last as usize + 1);
+        }
+        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
+        let dl = self.loss.sample(row.label, row.weight).derivative(margin);
+        for (&j, &v) in row.indices.iter().zip(row.values) {
+            self.touch(j);
+            self.grad[j as usize] += dl * v;
+        }
+        self.pending_intercept_grad += dl;
+        self.pending += 1;
+    }
+
+    /// The step (1)-(4) of the module docs on the pending gradient.
+    fn apply(&mut self) {
+        if self.pending == 0 {
+            return;
+        }
+        let count = self.pending;
+        let intercept_grad = self.pending_intercept_grad;
+        self.pending = 0;
+        self.pending_intercept_grad = 0.0;
+        let eta = self.step_size();
+        let count = count as f64;
+        for pos in 0..self.support.len() {
+            let j = self.support[pos];
+            self.touch(j);
+        }
+        // grad now holds the mirror-space point theta_j - eta g_j of every candidate coordinate.
+        for &j in &self.touched {
+            let j = j as usize;
+            self.grad[j] = self.theta[j] - eta * (self.grad[j] / count + self.lambda * self.w[j]);
+        }
+        self.selected.clear();
+        self.selected.extend_from_slice(&self.touched);
+        let grad = &self.grad;
+        greedy::top_k_by_magnitude(&mut self.selected, self.k, |j| grad[j as usize]);
+
+        self.sub_theta.clear();
+        self.sub_theta
+            .extend(self.selected.iter().map(|&j| self.grad[j as usize]));
+        self.sub_x.clear();
+        self.sub_x.resize(self.selected.len(), 0.0);
+        let map = self.config.map;
+        let constraint = self.config.constraint;
+        map.solve_restricted(constraint, &self.sub_theta, &mut self.sub_x);
+        if constraint != Constraint::None {
+            // The next step starts from grad psi of the feasible point (the prox form of Alg. 3.1).
+            map.grad_psi(&self.sub_x, &mut self.sub_theta);
+        }
+        for &j in &self.support {
+            self.w[j as usize] = 0.0;
+            self.theta[j as usize] = 0.0;
+        }
+        self.support.clear();
+        for (pos, &j) in self.selected.iter().enumerate() {
+            if self.sub_x[pos] != 0.0 {
+                self.w[j as usize] = self.sub_x[pos];
+                self.theta[j as usize] = self.sub_theta[pos];
+                self.support.push(j);
+            }
+        }
+        if self.fit_intercept {
+            self.intercept -= eta * map.dual_scale(self.k) * intercept_grad / count;
+        }
+        for &j in &self.touched {
+            self.grad[j as usize] = 0.0;
+            self.touched_flag[j as usize] = false;
+        }
+        self.touched.clear();
+        self.steps += 1;
+    }
+}
+
+/// Stochastic sparse mirror descent as a [`Solver`]: one epoch is one pass over the samples in a
+/// seeded random order, in mini-batches of `config.batch`. With an intercept, `b` is refitted exactly
+/// at the end of each epoch (as IHT and SDIHT do).
+#[derive(Debug, Clone)]
+pub struct MirrorDescent {
+    learner: MirrorLearner,
+    rng: ChaCha8Rng,
+    order: Vec<usize>,
+    margins: Vec<f64>,
+    alpha: Vec<f64>,
+    dual_scratch: DualScratch,
+}
+
+impl MirrorDescent {
+    pub fn new<S: SampleSet>(
+        problem: &Problem<S>,
+        mut config: MirrorConfig,
+        seed: u64,
+    ) -> Result<MirrorDescent, MirrorError> {
+        if config.horizon == 0 {
+            config.horizon = problem.data.len().div_ceil(config.batch.max(1)) as u64;
+        }
+        let mut learner = MirrorLearner::new(
+            config,
+            problem.loss,
+            problem.lambda,
+            problem.k,
+            problem.intercept,
+            problem.data.dim(),
+        )?;
+        let mut row_max: f64 = 0.0;
+        for i in 0..problem.data.len() {
+            let r = problem.data.row(i);
+            row_max = row_max.max(r.weight * sparse_sq_norm(r.values));
+        }
+        learner.observe_row_bound(row_max);
+        let (n, b) = (
+            problem.data.len() as f64,
+            config.batch.min(problem.data.len()).max(1) as f64,
+        );
+        if b > 1.0 {
+            let full = super::primal::sigma_max_sq(problem).min(row_max);
+            learner.set_batch_curvature(
+                (n - b) / (b * (n - 1.0)) * row_max + n * (b - 1.0) / (b * (n - 1.0)) * full,
+            );
+        }
+        Ok(MirrorDescent {
+            learner,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            order: (0..problem.data.len()).collect(),
+            margins: Vec::new(),
+            alpha: Vec::new(),
+            dual_scratch: DualScratch::default(),
+        })
+    }
+
+    pub fn learner(&self) -> &MirrorLearner {
+        &self.learner
+    }
+}
+
+/// `P(w, b)` of a primal model against `D` at its dual point: the certificate of every primal solver.
+pub(crate) fn certify_primal<S: SampleSet>(
+    p: &Problem<S>,
+    k: usize,
+    model: ModelView<'_>,
+    alpha: &mut Vec<f64>,
+    scratch: &mut DualScratch,
+) -> Certificate {
+    let primal = primal_value(p.data, &p.loss, p.lambda, model.weights, model.intercept);
+    dual_of_primal(
+        p.data,
+        &p.loss,
+        model.weights,
+        model.intercept,
+        p.intercept,
+        alpha,
+    );
+    let dual = dual_value(p.data, &p.loss, p.lambda, k, alpha, scratch);
+    Certificate::new(primal, dual, p.data.len())
+}
+
+impl<S: SampleSet> Solver<S> for MirrorDescent {
+    fn name(&self) -> &'static str {
+        match self.learner.config.map {
+            MirrorMap::Euclidean => "mirror-euclidean",
+            MirrorMap::PNorm { .. } => "mirror-pnorm",
+            MirrorMap::HypEntropy { .. } => "mirror-hypentropy",
+        }
+    }
+
+    fn epoch(&mut self, p: &Problem<S>) {
+        self.order.shuffle(&mut self.rng);
+        let batch = self.learner.config.batch;
+        for chunk in self.order.chunks(batch) {
+            self.learner
+                .step_batch(chunk.iter().map(|&i| p.data.row(i)));
+        }
+        if p.intercept {
+            margins_into(p.data, &self.learner.w, &mut self.margins);
+            self.learner.intercept = best_intercept(p.data, &p.loss, &self.margins);
+        }
+    }
+
+    fn model(&self) -> ModelView<'_> {
+        self.learner.model()
+    }
+
+    fn certificate(&mut self, p: &Problem<S>) -> Certificate {
+        certify_primal(
+            p,
+            p.k,
+            self.learner.model(),
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        )
+    }
+}

@@ -1,0 +1,324 @@
+//! SMIDAS — Stochastic MIrror Descent Made Sparse (Shalev-Shwartz & Tewari 2011; sparse-mirror-descent.md
+//! Alg. 4.1): the l1 prior art of sparse mirror descent, on `P(w, b) + l1 ||w||_1`.
+//!
+//! State is the mirror-space vector `theta`; the weights are `w = grad psi*(theta)` with the p-norm link
+//! `psi* = (1/2)||theta||_p^2`, `p = max(2, 2 ln d)`, i.e. `w_j = sign(theta_j) |theta_j|^{p-1} / ||theta||_p^{p-2}`.
+//! One step on sample `i`:
+//! 1. `theta <- theta - eta_t (l'(w.x_i + b) x_i + lambda w)` (gradient step in the mirror space);
+//! 2. `theta_j <- sign(theta_j) max(0, |theta_j| - eta_t l1)` for every `j` (soft-thresholding in the
+//!    mirror space: the l1 step, which is what makes `theta`, hence `w`, sparse);
+//! 3. the intercept takes a plain SGD step.
+//!
+//! Only `supp(theta) ∪ supp(x_i)` changes, so a step costs `O(|supp theta| + nnz(x_i))`.
+//!
+//! The model is sparse but **not k-sparse**: its support size is whatever `l1` produces. It is certified
+//! like every primal solver (`alpha_i = l'(w.x_i + b)` projected, `D(alpha)`, gap on `P` without the l1
+//! term), with the dual's `H_k` taken at `k' = max(k, |supp w|)`: weak duality holds for `k'`-sparse models,
+//! so the gap stays a valid bound for the sparsity SMIDAS actually uses.
+//!
+//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner, with the
+//! link's gain taken at the problem's `k`: the support size the l1 strength is meant to produce).
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::mirror::maps::{lp_norm, soft};
+use super::mirror::{certify_primal, MirrorError, MirrorMap, MirrorStep, DEFAULT_HORIZON};
+use super::objective::{best_intercept, margins_into, DualScratch};
+use super::{Certificate, ModelView, Problem, Solver};
+use crate::loss::Loss;
+use crate::sample::{Row, SampleSet};
+use crate::sparse::sparse_sq_norm;
+
+/// The SMIDAS state, advanced one sample at a time.
+#[derive(Debug, Clone)]
+pub struct SmidasLearner {
+    p: f64,
+    l1: f64,
+    step: MirrorStep,
+    loss: Loss,
+    lambda: f64,
+    fit_intercept: bool,
+    theta: Vec<f64>,
+    /// Indices `j` with `theta_j != 0` (unordered).
+    active: Vec<u32>,
+    is_active: Vec<bool>,
+    /// `||theta||_p`.
+    norm: f64,
+    intercept: f64,
+    steps: u64,
+    horizon: u64,
+    /// The link's gain the `Auto` step divides by (see [`SmidasLearner::set_sparsity_hint`]).
+    gain: f64,
+    row_sq_max: f64,
+    /// `grad psi*(theta)` materialised for [`SmidasLearner::model`]; refreshed by [`SmidasLearner::sync`].
+    w: Vec<f64>,
+    support: Vec<u32>,
+    active_values: Vec<f64>,
+}
+
+impl SmidasLearner {
+    /// A learner at `theta = 0` for features `0..dim`, with `p = max(2, 2 ln dim)`.
+    pub fn new(
+        l1: f64,
+        step: MirrorStep,
+        loss: Loss,
+        lambda: f64,
+        fit_intercept: bool,
+        dim: usize,
+    ) -> Result<SmidasLearner, MirrorError> {
+        if !(l1.is_finite() && l1 > 0.0) {
+            return Err(MirrorError::BadL1(l1));
+        }
+        let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else {
+            unreachable!()
+        };
+        let learner = SmidasLearner {
+            p,
+            l1,
+            step,
+            loss,
+            lambda,
+            fit_intercept,
+            theta: vec![0.0; dim],
+            active: Vec::new(),
+            is_active: vec![false; dim],
+            norm: 0.0,
+            intercept: 0.0,
+            steps: 0,
+            horizon: DEFAULT_HORIZON,
+            gain: p - 1.0,
+            row_sq_max: 0.0,
+            w: vec![0.0; dim],
+            support: Vec::new(),
+            active_values: Vec::new(),
+        };
+        crate::solver::mirror::MirrorConfig {
+            step,
+            ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p })
+        }
+        .validate()?;
+        Ok(learner)
+    }
+
+    pub fn p(&self) -> f64 {
+        self.p
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Number of nonzero weights.
+    pub fn support_size(&self) -> usize {
+        self.active.len()
+    }
+
+    pub fn observe_row_bound(&mut self, sq_norm: f64) {
+        self.row_sq_max = self.row_sq_max.max(sq_norm);
+    }
+
+    /// `eta_t` of the next step: the p-norm mirror learner's schedule.
+    pub fn step_size(&self) -> f64 {
+        let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
+        self.step
+            .at(self.steps, self.gain, smoothness, self.lambda, self.horizon)
+    }
+
+    /// Scales the `Auto` step to the p-norm link's gain at `k` nonzero weights
+    /// ([`MirrorMap::dual_scale`]); without a hint the learner assumes the worst case `k = 1` (gain `p - 1`).
+    pub fn set_sparsity_hint(&mut self, k: usize) {
+        self.gain = MirrorMap::PNorm { p: self.p }.dual_scale(k);
+    }
+
+    /// Steps after which the `Auto` step has halved (default [`DEFAULT_HORIZON`]).
+    pub fn set_horizon(&mut self, steps: u64) {
+        self.horizon = steps.max(1);
+    }
+
+    /// `w_j` from `theta_j` under the current norm.
+    #[inline]
+    fn weight(&self, t: f64) -> f64 {
+        if t == 0.0 {
+            0.0
+        } else {
+            t.signum() * self.norm * (t.abs() / self.norm).powf(self.p - 1.0)
+        }
+    }
+
+    /// `w.x + b` for one row.
+    pub fn score(&self, row: Row<'_>) -> f64 {
+        let mut acc = self.intercept;
+        for (&j, &v) in row.indices.iter().zip(row.values) {
+            if let Some(&t) = self.theta.get(j as usize) {
+                acc += v * self.weight(t);
+            }
+        }
+        acc
+    }
+
+    fn ensure_dim(&mut self, dim: usize) {
+        if dim > self.theta.len() {
+            self.theta.resize(dim, 0.0);
+            self.is_active.resize(dim, false);
+            self.w.resize(dim, 0.0);
+        }
+    }
+
+    /// One step of Alg. 4.1 on one sample.
+    pub fn step_sample(&mut self, row: Row<'_>) {
+        if let Some(&last) = row.indices.last() {
+            self.ensure_dim(last as usize + 1);
+        }
+        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        let margin = self.score(row);
+        let dl = self.loss.sample(row.label, row.weight).derivative(margin);
+        let eta = self.step_size();
+        // Ridge part of the gradient, against the weights before this step.
+        if self.lambda > 0.0 {
+            for pos in 0..self.active.len() {
+                let j = self.active[pos] as usize;
+                let wj = self.weight(self.theta[j]);
+                self.theta[j] -= eta * self.lambda * wj;
+            }
+        }
+        if dl != 0.0 {
+            for (&j, &v) in row.indices.iter().zip(row.values) {
+                self.theta[j as usize] -= eta * dl * v;
+                if !self.is_active[j as usize] {
+                    self.is_active[j as usize] = true;
+                    self.active.push(j);
+                }
+            }
+        }
+        let threshold = eta * self.l1;
+        let mut pos = 0;
+        while pos < self.active.len() {
+            let j = self.active[pos] as usize;
+            self.theta[j] = soft(self.theta[j], threshold);
+            if self.theta[j] == 0.0 {
+                self.is_active[j] = false;
+                self.active.swap_remove(pos);
+            } else {
+                pos += 1;
+            }
+        }
+        self.active_values.clear();
+        self.active_values
+            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
+        self.norm = lp_norm(&self.active_values, self.p);
+        if self.fit_intercept {
+            self.intercept -= eta * dl;
+        }
+        self.steps += 1;
+    }
+
+    /// Materialises `w = grad psi*(theta)` and its support for [`SmidasLearner::model`].
+    pub fn sync(&mut self) {
+        for &j in &self.support {
+            self.w[j as usize] = 0.0;
+        }
+        self.support.clear();
+        self.support.extend_from_slice(&self.active);
+        self.support.sort_unstable();
+        for pos in 0..self.support.len() {
+            let j = self.support[pos] as usize;
+            self.w[j] = self.weight(self.theta[j]);
+        }
+    }
+
+    /// The model as of the last [`SmidasLearner::sync`].
+    pub fn model(&self) -> ModelView<'_> {
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
+    }
+
+    pub fn set_intercept(&mut self, b: f64) {
+        self.intercept = b;
+    }
+}
+
+/// SMIDAS as a [`Solver`]: one epoch is one pass in a seeded random order.
+#[derive(Debug, Clone)]
+pub struct Smidas {
+    learner: SmidasLearner,
+    rng: ChaCha8Rng,
+    order: Vec<usize>,
+    margins: Vec<f64>,
+    alpha: Vec<f64>,
+    dual_scratch: DualScratch,
+}
+
+impl Smidas {
+    pub fn new<S: SampleSet>(
+        problem: &Problem<S>,
+        l1: f64,
+        step: MirrorStep,
+        seed: u64,
+    ) -> Result<Smidas, MirrorError> {
+        let mut learner = SmidasLearner::new(
+            l1,
+            step,
+            problem.loss,
+            problem.lambda,
+            problem.intercept,
+            problem.data.dim(),
+        )?;
+        for i in 0..problem.data.len() {
+            let r = problem.data.row(i);
+            learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
+        }
+        learner.set_horizon(problem.data.len() as u64);
+        learner.set_sparsity_hint(problem.k);
+        Ok(Smidas {
+            learner,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            order: (0..problem.data.len()).collect(),
+            margins: Vec::new(),
+            alpha: Vec::new(),
+            dual_scratch: DualScratch::default(),
+        })
+    }
+
+    pub fn learner(&self) -> &SmidasLearner {
+        &self.learner
+    }
+}
+
+impl<S: SampleSet> Solver<S> for Smidas {
+    fn name(&self) -> &'static str {
+        "smidas"
+    }
+
+    fn epoch(&mut self, p: &Problem<S>) {
+        self.order.shuffle(&mut self.rng);
+        for &i in &self.order {
+            self.learner.step_sample(p.data.row(i));
+        }
+        self.learner.sync();
+        if p.intercept {
+            margins_into(p.data, &self.learner.w, &mut self.margins);
+            self.learner.intercept = best_intercept(p.data, &p.loss, &self.margins);
+        }
+    }
+
+    fn model(&self) -> ModelView<'_> {
+        self.learner.model()
+    }
+
+    /// Certified at `k' = max(k, |supp w|)` (see the module docs).
+    fn certificate(&mut self, p: &Problem<S>) -> Certificate {
+        let k = p.k.max(self.learner.support.len());
+        certify_primal(
+            p,
+            k,
+            self.learner.model(),
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        )
+    }
+}

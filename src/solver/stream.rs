@@ -1,0 +1,691 @@
+//! Streaming learners: solvers that run continuously on a sliding [`Window`] while samples arrive.
+//!
+//! # The `StreamingLearner` contract
+//!
+//! A learner owns its window and is driven by one OS thread (the daemon's learner worker) through four
+//! operations, each short so the worker can interleave them with ingest:
+//!
+//! - [`StreamingLearner::insert`] — add a batch; each sample is first *predicted* with the current model
+//!   (its loss feeds progressive validation), then enters the window with a warm-start state; when the
+//!   window is full the oldest sample is removed through [`StreamingLearner::evict`];
+//! - [`StreamingLearner::evict`] — remove one sample's contribution from the learner's state;
+//! - [`StreamingLearner::step`] — one unit of optimisation over the window, or a reason to idle;
+//! - [`StreamingLearner::snapshot`] — the current k-sparse model with its certificate (`primal`, `dual`,
+//!   `gap`) computed **exactly over the current window** (from scratch, not from running sums).
+//!
+//! Checkpointing goes through [`StreamingLearner::state`] and each implementation's `restore`. Another
+//! solver (mirror descent, best subset) plugs in by implementing this trait; any primal solver can be
+//! certified with `objective::dual_of_primal`, as the offline baselines are.
+//!
+//! # `StreamSdiht`: SDIHT on a window
+//!
+//! State as in the offline SDIHT ([`super::dual`]): duals `alpha_i` stored next to their samples in the
+//! window, the unscaled sum `z = sum_i alpha_i x_i` over the window, and `w = H_k(-z / (lambda N))`
+//! (dual-iht.md eq. 4.4 and S2.2) with `N` the current window size — keeping `z` unscaled makes a change
+//! of `N` free. A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i))` (Thm 1(b): the
+//! optimal dual for the current primal); an evicted sample's `alpha_i x_i` is subtracted from `z`. Every
+//! `recompute_every` steps `z` and `sum_i l_i*(alpha_i)` are rebuilt from the window so rounding cannot
+//! drift. A step is one block update (eq. 4.3) on a random one of `blocks` contiguous blocks of the
+//! window, with the offline solver's adaptive rule (Newton-scaled coordinate steps, backtracking on `D`).
+//! The learner idles when its last certificate met `tol` and nothing arrived since, or after
+//! [`IDLE_EPOCHS`] epochs without new data (a non-smooth loss may never close the gap exactly).
+//!
+//! The intercept is not supported in streaming (the dual constraint `sum alpha = 0` would break at every
+//! warm start); the model's intercept is always 0.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::objective::{
+    conjugate_sum, dual_of_primal, dual_value, primal_value, sq_norm, DualScratch,
+};
+use super::{Certificate, ModelView, StepRule};
+use crate::config::LearnerConfig;
+use crate::model::Model;
+use crate::ring::Window;
+use crate::sample::{Sample, SampleSet};
+use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
+
+/// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
+pub const IDLE_EPOCHS: u64 = 200;
+/// Backtracking halvings tried per block step (as the offline SDIHT).
+const MAX_BACKTRACK: usize = 12;
+
+/// Counters a learner keeps (and checkpoints).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LearnerStats {
+    /// Samples ever inserted.
+    pub samples_seen: u64,
+    /// Solver steps taken.
+    pub steps: u64,
+    /// Changes of state (inserts and steps): the snapshot thread publishes a new version only when this
+    /// moved.
+    pub mutations: u64,
+    /// Sum and count of progressive losses: each sample's loss under the model *before* it was learned.
+    pub progressive_loss_sum: f64,
+    pub progressive_count: u64,
+}
+
+impl LearnerStats {
+    /// Average progressive loss (0 before any sample).
+    pub fn progressive_loss(&self) -> f64 {
+        if self.progressive_count == 0 {
+            0.0
+        } else {
+            self.progressive_loss_sum / self.progressive_count as f64
+        }
+    }
+}
+
+/// Why `step` did no work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Idle {
+    EmptyWindow,
+    /// The last certificate met `tol` and no sample arrived since.
+    Converged {
+        relative_gap: f64,
+    },
+    /// [`IDLE_EPOCHS`] epochs without new data.
+    Stalled,
+}
+
+/// What one call of `step` did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepOutcome {
+    Stepped,
+    Idle(Idle),
+}
+
+/// A learner's published view: the model (with its exact certificate over the window) and its counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerSnapshot {
+    pub model: Model,
+    pub stats: LearnerStats,
+    pub window_samples: usize,
+}
+
+/// Everything needed to resume a learner (the checkpoint payload).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerState {
+    /// Window contents oldest first, with duals.
+    pub samples: Vec<(Sample, f64)>,
+    pub stats: LearnerStats,
+    pub last_certificate: Option<Certificate>,
+    /// Adaptive step scale.
+    pub scale: f64,
+    /// Steps since the last insert (so a stalled learner resumes idle).
+    pub steps_since_insert: u64,
+}
+
+/// A solver that learns continuously on a window. See the module docs for the contract.
+pub trait StreamingLearner: Send {
+    fn config(&self) -> &LearnerConfig;
+    /// Predicts, then learns, each sample of `batch` in order.
+    fn insert(&mut self, batch: &[Sample]);
+    /// Removes the contribution of a sample leaving the window (with the dual it had).
+    fn evict(&mut self, sample: &Sample, alpha: f64);
+    /// One unit of optimisation over the window.
+    fn step(&mut self) -> StepOutcome;
+    /// The model with its certificate computed exactly over the current window.
+    fn snapshot(&mut self) -> LearnerSnapshot;
+    fn stats(&self) -> LearnerStats;
+    fn window(&self) -> &Window;
+    /// The checkpoint payload.
+    fn state(&self) -> LearnerState;
+}
+
+/// Builds the learner a config asks for.
+pub fn build(
+    config: &LearnerConfig,
+    capacity: usize,
+    state: Option<LearnerState>,
+) -> Box<dyn StreamingLearner> {
+    match config.solver {
+        crate::config::StreamSolverKind::Sdiht => {
+            Box::new(StreamSdiht::new(config.clone(), capacity, state))
+        }
+    }
+}
+
+/// SDIHT over a sliding window (see the module docs).
+#[derive(Debug)]
+pub struct StreamSdiht {
+    config: LearnerConfig,
+    window: Window,
+    /// `z = sum_i alpha_i x_i` over the window, unscaled.
+    z: Vec<f64>,
+    /// `sum_i l_i*(alpha_i)` over the window.
+    conj_sum: f64,
+    /// `D(alpha)` for the current `alpha`, `w`.
+    dual: f64,
+    w: Vec<f64>,
+    support: Vec<u32>,
+    scale: f64,
+    rng: ChaCha8Rng,
+    stats: LearnerStats,
+    steps_since_recompute: usize,
+    steps_since_insert: u64,
+    last_certificate: Option<Certificate>,
+    inserted_since_certificate: bool,
+    // Scratch reused across steps so the hot loop never allocates.
+    old_alpha: Vec<f64>,
+    new_alpha: Vec<f64>,
+    margins: Vec<f64>,
+    trial_w: Vec<f64>,
+    trial_support: Vec<u32>,
+    threshold: ThresholdScratch,
+    dual_scratch: DualScratch,
+    alpha_from_primal: Vec<f64>,
+    new_positions: Vec<usize>,
+    dz: Vec<f64>,
+    trial_z: Vec<f64>,
+}
+
+impl StreamSdiht {
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(config: LearnerConfig, capacity: usize, state: Option<LearnerState>) -> StreamSdiht {
+        let rng =
+            ChaCha8Rng::seed_from_u64(config.seed ^ state.as_ref().map_or(0, |s| s.stats.steps));
+        let mut learner = StreamSdiht {
+            config,
+            window: Window::new(capacity),
+            z: Vec::new(),
+            conj_sum: 0.0,
+            dual: 0.0,
+            w: Vec::new(),
+            support: Vec::new(),
+            scale: 1.0,
+            rng,
+            stats: LearnerStats::default(),
+            steps_since_recompute: 0,
+            steps_since_insert: 0,
+            last_certificate: None,
+            inserted_since_certificate: false,
+            old_alpha: Vec::new(),
+            new_alpha: Vec::new(),
+            margins: Vec::new(),
+            trial_w: Vec::new(),
+            trial_support: Vec::new(),
+            threshold: ThresholdScratch::default(),
+            dual_scratch: DualScratch::default(),
+            alpha_from_primal: Vec::new(),
+            new_positions: Vec::new(),
+            dz: Vec::new(),
+            trial_z: Vec::new(),
+        };
+        if let Some(state) = state {
+            learner.window = Window::from_oldest_first(capacity, state.samples);
+            learner.stats = state.stats;
+            learner.last_certificate = state.last_certificate;
+            learner.scale = state.scale;
+            learner.steps_since_insert = state.steps_since_insert;
+            learner.recompute();
+        }
+        learner
+    }
+
+    /// The current primal weights (dense).
+    pub fn weights(&self) -> &[f64] {
+        &self.w
+    }
+
+    fn lambda_n(&self) -> f64 {
+        self.config.lambda * self.window.len().max(1) as f64
+    }
+
+    fn ensure_dim(&mut self, d: usize) {
+        if self.z.len() < d {
+            self.z.resize(d, 0.0);
+            self.w.resize(d, 0.0);
+        }
+    }
+
+    /// `w = H_k(-z / (lambda N))` and `D` from the running sums.
+    fn rethreshold(&mut self) {
+        let scale = -1.0 / self.lambda_n();
+        threshold_scaled(
+            &self.z,
+            scale,
+            self.config.k,
+            &mut self.w,
+            &mut self.support,
+            &mut self.threshold,
+        );
+        let n = self.window.len().max(1) as f64;
+        self.dual = -self.conj_sum / n - 0.5 * self.config.lambda * sq_norm(&self.w);
+    }
+
+    /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
+    fn recompute(&mut self) {
+        self.ensure_dim(self.window.dim());
+        self.z.iter_mut().for_each(|v| *v = 0.0);
+        for i in 0..self.window.len() {
+            let r = self.window.row(i);
+            sparse_axpy(self.window.alphas()[i], r.indices, r.values, &mut self.z);
+        }
+        self.conj_sum = conjugate_sum(&self.window, &self.config.loss, self.window.alphas());
+        self.steps_since_recompute = 0;
+        self.rethreshold();
+    }
+
+    /// Adds the new samples' warm-start duals `t alpha_i` to `z`, with `t` the largest of `1, 1/2, ...`
+    /// that does not make `D` worse than `t = 0` (all of `0`, `alpha_i` are in `F`, so `t alpha_i` is).
+    ///
+    /// Why the safeguard: `alpha_i = l'(w.x_i)` is optimal for the *current* `w`, but adding a batch that
+    /// is large next to the window moves `w~` by `-sum alpha_i x_i / (lambda N)`; with a poor model and a
+    /// small `lambda` that Picard-like step overshoots and compounds from batch to batch. Backtracking on
+    /// `D` (as the block steps do) keeps every insertion an ascent step.
+    fn enter_warm_starts(&mut self) {
+        let loss = self.config.loss;
+        let n = self.window.len() as f64;
+        let lambda_n = self.lambda_n();
+        let d = self.z.len();
+        self.dz.clear();
+        self.dz.resize(d, 0.0);
+        for (&at, &alpha) in self.new_positions.iter().zip(&self.new_alpha) {
+            let r = self.window.row(at);
+            sparse_axpy(alpha, r.indices, r.values, &mut self.dz);
+        }
+        let conj_at = |this: &Self, t: f64| -> f64 {
+            this.new_positions
+                .iter()
+                .zip(&this.new_alpha)
+                .map(|(&at, &a)| {
+                    let r = this.window.row(at);
+                    loss.sample(r.label, r.weight).conjugate(t * a)
+                })
+                .sum::<f64>()
+        };
+        let dual_at = |this: &mut Self, t: f64| -> f64 {
+            this.trial_z.clear();
+            this.trial_z
+                .extend(this.z.iter().zip(&this.dz).map(|(z, dz)| z + t * dz));
+            threshold_scaled(
+                &this.trial_z,
+                -1.0 / lambda_n,
+                this.config.k,
+                &mut this.trial_w,
+                &mut this.trial_support,
+                &mut this.threshold,
+            );
+            -(this.conj_sum + conj_at(this, t)) / n
+                - 0.5 * this.config.lambda * sq_norm(&this.trial_w)
+        };
+        let floor = dual_at(self, 0.0);
+        let mut t = 1.0;
+        for _ in 0..MAX_BACKTRACK {
+            let trial = dual_at(self, t);
+            if trial >= floor - 1e-12 * floor.abs().max(1.0) {
+                break;
+            }
+            t *= 0.5;
+        }
+        if t < 0.5f64.powi(MAX_BACKTRACK as i32 - 1) {
+            t = 0.0;
+        }
+        for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
+            self.window.alphas_mut()[at] = t * a;
+        }
+        self.conj_sum += conj_at(self, t);
+        for (z, dz) in self.z.iter_mut().zip(&self.dz) {
+            *z += t * dz;
+        }
+        self.rethreshold();
+    }
+
+    /// Eq. (4.3)-(4.4) and S2.2 on the window rows `rows` (the offline SDIHT's block step).
+    fn block_step(&mut self, rows: std::ops::Range<usize>) {
+        let loss = self.config.loss;
+        let n = self.window.len() as f64;
+        let lambda_n = self.lambda_n();
+        self.old_alpha.clear();
+        self.old_alpha
+            .extend_from_slice(&self.window.alphas()[rows.clone()]);
+        self.margins.clear();
+        for i in rows.clone() {
+            let r = self.window.row(i);
+            self.margins.push(sparse_dot(r.indices, r.values, &self.w));
+        }
+        let tries = if self.config.step == StepRule::Adaptive {
+            MAX_BACKTRACK
+        } else {
+            1
+        };
+        for attempt in 0..tries {
+            self.new_alpha.clear();
+            for (pos, i) in rows.clone().enumerate() {
+                let slot = self.window.slot(i);
+                let r = slot.sample.row();
+                let l = loss.sample(r.label, r.weight);
+                let a = self.old_alpha[pos];
+                // N g_j = x_j.w - l*'(alpha_j).
+                let ng = self.margins[pos] - l.conjugate_derivative(a);
+                let step = match self.config.step {
+                    StepRule::Constant(eta) => eta / n,
+                    _ => {
+                        self.scale
+                            / (l.conjugate_curvature(a) + slot.sq_norm / lambda_n).max(1e-300)
+                    }
+                };
+                self.new_alpha.push(if ng == 0.0 {
+                    a
+                } else {
+                    l.project(a + step * ng)
+                });
+            }
+            let mut conj_delta = 0.0;
+            for (pos, i) in rows.clone().enumerate() {
+                let delta = self.new_alpha[pos] - self.old_alpha[pos];
+                if delta != 0.0 {
+                    let r = self.window.row(i);
+                    let l = loss.sample(r.label, r.weight);
+                    sparse_axpy(delta, r.indices, r.values, &mut self.z);
+                    conj_delta +=
+                        l.conjugate(self.new_alpha[pos]) - l.conjugate(self.old_alpha[pos]);
+                }
+            }
+            threshold_scaled(
+                &self.z,
+                -1.0 / lambda_n,
+                self.config.k,
+                &mut self.trial_w,
+                &mut self.trial_support,
+                &mut self.threshold,
+            );
+            let trial_dual = -(self.conj_sum + conj_delta) / n
+                - 0.5 * self.config.lambda * sq_norm(&self.trial_w);
+            let tolerance = 1e-12 * self.dual.abs().max(1.0);
+            if trial_dual >= self.dual - tolerance || attempt + 1 == tries {
+                self.window.alphas_mut()[rows.clone()].copy_from_slice(&self.new_alpha);
+                self.conj_sum += conj_delta;
+                self.dual = trial_dual;
+                std::mem::swap(&mut self.w, &mut self.trial_w);
+                std::mem::swap(&mut self.support, &mut self.trial_support);
+                if attempt == 0 {
+                    self.scale = (self.scale * 2.0).min(1.0);
+                }
+                return;
+            }
+            for (pos, i) in rows.clone().enumerate() {
+                let delta = self.new_alpha[pos] - self.old_alpha[pos];
+                if delta != 0.0 {
+                    let r = self.window.row(i);
+                    sparse_axpy(-delta, r.indices, r.values, &mut self.z);
+                }
+            }
+            self.scale *= 0.5;
+        }
+    }
+}
+
+/// `out = H_k(scale * z)` without materialising `scale * z` (`H_k` commutes with uniform scaling).
+fn threshold_scaled(
+    z: &[f64],
+    scale: f64,
+    k: usize,
+    out: &mut Vec<f64>,
+    support: &mut Vec<u32>,
+    scratch: &mut ThresholdScratch,
+) {
+    hard_threshold(z, k, out, support, scratch);
+    for &j in support.iter() {
+        out[j as usize] *= scale;
+    }
+}
+
+impl StreamingLearner for StreamSdiht {
+    fn config(&self) -> &LearnerConfig {
+        &self.config
+    }
+
+    fn insert(&mut self, batch: &[Sample]) {
+        if batch.is_empty() {
+            return;
+        }
+        let loss = self.config.loss;
+        // Predict each sample with the model as it was, then store it with its warm-start dual; the duals
+        // enter z only below, once their scale is chosen.
+        self.new_positions.clear();
+        self.new_alpha.clear();
+        for sample in batch {
+            self.ensure_dim(sample.dim());
+            let r = sample.row();
+            let l = loss.sample(r.label, r.weight);
+            let u = sparse_dot(r.indices, r.values, &self.w);
+            self.stats.progressive_loss_sum += l.value(u);
+            self.stats.progressive_count += 1;
+            let alpha = l.dual_of_margin(u);
+            let (at, evicted) = self.window.push_at(sample.clone(), alpha);
+            if let Some((old, old_alpha)) = evicted {
+                if let Some(p) = self.new_positions.iter().position(|&q| q == at) {
+                    // A sample of this batch already left the window: it never entered z.
+                    self.new_positions.swap_remove(p);
+                    self.new_alpha.swap_remove(p);
+                } else {
+                    self.evict(&old, old_alpha);
+                }
+            }
+            self.new_positions.push(at);
+            self.new_alpha.push(alpha);
+            self.stats.samples_seen += 1;
+        }
+        self.enter_warm_starts();
+        self.stats.mutations += 1;
+        self.inserted_since_certificate = true;
+        self.steps_since_insert = 0;
+    }
+
+    fn evict(&mut self, sample: &Sample, alpha: f64) {
+        let r = sample.row();
+        sparse_axpy(-alpha, r.indices, r.values, &mut self.z);
+        self.conj_sum -= self.config.loss.sample(r.label, r.weight).conjugate(alpha);
+    }
+
+    fn step(&mut self) -> StepOutcome {
+        let n = self.window.len();
+        if n == 0 {
+            return StepOutcome::Idle(Idle::EmptyWindow);
+        }
+        if let (Some(c), false) = (self.last_certificate, self.inserted_since_certificate) {
+            if c.relative_gap() <= self.config.tol {
+                return StepOutcome::Idle(Idle::Converged {
+                    relative_gap: c.relative_gap(),
+                });
+            }
+        }
+        let blocks = self.config.blocks.min(n);
+        if self.steps_since_insert >= IDLE_EPOCHS * blocks as u64 {
+            return StepOutcome::Idle(Idle::Stalled);
+        }
+        let b = if blocks == 1 {
+            0
+        } else {
+            self.rng.gen_range(0..blocks)
+        };
+        self.block_step(b * n / blocks..(b + 1) * n / blocks);
+        self.stats.steps += 1;
+        self.stats.mutations += 1;
+        self.steps_since_insert += 1;
+        self.steps_since_recompute += 1;
+        if self.steps_since_recompute >= self.config.recompute_every {
+            self.recompute();
+        }
+        StepOutcome::Stepped
+    }
+
+    /// `P(w)` against the larger of two feasible lower bounds, `D` at the dual iterate and `D` at the dual
+    /// point of `w` itself, both over the window from scratch.
+    fn snapshot(&mut self) -> LearnerSnapshot {
+        let c = &self.config;
+        let certificate = if self.window.is_empty() {
+            Certificate::new(0.0, 0.0, 0)
+        } else {
+            let primal = primal_value(&self.window, &c.loss, c.lambda, &self.w, 0.0);
+            let alphas = self.window.alphas();
+            let at_iterate = dual_value(
+                &self.window,
+                &c.loss,
+                c.lambda,
+                c.k,
+                alphas,
+                &mut self.dual_scratch,
+            );
+            dual_of_primal(
+                &self.window,
+                &c.loss,
+                &self.w,
+                0.0,
+                false,
+                &mut self.alpha_from_primal,
+            );
+            let at_primal = dual_value(
+                &self.window,
+                &c.loss,
+                c.lambda,
+                c.k,
+                &self.alpha_from_primal,
+                &mut self.dual_scratch,
+            );
+            Certificate::new(primal, at_iterate.max(at_primal), self.window.len())
+        };
+        self.last_certificate = Some(certificate);
+        self.inserted_since_certificate = false;
+        let view = ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: 0.0,
+        };
+        let model = Model::from_view(
+            view,
+            c.loss.kind(),
+            c.loss.gamma(),
+            c.solver.name(c.blocks),
+            c.k,
+            c.lambda,
+            certificate,
+        );
+        LearnerSnapshot {
+            model,
+            stats: self.stats,
+            window_samples: self.window.len(),
+        }
+    }
+
+    fn stats(&self) -> LearnerStats {
+        self.stats
+    }
+
+    fn window(&self) -> &Window {
+        &self.window
+    }
+
+    fn state(&self) -> LearnerState {
+        LearnerState {
+            samples: self
+                .window
+                .iter_oldest_first()
+                .map(|(s, a)| (s.clone(), a))
+                .collect(),
+            stats: self.stats,
+            last_certificate: self.last_certificate,
+            scale: self.scale,
+            steps_since_insert: self.steps_since_insert,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::loss::{Loss, LossKind};
+    use crate::synth::sparse_stream;
+
+    fn config(loss: LossKind, k: usize) -> LearnerConfig {
+        let mut c = Config::defaults().learners.remove(0);
+        c.loss = Loss::new(loss, 0.25).unwrap();
+        c.k = k;
+        c.lambda = 0.01;
+        c.blocks = 4;
+        c.tol = 1e-8;
+        c
+    }
+
+    fn run_to_idle(l: &mut StreamSdiht) -> Certificate {
+        for _ in 0..100 {
+            while l.step() == StepOutcome::Stepped {}
+            let snap = l.snapshot();
+            if l.step() != StepOutcome::Stepped {
+                return snap.model.certificate;
+            }
+        }
+        l.snapshot().model.certificate
+    }
+
+    #[test]
+    fn recovers_support_on_a_sliding_window_with_a_small_gap() {
+        let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 1000, None);
+        for chunk in data.samples.chunks(100) {
+            l.insert(chunk);
+            for _ in 0..20 {
+                l.step();
+            }
+        }
+        assert_eq!(l.window().len(), 1000);
+        assert_eq!(l.stats().samples_seen, 3000);
+        let cert = run_to_idle(&mut l);
+        assert!(cert.gap >= -1e-9, "{cert:?}");
+        assert!(cert.relative_gap() < 1e-6, "{cert:?}");
+        assert_eq!(l.snapshot().model.support, data.true_support());
+        assert!(l.support.len() <= 5);
+    }
+
+    #[test]
+    fn running_sum_matches_a_recompute_after_evictions() {
+        let data = sparse_stream(500, 50, 3, 8, 0.1, true, 3);
+        let mut l = StreamSdiht::new(config(LossKind::Hinge, 3), 64, None);
+        for chunk in data.samples.chunks(37) {
+            l.insert(chunk);
+            for _ in 0..5 {
+                l.step();
+            }
+        }
+        let running = l.z.clone();
+        l.recompute();
+        for (a, b) in running.iter().zip(&l.z) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        // Every dual stays feasible.
+        for i in 0..l.window().len() {
+            let r = l.window().row(i);
+            let a = l.window().alphas()[i];
+            assert_eq!(l.config.loss.sample(r.label, r.weight).project(a), a);
+        }
+    }
+
+    #[test]
+    fn restored_state_resumes_the_same_model() {
+        let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 4), 500, None);
+        l.insert(&data.samples);
+        let cert = run_to_idle(&mut l);
+        let snap = l.snapshot();
+        let mut back = StreamSdiht::new(config(LossKind::Squared, 4), 500, Some(l.state()));
+        assert_eq!(back.stats(), l.stats());
+        assert!(
+            matches!(back.step(), StepOutcome::Idle(_)),
+            "a converged learner resumes idle"
+        );
+        let again = back.snapshot();
+        assert_eq!(again.model.support, snap.model.support);
+        assert!((again.model.certificate.primal - cert.primal).abs() < 1e-9);
+    }
+
+    #[test]
+    fn learners_cross_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<StreamSdiht>();
+        is_send::<Box<dyn StreamingLearner>>();
+    }
+}

@@ -1,0 +1,690 @@
+//! `thresher serve` end to end: the real binary on 127.0.0.1:0 with a temporary data dir, driven over
+//! HTTP (support recovery, the bad-input matrix, a full queue, restart/restore, corrupt checkpoints).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::Client;
+use serde_json::Value;
+use thresher::synth::{sparse_stream, to_libsvm};
+
+/// Upper bound on every wait in these tests (they normally take well under a second each).
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A running daemon; killed on drop if a test fails half-way.
+pub struct Daemon {
+    child: Child,
+    pub base: String,
+    pub log: Arc<Mutex<String>>,
+    pub client: Client,
+}
+
+/// A config with small, fast settings; `extra` is appended (sections not repeated here).
+pub fn test_config(dir: &Path, learner: &str, extra: &str) -> PathBuf {
+    let text = format!(
+        "[snapshot]\ninterval_ms = 50\n[window]\ncapacity = 2000\n{extra}\n[[learner]]\n{learner}\n"
+    );
+    let path = dir.join("thresher.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+impl Daemon {
+    pub fn start(args: &[&str]) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_thresher"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start thresher serve");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let addr = match rx.recv_timeout(WAIT) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("daemon did not log its address:\n{}", log.lock().unwrap());
+            }
+        };
+        let client = Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        Daemon {
+            child,
+            base: format!("http://{addr}"),
+            log,
+            client,
+        }
+    }
+
+    pub fn post(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::blocking::Body>,
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let text = r.text().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            headers,
+        )
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.text().unwrap())
+    }
+
+    pub fn model(&self) -> Option<Value> {
+        let (status, body) = self.get("/v1/model");
+        (status == 200).then(|| serde_json::from_str(&body).unwrap())
+    }
+
+    /// The value of one metric series from `/metrics` (exact line prefix, e.g. `name{label="x"}`).
+    pub fn metric(&self, series: &str) -> f64 {
+        let (_, text) = self.get("/metrics");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(series)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
+            .unwrap_or_else(|| panic!("{series} not in /metrics:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    /// Polls until `f` returns Some (bounded by [`WAIT`]).
+    pub fn wait_for<T>(&self, what: &str, mut f: impl FnMut(&Daemon) -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out waiting for {what}; log:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits until the published version stops moving (the learner is idle).
+    pub fn wait_until_settled(&self) -> Value {
+        let mut last: Option<(u64, Instant)> = None;
+        self.wait_for("a settled model", |d| {
+            let m = d.model()?;
+            let v = m["version"].as_u64().unwrap();
+            match last {
+                Some((lv, since)) if lv == v && since.elapsed() > Duration::from_millis(400) => {
+                    Some(m)
+                }
+                Some((lv, _)) if lv == v => None,
+                _ => {
+                    last = Some((v, Instant::now()));
+                    None
+                }
+            }
+        })
+    }
+
+    /// SIGTERM and wait for the exit status.
+    pub fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(50));
+                let log = self.log.lock().unwrap().clone();
+                return (status, log);
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "daemon did not stop on SIGTERM:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn relative_gap(model: &Value) -> f64 {
+    let c = &model["certificate"];
+    c["gap"].as_f64().unwrap() / c["primal"].as_f64().unwrap().abs().max(1.0)
+}
+
+fn support(model: &Value) -> Vec<u32> {
+    model["support"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn recovers_the_support_over_http_and_metrics_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 42);
+    let config = test_config(dir.path(), "k = 5\nlambda = 0.01\ntol = 1e-9", "");
+    let d = Daemon::start(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir.path().join("data").to_str().unwrap(),
+    ]);
+    assert_eq!(d.get("/healthz").0, 200);
+    assert_eq!(d.get("/readyz").0, 503, "not ready before a model");
+    for chunk in data.samples.chunks(500) {
+        let (status, body, _) = d.post("/v1/samples", "text/plain", to_libsvm(chunk));
+        assert_eq!(
+            (status, body["accepted"].as_u64()),
+            (202, Some(chunk.len() as u64)),
+            "{body}"
+        );
+    }
+    let truth = data.true_support();
+    let model = d.wait_for("the true support with a small gap", |d| {
+        let m = d.model()?;
+        (support(&m) == truth && relative_gap(&m) < 1e-6).then_some(m)
+    });
+    assert_eq!(model["samples_seen"], 3000);
+    assert_eq!(model["window_samples"], 2000);
+    assert_eq!(model["format"], "thresher-model/1");
+    assert_eq!(d.get("/readyz").0, 200);
+    let settled = d.wait_until_settled();
+    assert_eq!(support(&settled), truth);
+    let series = |name: &str| format!("{name}{{learner=\"primary\"}}");
+    assert_eq!(
+        d.metric(&series("thresher_model_version")),
+        settled["version"].as_f64().unwrap()
+    );
+    // Same value; serde_json's float parsing may differ from Rust's by one ulp.
+    let (from_metrics, from_model) = (
+        d.metric(&series("thresher_duality_gap")),
+        settled["certificate"]["gap"].as_f64().unwrap(),
+    );
+    assert!(
+        (from_metrics - from_model).abs() <= 1e-12 * from_model.abs(),
+        "{from_metrics} vs {from_model}"
+    );
+    assert_eq!(d.metric(&series("thresher_support_size")), 5.0);
+    assert_eq!(d.metric(&series("thresher_window_samples")), 2000.0);
+    assert_eq!(
+        d.metric("thresher_samples_ingested_total{source=\"http\"}"),
+        3000.0
+    );
+    assert!(d.metric(&series("thresher_solver_steps_total")) > 0.0);
+    // Prediction with the same model version, in all three body formats.
+    let (status, body, _) = d.post("/v1/predict", "text/plain", to_libsvm(&data.samples[..3]));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["model_version"], settled["version"]);
+    let p = body["predictions"].as_array().unwrap();
+    for (pred, s) in p.iter().zip(&data.samples) {
+        assert!(
+            (pred.as_f64().unwrap() - s.label).abs() < 0.5,
+            "{pred} vs {}",
+            s.label
+        );
+    }
+    let (status, body, _) = d.post(
+        "/v1/predict?learner=primary",
+        "application/json",
+        "[{\"indices\": [], \"values\": []}]",
+    );
+    assert_eq!(
+        (status, body["predictions"][0].as_f64()),
+        (200, Some(0.0)),
+        "{body}"
+    );
+    assert_eq!(
+        d.post("/v1/predict?learner=nope", "application/json", "[]")
+            .0,
+        404
+    );
+    let (status, models) = d.get("/v1/models");
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&models).unwrap()["models"][0]["learner"],
+        "primary"
+    );
+    assert_eq!(d.get("/v1/models/primary").0, 200);
+    assert_eq!(d.get("/v1/models/other").0, 404);
+    let (status, log) = d.terminate();
+    assert!(status.success(), "exit {status:?}\n{log}");
+    assert!(log.contains("final checkpoint written"), "{log}");
+}
+
+/// (what, content type, bad second line, status, line, message fragment).
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    u16,
+    Option<u64>,
+    &'static str,
+);
+
+#[test]
+fn bad_input_matrix_lets_nothing_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "loss = \"hinge\"\nk = 3",
+        "[server]\nbody_limit_bytes = 4096",
+    );
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let (status, body, _) = d.post("/v1/samples", "text/plain", "1 1:1 2:1\n-1 3:1\n");
+    assert_eq!((status, &body["accepted"]), (202, &Value::from(2)));
+    let good = "1 1:0.5\n";
+    let cases: &[Case] = &[
+        (
+            "missing label",
+            "text/plain",
+            "1:2 3:4",
+            400,
+            Some(2),
+            "missing label",
+        ),
+        (
+            "bad label",
+            "text/plain",
+            "abc 1:2",
+            400,
+            Some(2),
+            "bad label",
+        ),
+        (
+            "bad pair",
+            "text/plain",
+            "1 12",
+            400,
+            Some(2),
+            "expected index:value",
+        ),
+        (
+            "bad index",
+            "text/plain",
+            "1 x:2",
+            400,
+            Some(2),
+            "bad feature index",
+        ),
+        (
+            "negative index",
+            "text/plain",
+            "1 -3:2",
+            400,
+            Some(2),
+            "bad feature index",
+        ),
+        (
+            "bad value",
+            "text/plain",
+            "1 3:zz",
+            400,
+            Some(2),
+            "bad feature value",
+        ),
+        (
+            "unsorted",
+            "text/plain",
+            "1 3:1 2:1",
+            400,
+            Some(2),
+            "strictly increasing",
+        ),
+        (
+            "duplicate",
+            "text/plain",
+            "1 3:1 3:1",
+            400,
+            Some(2),
+            "duplicate feature index 3",
+        ),
+        (
+            "infinite value",
+            "text/plain",
+            "1 3:inf",
+            400,
+            Some(2),
+            "non-finite value",
+        ),
+        (
+            "NaN value",
+            "text/plain",
+            "1 3:NaN",
+            400,
+            Some(2),
+            "non-finite value",
+        ),
+        (
+            "NaN label",
+            "text/plain",
+            "nan 3:1",
+            400,
+            Some(2),
+            "label is not finite",
+        ),
+        (
+            "label 3 for hinge",
+            "text/plain",
+            "3 1:1",
+            400,
+            Some(2),
+            "-1 or +1",
+        ),
+        (
+            "bad JSON line",
+            "application/x-ndjson",
+            "{\"label\": 1,",
+            400,
+            Some(2),
+            "invalid JSON sample",
+        ),
+        (
+            "unknown JSON field",
+            "application/x-ndjson",
+            "{\"label\": 1, \"colour\": 2}",
+            400,
+            Some(2),
+            "unknown field",
+        ),
+        (
+            "length mismatch",
+            "application/x-ndjson",
+            "{\"label\": 1, \"indices\": [1, 2], \"values\": [1]}",
+            400,
+            Some(2),
+            "2 indices but 1 values",
+        ),
+        (
+            "index beyond max_dim",
+            "text/plain",
+            "1 99999999:1",
+            400,
+            Some(2),
+            "max_dim",
+        ),
+    ];
+    let mut refused = 0.0;
+    for (what, ct, bad, status, line, message) in cases {
+        let first = if *ct == "text/plain" {
+            good.to_string()
+        } else {
+            "{\"label\": 1, \"indices\": [1], \"values\": [1]}\n".into()
+        };
+        let (got, body, _) = d.post("/v1/samples", ct, format!("{first}{bad}\n"));
+        assert_eq!(got, *status, "{what}: {body}");
+        assert_eq!(body["line"].as_u64(), *line, "{what}: {body}");
+        let err = body["error"].as_str().unwrap();
+        assert!(
+            err.contains(message),
+            "{what}: {err:?} should mention {message:?}"
+        );
+        refused += 2.0;
+    }
+    // A JSON array names the position of the bad element.
+    let (got, body, _) = d.post(
+        "/v1/samples",
+        "application/json",
+        "[{\"label\": 1}, {\"label\": 2}]",
+    );
+    assert_eq!((got, body["line"].as_u64()), (400, Some(2)), "{body}");
+    refused += 2.0;
+    let (got, body, _) = d.post("/v1/samples", "application/json", "{\"label\": 1}");
+    assert_eq!((got, &body["line"]), (400, &Value::Null), "{body}");
+    let (got, body, _) = d.post("/v1/samples", "text/csv", good);
+    assert_eq!(got, 415, "{body}");
+    assert!(body["error"]
+        .as_str()
+        .unwrap()
+        .contains("unsupported content type"));
+    let (got, body, _) = d.post("/v1/samples", "text/plain", "");
+    assert_eq!(
+        (got, body["error"].as_str()),
+        (400, Some("empty body: no samples"))
+    );
+    let (got, body, _) = d.post("/v1/samples", "text/plain", "# only a comment\n\n");
+    assert_eq!(got, 400, "{body}");
+    let (got, body, _) = d.post("/v1/samples", "text/plain", good.repeat(2000));
+    assert_eq!(got, 413, "{body}");
+
+    assert_eq!(
+        d.metric("thresher_samples_ingested_total{source=\"http\"}"),
+        2.0
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"invalid\"}"),
+        refused
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"unsupported_media_type\"}"),
+        1.0
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"too_large\"}"),
+        1.0
+    );
+    let model = d.wait_until_settled();
+    assert_eq!(
+        (
+            model["samples_seen"].as_u64(),
+            model["window_samples"].as_u64()
+        ),
+        (Some(2), Some(2)),
+        "{model}"
+    );
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}
+
+#[test]
+fn a_full_queue_gets_503_and_nothing_enters() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "k = 2",
+        "[ingest]\nqueue_capacity = 2\ndrain = false",
+    );
+    let data_dir = dir.path().join("data");
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
+    let d = Daemon::start(&args);
+    for _ in 0..2 {
+        assert_eq!(d.post("/v1/samples", "text/plain", "1 1:1\n2 2:1\n").0, 202);
+    }
+    let (status, body, headers) = d.post("/v1/samples", "text/plain", "1 1:1\n2 2:1\n3 3:1\n");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    assert!(body["error"].as_str().unwrap().contains("queue is full"));
+    assert_eq!(
+        d.metric("thresher_samples_ingested_total{source=\"http\"}"),
+        4.0
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"queue_full\"}"),
+        3.0
+    );
+    assert_eq!(d.metric("thresher_ingest_queue_batches"), 2.0);
+    // Shutdown drains the held queue into the window: the final snapshot has exactly the 4 accepted.
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+    let d = Daemon::start(&args);
+    let m = d.model().expect("restored model");
+    assert_eq!(
+        (m["samples_seen"].as_u64(), m["window_samples"].as_u64()),
+        (Some(4), Some(4)),
+        "{m}"
+    );
+}
+
+#[test]
+fn restart_restores_the_model_and_bad_checkpoints_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config = test_config(dir.path(), "k = 4\ntol = 1e-7", "");
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
+    let data = sparse_stream(1500, 300, 4, 12, 0.01, false, 5);
+    let d = Daemon::start(&args);
+    let ndjson: String = data
+        .samples
+        .iter()
+        .map(|s| {
+            format!(
+                "{}\n",
+                serde_json::json!({"label": s.label, "indices": s.indices, "values": s.values})
+            )
+        })
+        .collect();
+    assert_eq!(d.post("/v1/samples", "application/x-ndjson", ndjson).0, 202);
+    let before = d.wait_until_settled();
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+
+    let d = Daemon::start(&args);
+    assert_eq!(d.get("/readyz").0, 200, "ready at once from the checkpoint");
+    let after = d.model().unwrap();
+    assert_eq!(after["version"], before["version"]);
+    assert_eq!(after["support"], before["support"]);
+    assert_eq!(after["samples_seen"], 1500);
+    assert_eq!(
+        d.wait_until_settled()["version"],
+        before["version"],
+        "a converged learner stays idle"
+    );
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+
+    // A truncated checkpoint is a clear error, not a silent fresh start.
+    let file = data_dir.join("thresher.ckpt");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_thresher"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("is corrupt: truncated") && stderr.contains("--fresh"),
+        "{stderr}"
+    );
+
+    // --fresh starts empty (and overwrites the bad checkpoint at shutdown).
+    let mut fresh = args.to_vec();
+    fresh.push("--fresh");
+    let d = Daemon::start(&fresh);
+    assert_eq!(d.get("/readyz").0, 503);
+    assert_eq!(d.get("/v1/model").0, 503);
+    assert_eq!(d.metric("thresher_model_version{learner=\"primary\"}"), 0.0);
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}
+
+#[test]
+fn named_features_are_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), "k = 2\nlambda = 0.001", "");
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let rows: Vec<Value> = (0..200)
+        .map(|i| {
+            let (a, b, c) = ((i % 7) as f64 - 3.0, (i % 5) as f64 - 2.0, (i % 3) as f64 - 1.0);
+            serde_json::json!({"label": 2.0 * a - b, "features": {"price": a, "size": b, "noise": 0.01 * c}})
+        })
+        .collect();
+    let (status, body, _) = d.post(
+        "/v1/samples",
+        "application/json",
+        Value::Array(rows).to_string(),
+    );
+    assert_eq!(status, 202, "{body}");
+    let m = d.wait_for("a model", |d| d.model());
+    assert_eq!(
+        m["feature_names"],
+        serde_json::json!(["price", "size"]),
+        "{m}"
+    );
+    let (status, body, _) = d.post(
+        "/v1/predict",
+        "application/x-ndjson",
+        "{\"features\": {\"price\": 1, \"unknown\": 5}}\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        (body["predictions"][0].as_f64().unwrap() - 2.0).abs() < 0.1,
+        "{body}"
+    );
+}
+
+#[test]
+fn invalid_config_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), "lambda = -1.0", "");
+    let out = Command::new(env!("CARGO_BIN_EXE_thresher"))
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`learner[0].lambda`"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_thresher"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("THRESHER_WINDOW_CAPACITY", "zero")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("THRESHER_WINDOW_CAPACITY=zero"));
+}
