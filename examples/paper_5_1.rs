@@ -3,8 +3,9 @@
 //!
 //! For every N: lambda is chosen per solver on separate *validation* copies (different seeds) from a
 //! log grid, by the paper's criterion (highest PSSR, ties broken by lower median relative error); the
-//! chosen lambda is then run on the *test* copies, which are also written as LIBSVM files so the Python
-//! peer (`benches/peers/paper_5_1.py`, abess) reads exactly the same data. One CSV row per (N, copy,
+//! chosen lambda is then run on the *test* copies. Both kinds of copy are written as LIBSVM files
+//! (`OUT/n{N}_copy{c}.svm`, `OUT/validation_n{N}_copy{c}.svm`) so the Python peer
+//! (`benches/peers/paper_5_1.py`, abess) reads exactly the same data and tunes its own ridge the same way. One CSV row per (N, copy,
 //! solver) goes to `OUT/results_rust.csv`; `benches/paper_5_1.sh` runs everything and prints the table.
 //!
 //! ```text
@@ -35,7 +36,7 @@ const TOL: f64 = 1e-7;
 /// ...or when neither the best primal nor the best dual value moved by more than `STALL` (relative)
 /// over `WINDOW` epochs: IHT/HTP reach a fixed point whose gap need not close, and at small lambda
 /// DIHT's dual creeps while its primal cycles between a few supports (no sparse saddle point).
-const STALL: f64 = 1e-9;
+const STALL: f64 = 1e-6;
 const WINDOW: usize = 100;
 const CADENCE: usize = 10;
 
@@ -108,44 +109,51 @@ fn fit(data: &Dataset, truth: &[f64], solver_name: &str, lambda: f64, seed: u64)
         other => unreachable!("unknown solver {other}"),
     };
     let started = Instant::now();
+    // Like `driver::run`: the reported model is the certified iterate with the lowest P, and the gap
+    // is that P minus the highest D seen (DIHT's w = H_k(w~) can flip between near-tied features).
+    let mut best_weights = vec![0.0; D];
+    let mut best_support: Vec<u32> = Vec::new();
     let (mut best_primal, mut best_dual) = (f64::INFINITY, f64::NEG_INFINITY);
     let (mut window_primal, mut window_dual) = (f64::INFINITY, f64::NEG_INFINITY);
     let mut epochs = 0;
-    let relative_gap = loop {
+    loop {
         solver.epoch(&problem);
         epochs += 1;
         if epochs % CADENCE != 0 && epochs < MAX_EPOCHS {
             continue;
         }
         let certificate = solver.certificate(&problem);
-        best_primal = best_primal.min(certificate.primal);
+        if certificate.primal < best_primal {
+            best_primal = certificate.primal;
+            let model = solver.model();
+            best_weights.copy_from_slice(model.weights);
+            best_support.clear();
+            best_support.extend_from_slice(model.support);
+        }
         best_dual = best_dual.max(certificate.dual);
-        let relative_gap = certificate.relative_gap();
-        if relative_gap <= TOL || epochs >= MAX_EPOCHS {
-            break relative_gap;
+        let scale = best_primal.abs().max(1.0);
+        if (best_primal - best_dual) / scale <= TOL || epochs >= MAX_EPOCHS {
+            break;
         }
         if epochs % WINDOW == 0 {
-            let scale = best_primal.abs().max(1.0);
             if window_primal - best_primal <= STALL * scale
                 && best_dual - window_dual <= STALL * scale
             {
-                break relative_gap;
+                break;
             }
             (window_primal, window_dual) = (best_primal, best_dual);
         }
-    };
+    }
     let seconds = started.elapsed().as_secs_f64();
-    let model = solver.model();
-    let err: f64 = model
-        .weights
+    let relative_gap = (best_primal - best_dual) / best_primal.abs().max(1.0);
+    let err: f64 = best_weights
         .iter()
         .zip(truth)
         .map(|(w, t)| (w - t) * (w - t))
         .sum::<f64>()
         .sqrt();
     let norm: f64 = truth.iter().map(|t| t * t).sum::<f64>().sqrt();
-    let recovered =
-        model.support.len() == KBAR && model.support.iter().all(|&j| (j as usize) < KBAR);
+    let recovered = best_support.len() == KBAR && best_support.iter().all(|&j| (j as usize) < KBAR);
     Outcome {
         relative_error: err / norm,
         recovered,
@@ -195,9 +203,11 @@ fn main() -> std::io::Result<()> {
         let validation: Vec<(Dataset, Vec<f64>)> = (0..options.validation)
             .map(|c| {
                 let problem = paper_ridge(n, D, KBAR, validation_seed(n, c));
-                (Dataset::from_samples(&problem.samples, D), problem.truth)
+                let path = options.out.join(format!("validation_n{n}_copy{c}.svm"));
+                std::fs::write(&path, to_libsvm(&problem.samples))?;
+                Ok((Dataset::from_samples(&problem.samples, D), problem.truth))
             })
-            .collect();
+            .collect::<std::io::Result<_>>()?;
         let tests: Vec<(Dataset, Vec<f64>)> = (0..options.copies)
             .map(|c| {
                 let problem = paper_ridge(n, D, KBAR, test_seed(n, c));

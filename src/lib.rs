@@ -20,6 +20,7 @@
 //! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
 //! - [`solver`] — DIHT/SDIHT and the IHT/HTP baselines behind one `Solver` trait, the certificate, and
 //!   the driver loop with its stopping rules.
+//!   [`solver::subset`] is best subset with l0 + l1 + l2 penalties (its own conventions and outer loop).
 //! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
 //! - [`cli`] — the `fit` and `predict` commands (the binary's `main` only parses and dispatches).
 
