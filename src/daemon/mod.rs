@@ -50,6 +50,8 @@ const STEPS_PER_LOCK: usize = 4;
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// stdin lines per batch at most.
 const STDIN_BATCH: usize = 1024;
+/// How long open HTTP connections may take to finish once stopping; then they are closed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -284,9 +286,31 @@ pub async fn run(
             _ = fatal_wait.notify.notified() => {},
         }
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop_signal)
-        .await;
+    // The server runs as a task so that, once stopping, open connections get a bounded grace period.
+    let stopping = Arc::new(Notify::new());
+    let stopping_tx = stopping.clone();
+    let graceful = async move {
+        stop_signal.await;
+        stopping_tx.notify_one();
+    };
+    let mut server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(graceful)
+            .await
+    });
+    let served = tokio::select! {
+        r = &mut server => r,
+        _ = stopping.notified() => match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    tracing::info!("HTTP server stopped");
 
     // Ordered stop: ingest closed → router drains → learners drain → final snapshot → checkpoint.
     tracing::info!("stopping: draining the ingest queue");
@@ -299,8 +323,10 @@ pub async fn run(
                 tracing::error!(learner = %name, "learner thread ended by panic");
             }
         }
+        tracing::info!("learners stopped");
         stop_snapshots.store(true, Ordering::Release);
         let _ = snapshot_thread.join();
+        tracing::info!("final snapshot published");
     })
     .await;
     served.map_err(DaemonError::Serve)?;
@@ -369,16 +395,33 @@ fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, 
     }
 }
 
-/// A learner's thread: absorb one waiting batch, then solve a few steps (so the model keeps improving
-/// under sustained ingest, and a learner that cannot keep up backs the queues up into 503s rather than
-/// only ever inserting); block on the channel when idle; exit when the router is gone and the channel
-/// is empty.
+/// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
+/// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
+/// model keeps improving under sustained ingest); block on the channel when idle; exit when the router
+/// is gone and the channel is empty.
 fn learner_loop(learner: SharedLearner, rx: Receiver<Batch>, _guard: PanicGuard) {
+    let mut waiting: Vec<Batch> = Vec::new();
     loop {
-        match rx.try_recv() {
-            Ok(batch) => learner.lock().insert(&batch),
-            Err(crossbeam_channel::TryRecvError::Empty) => {}
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(batch) => waiting.push(batch),
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        if !waiting.is_empty() {
+            let slices: Vec<&[crate::sample::Sample]> =
+                waiting.iter().map(|b| b.as_slice()).collect();
+            learner.lock().insert_batches(&slices);
+            drop(slices);
+            waiting.clear();
+        }
+        if disconnected {
+            return;
         }
         let outcome = {
             let mut l = learner.lock();
