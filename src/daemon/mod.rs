@@ -526,3 +526,80 @@ fn stdin_loop(
 pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
     checkpoint::path_in(dir)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::ring::Window;
+    use crate::sample::Sample;
+    use crate::solver::stream::{LearnerSnapshot, LearnerState, LearnerStats, StreamingLearner};
+
+    /// A learner that panics on its first insert.
+    struct Faulty {
+        config: LearnerConfig,
+        window: Window,
+    }
+
+    impl StreamingLearner for Faulty {
+        fn config(&self) -> &LearnerConfig {
+            &self.config
+        }
+        fn insert_batches(&mut self, _: &[&[Sample]]) {
+            panic!("injected fault");
+        }
+        fn evict(&mut self, _: &Sample, _: f64) {}
+        fn step(&mut self) -> StepOutcome {
+            StepOutcome::Idle(crate::solver::stream::Idle::EmptyWindow)
+        }
+        fn snapshot(&mut self) -> LearnerSnapshot {
+            unreachable!("never published")
+        }
+        fn stats(&self) -> LearnerStats {
+            LearnerStats::default()
+        }
+        fn window(&self) -> &Window {
+            &self.window
+        }
+        fn state(&self) -> LearnerState {
+            unreachable!("never checkpointed")
+        }
+    }
+
+    #[test]
+    fn a_panicking_learner_raises_the_fatal_flag_instead_of_hanging() {
+        let config = Config::defaults().learners.remove(0);
+        let learner: SharedLearner = Arc::new(Mutex::new(Box::new(Faulty {
+            config,
+            window: Window::new(4),
+        })));
+        let fatal = Arc::new(Fatal {
+            flag: AtomicBool::new(false),
+            who: Mutex::new(None),
+            notify: Notify::new(),
+        });
+        let (tx, rx) = bounded::<Batch>(1);
+        let guard = PanicGuard {
+            fatal: fatal.clone(),
+            name: "faulty".into(),
+        };
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, guard));
+        tx.send(Arc::new(vec![
+            Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()
+        ]))
+        .unwrap();
+        assert!(handle.join().is_err(), "the learner thread ends by panic");
+        assert!(fatal.flag.load(Ordering::Acquire));
+        assert_eq!(fatal.who.lock().as_deref(), Some("faulty"));
+        // The stored permit wakes the shutdown future even though nobody was waiting yet.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(1), fatal.notify.notified())
+                .await
+                .expect("notified")
+        });
+    }
+}
