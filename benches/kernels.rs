@@ -1,1 +1,156 @@
-fn main() {}
+//! Criterion micro-benchmarks of the hot kernels and of one solver epoch.
+//!
+//! - `sparse/dot`, `sparse/axpy`: one sparse row (100 nonzeros at random positions) against a dense
+//!   vector of d = 10^6 (cache-unfriendly, as with a large vocabulary);
+//! - `hard_threshold/*`: `H_k` (exact top-k, quickselect) at d = 10^6 for k = 1000 and k = 100000, and at
+//!   d = 34000 (the epoch benchmarks' dimension: the price of one SDIHT block step's thresholding);
+//! - `epoch/*`: one SDIHT epoch (10 blocks), one DIHT epoch and one IHT epoch, in samples/s, next to
+//!   `epoch/bare_dot_axpy`, the floor any dual or primal method pays: one sparse dot and one sparse axpy
+//!   per sample over the same data. The ratio bare / SDIHT is the overhead of the algorithm (dual
+//!   bookkeeping, the `H_k` per block, the adaptive step's backtracking).
+//!
+//! Small sample sizes and measurement times keep `cargo bench --bench kernels` to a couple of minutes;
+//! the numbers are for ratios on one machine, never for assertions.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use thresher::loss::{Loss, LossKind};
+use thresher::sample::{Dataset, SampleSet};
+use thresher::solver::dual::Sdiht;
+use thresher::solver::primal::Iht;
+use thresher::solver::{Problem, Solver, StepRule};
+use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
+use thresher::synth::sparse_stream;
+
+const BIG_D: usize = 1_000_000;
+const TEXT_D: usize = 34_000;
+
+/// A sorted random row of `nnz` indices below `d`, with normal values.
+fn random_row(rng: &mut ChaCha8Rng, nnz: usize, d: usize) -> (Vec<u32>, Vec<f64>) {
+    let mut indices: Vec<u32> = Vec::with_capacity(nnz);
+    while indices.len() < nnz {
+        let j = rng.gen_range(0..d as u32);
+        if !indices.contains(&j) {
+            indices.push(j);
+        }
+    }
+    indices.sort_unstable();
+    let values = (0..nnz).map(|_| StandardNormal.sample(rng)).collect();
+    (indices, values)
+}
+
+fn sparse_kernels(c: &mut Criterion) {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let (indices, values) = random_row(&mut rng, 100, BIG_D);
+    let dense: Vec<f64> = (0..BIG_D)
+        .map(|_| StandardNormal.sample(&mut rng))
+        .collect();
+    let mut group = c.benchmark_group("sparse");
+    group.throughput(Throughput::Elements(indices.len() as u64));
+    group.bench_function("dot/nnz=100,d=1e6", |b| {
+        b.iter(|| sparse_dot(black_box(&indices), black_box(&values), black_box(&dense)))
+    });
+    let mut y = dense.clone();
+    group.bench_function("axpy/nnz=100,d=1e6", |b| {
+        b.iter(|| {
+            sparse_axpy(
+                black_box(1e-9),
+                black_box(&indices),
+                black_box(&values),
+                black_box(&mut y),
+            )
+        })
+    });
+    group.finish();
+}
+
+fn threshold(c: &mut Criterion) {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let (mut out, mut support, mut scratch) = (Vec::new(), Vec::new(), ThresholdScratch::default());
+    let mut group = c.benchmark_group("hard_threshold");
+    // d = 34000 is the text-like data set of the epoch benchmarks: what one SDIHT block step pays.
+    for (d, k, label) in [
+        (BIG_D, 1000, "d=1e6,k=1000"),
+        (BIG_D, 100_000, "d=1e6,k=1e5"),
+        (TEXT_D, 1000, "d=34000,k=1000"),
+    ] {
+        let dense: Vec<f64> = (0..d).map(|_| StandardNormal.sample(&mut rng)).collect();
+        group.throughput(Throughput::Elements(d as u64));
+        group.bench_function(label, |b| {
+            b.iter(|| hard_threshold(black_box(&dense), k, &mut out, &mut support, &mut scratch))
+        });
+    }
+    group.finish();
+}
+
+/// Text-like data: N = 12800 rows, d = 34000, 25 nonzeros per row (about rotten_tomatoes' shape).
+fn text_like() -> Dataset {
+    let problem = sparse_stream(12_800, TEXT_D, 200, 25, 0.5, true, 3);
+    Dataset::from_samples(&problem.samples, 0)
+}
+
+fn epochs(c: &mut Criterion) {
+    let data = text_like();
+    let loss = Loss::new(LossKind::Huber, 0.25).expect("valid gamma");
+    let problem = Problem::new(&data, loss, 2e-3, 1000, false).expect("valid problem");
+    let mut group = c.benchmark_group("epoch");
+    group.throughput(Throughput::Elements(data.len() as u64));
+
+    // The floor: w fixed, z accumulates; the coefficient depends on the dot so neither is dead code.
+    let w: Vec<f64> = (0..data.dim())
+        .map(|j| if j % 37 == 0 { 0.1 } else { 0.0 })
+        .collect();
+    let mut z = vec![0.0; data.dim()];
+    group.bench_function("bare_dot_axpy", |b| {
+        b.iter(|| {
+            for i in 0..data.len() {
+                let r = data.row(i);
+                let u = sparse_dot(r.indices, r.values, &w);
+                sparse_axpy(1e-6 * (r.label - u), r.indices, r.values, &mut z);
+            }
+            black_box(&z);
+        })
+    });
+
+    // Solvers are warmed up by a few epochs so the benchmark sees steady state, not the first epoch.
+    let mut sdiht = Sdiht::new(&problem, 10, StepRule::Adaptive, 0).expect("valid solver");
+    let mut diht = Sdiht::new(&problem, 1, StepRule::Adaptive, 0).expect("valid solver");
+    let mut iht = Iht::new(&problem);
+    for _ in 0..3 {
+        sdiht.epoch(&problem);
+        diht.epoch(&problem);
+        iht.epoch(&problem);
+    }
+    group.bench_function("sdiht_10_blocks", |b| b.iter(|| sdiht.epoch(&problem)));
+    group.bench_function("diht", |b| b.iter(|| diht.epoch(&problem)));
+    group.bench_function("iht", |b| b.iter(|| iht.epoch(&problem)));
+    // A fresh SDIHT's first epoch (a cold start: larger steps, more backtracking).
+    group.bench_function("sdiht_10_blocks_first_epoch", |b| {
+        b.iter_batched(
+            || Sdiht::new(&problem, 10, StepRule::Adaptive, 0).expect("valid solver"),
+            |mut s| s.epoch(&problem),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+}
+
+criterion_group! {
+    name = kernels;
+    config = config();
+    targets = sparse_kernels, threshold, epochs
+}
+criterion_main!(kernels);

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example mirror_convergence -- DATA.svm --loss logistic --lambda 0.002 --k 100 \
-//!     --epochs 20 [--l1 1e-4] [--beta 1] [--solvers sdiht,iht,euclidean,pnorm,hypentropy,smidas] [--out trace.csv]
+//!     --epochs 20 [--l1 1e-4] [--beta 1] [--batch 128] [--eta E] [--solvers sdiht,iht,euclidean,pnorm,hypentropy,smidas] [--out trace.csv]
 //! cargo run --release --example mirror_convergence -- synthetic ...   # synth::sparse_stream(20000, 2000, 20, 40)
 //! ```
 //! Prints one CSV row per certified epoch (`solver,epoch,seconds,primal,dual,gap,support`) to `--out`
@@ -46,6 +46,9 @@ struct Args {
     beta: f64,
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// A constant mirror-space step for the mirror solvers and SMIDAS instead of the `Auto` schedule.
+    #[arg(long)]
+    eta: Option<f64>,
     #[arg(long, default_value = "sdiht,iht,euclidean,pnorm,hypentropy,smidas")]
     solvers: String,
     #[arg(long)]
@@ -57,28 +60,62 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let data: Dataset = if args.data == "synthetic" {
-        let s = thresher::synth::sparse_stream(20_000, 2_000, 20, 40, 0.1, args.loss != LossKind::Squared, 7);
+        let s = thresher::synth::sparse_stream(
+            20_000,
+            2_000,
+            20,
+            40,
+            0.1,
+            args.loss != LossKind::Squared,
+            7,
+        );
         Dataset::from_samples(&s.samples, 2_000)
     } else {
-        Dataset::from_samples(&read_file(std::path::Path::new(&args.data), Format::Libsvm)?, 0)
+        Dataset::from_samples(
+            &read_file(std::path::Path::new(&args.data), Format::Libsvm)?,
+            0,
+        )
     };
     let loss = Loss::new(args.loss, args.gamma)?;
     let problem = Problem::new(&data, loss, args.lambda, args.k, false)?;
-    eprintln!("{}: n={} d={} loss={} lambda={} k={}", args.data, data.len(), data.dim(), args.loss, args.lambda, args.k);
+    eprintln!(
+        "{}: n={} d={} loss={} lambda={} k={}",
+        args.data,
+        data.len(),
+        data.dim(),
+        args.loss,
+        args.lambda,
+        args.k
+    );
     let mut csv = String::from("solver,epoch,seconds,primal,dual,gap,support\n");
     let mut summary = Vec::new();
     for name in args.solvers.split(',') {
-        let mirror = |map| MirrorConfig { batch: args.batch, ..MirrorConfig::new(map) };
+        let step = args.eta.map_or(MirrorStep::Auto, MirrorStep::Constant);
+        let mirror = |map| MirrorConfig {
+            batch: args.batch,
+            step,
+            ..MirrorConfig::new(map)
+        };
         let mut solver: Box<dyn Solver<Dataset>> = match name {
             "sdiht" => Box::new(Sdiht::new(&problem, 10, StepRule::Adaptive, args.seed)?),
             "diht" => Box::new(Sdiht::new(&problem, 1, StepRule::Adaptive, args.seed)?),
             "iht" => Box::new(Iht::new(&problem)),
-            "euclidean" => Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::Euclidean), args.seed)?),
-            "pnorm" => Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::pnorm_for_dim(data.dim())), args.seed)?),
-            "hypentropy" => {
-                Box::new(MirrorDescent::new(&problem, mirror(MirrorMap::HypEntropy { beta: args.beta }), args.seed)?)
-            }
-            "smidas" => Box::new(Smidas::new(&problem, args.l1, MirrorStep::Auto, args.seed)?),
+            "euclidean" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::Euclidean),
+                args.seed,
+            )?),
+            "pnorm" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::pnorm_for_dim(data.dim())),
+                args.seed,
+            )?),
+            "hypentropy" => Box::new(MirrorDescent::new(
+                &problem,
+                mirror(MirrorMap::HypEntropy { beta: args.beta }),
+                args.seed,
+            )?),
+            "smidas" => Box::new(Smidas::new(&problem, args.l1, step, args.seed)?),
             other => anyhow::bail!("unknown solver {other}"),
         };
         let stop = StopRule {
@@ -97,11 +134,20 @@ fn main() -> anyhow::Result<()> {
         let support = solver.model().support.len();
         summary.push((label, report, support));
     }
-    eprintln!("{:<18} {:>6} {:>9} {:>14} {:>14} {:>11} {:>8}", "solver", "epochs", "seconds", "primal", "dual", "gap", "support");
+    eprintln!(
+        "{:<18} {:>6} {:>9} {:>14} {:>14} {:>11} {:>8}",
+        "solver", "epochs", "seconds", "primal", "dual", "gap", "support"
+    );
     for (label, r, support) in &summary {
         eprintln!(
             "{:<18} {:>6} {:>9.3} {:>14.8} {:>14.8} {:>11.3e} {:>8}",
-            label, r.epochs, r.seconds, r.certificate.primal, r.certificate.dual, r.certificate.gap, support
+            label,
+            r.epochs,
+            r.seconds,
+            r.certificate.primal,
+            r.certificate.dual,
+            r.certificate.gap,
+            support
         );
     }
     match &args.out {

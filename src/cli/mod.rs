@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use thiserror::Error;
 
-pub use fit::{FitArgs, SolverKind};
+pub use fit::{FitArgs, MirrorKind, SolverKind};
 pub use predict::PredictArgs;
 pub use serve::ServeArgs;
 
@@ -50,6 +50,8 @@ pub enum CliError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Daemon(#[from] crate::daemon::DaemonError),
+    #[error(transparent)]
+    Mirror(#[from] crate::solver::mirror::MirrorError),
     #[error(transparent)]
     Subset(#[from] crate::solver::subset::SubsetError),
     #[error("invalid argument: {0}")]

@@ -10,7 +10,9 @@ use super::CliError;
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::SampleSet;
-use crate::solver::subset::{geometric_path, OuterStep, Penalty, SubsetParams, SubsetSolver, Variant};
+use crate::solver::subset::{
+    geometric_path, OuterStep, Penalty, SubsetParams, SubsetSolver, Variant,
+};
 
 /// The `fit` flags of the best-subset solvers (ignored by the others).
 #[derive(Debug, Args)]
@@ -56,22 +58,37 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         ));
     }
     if args.intercept {
-        return Err(CliError::Argument("--solver subset does not fit an intercept".into()));
+        return Err(CliError::Argument(
+            "--solver subset does not fit an intercept".into(),
+        ));
     }
     if args.time_budget.is_some() {
-        return Err(CliError::Argument("--time-budget is not supported by --solver subset".into()));
+        return Err(CliError::Argument(
+            "--time-budget is not supported by --solver subset".into(),
+        ));
     }
-    let lambda0 = s.lambda0.ok_or_else(|| CliError::Argument("--lambda0 is required for --solver subset".into()))?;
-    let lambda2 = s.lambda2.ok_or_else(|| CliError::Argument("--lambda2 is required for --solver subset".into()))?;
-    if s.path && !(lambda0 > 0.0) {
-        return Err(CliError::Argument("--path needs --lambda0 > 0 (the end of the path)".into()));
+    let lambda0 = s
+        .lambda0
+        .ok_or_else(|| CliError::Argument("--lambda0 is required for --solver subset".into()))?;
+    let lambda2 = s
+        .lambda2
+        .ok_or_else(|| CliError::Argument("--lambda2 is required for --solver subset".into()))?;
+    if s.path && lambda0 <= 0.0 {
+        return Err(CliError::Argument(
+            "--path needs --lambda0 > 0 (the end of the path)".into(),
+        ));
     }
     if s.path && s.path_steps == 0 {
         return Err(CliError::Argument("--path-steps must be >= 1".into()));
     }
-    let penalty = Penalty::new(lambda0, s.lambda1, lambda2).map_err(crate::solver::subset::SubsetError::from)?;
+    let penalty = Penalty::new(lambda0, s.lambda1, lambda2)
+        .map_err(crate::solver::subset::SubsetError::from)?;
     let mut params = SubsetParams::new(penalty);
-    params.variant = if args.solver == SolverKind::DualAst { Variant::DualAst } else { Variant::PrimDual };
+    params.variant = if args.solver == SolverKind::DualAst {
+        Variant::DualAst
+    } else {
+        Variant::PrimDual
+    };
     params.xi = s.xi;
     params.zeta = s.zeta;
     params.c = s.inclusion_c;
@@ -80,7 +97,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     params.max_outer = args.epochs.max(1);
     let data = load(&args.data, args.format)?;
     let mut solver = SubsetSolver::new(&data, params)?;
-    let name = if args.solver == SolverKind::DualAst { "dual-ast" } else { "subset" };
+    let name = if args.solver == SolverKind::DualAst {
+        "dual-ast"
+    } else {
+        "subset"
+    };
 
     let mut trace = String::new();
     let mut last: Option<OuterStep> = None;
@@ -97,15 +118,28 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         })?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let _ = writeln!(out, "lambda0,support_size,primal,dual,gap,outer_steps,seconds,stop");
+        let _ = writeln!(
+            out,
+            "lambda0,support_size,primal,dual,gap,outer_steps,seconds,stop"
+        );
         for p in &points {
             let _ = writeln!(
                 out,
                 "{:.6e},{},{:.9e},{:.9e},{:.3e},{},{:.4},{}",
-                p.lambda0, p.support_size, p.primal, p.dual, p.gap, p.outer_steps, p.seconds, p.stop
+                p.lambda0,
+                p.support_size,
+                p.primal,
+                p.dual,
+                p.gap,
+                p.outer_steps,
+                p.seconds,
+                p.stop
             );
         }
-        stop = points.last().map(|p| p.stop.to_string()).unwrap_or_default();
+        stop = points
+            .last()
+            .map(|p| p.stop.to_string())
+            .unwrap_or_default();
     } else {
         trace.push_str(OuterStep::CSV_HEADER);
         trace.push('\n');
@@ -132,7 +166,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     model.lambda2 = Some(final_penalty.lambda2);
     let last = last.expect("solve takes at least one outer step");
     eprintln!(
-        "solver={name} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
+        "solver={name} epochs={} seconds={:.4} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
         last.row.epoch,
         last.row.seconds,
         certificate.primal,
@@ -154,7 +188,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     if args.out.is_none() && !s.path {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        let _ = writeln!(out, "{}", serde_json::to_string(&model).expect("a model always serialises"));
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&model).expect("a model always serialises")
+        );
     }
     Ok(())
 }

@@ -16,7 +16,8 @@
 //! term), with the dual's `H_k` taken at `k' = max(k, |supp w|)`: weak duality holds for `k'`-sparse models,
 //! so the gap stays a valid bound for the sparsity SMIDAS actually uses.
 //!
-//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner).
+//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner, with the
+//! link's gain taken at the problem's `k`: the support size the l1 strength is meant to produce).
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -48,6 +49,8 @@ pub struct SmidasLearner {
     intercept: f64,
     steps: u64,
     horizon: u64,
+    /// The link's gain the `Auto` step divides by (see [`SmidasLearner::set_sparsity_hint`]).
+    gain: f64,
     row_sq_max: f64,
     /// `grad psi*(theta)` materialised for [`SmidasLearner::model`]; refreshed by [`SmidasLearner::sync`].
     w: Vec<f64>,
@@ -68,7 +71,9 @@ impl SmidasLearner {
         if !(l1.is_finite() && l1 > 0.0) {
             return Err(MirrorError::BadL1(l1));
         }
-        let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else { unreachable!() };
+        let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else {
+            unreachable!()
+        };
         let learner = SmidasLearner {
             p,
             l1,
@@ -83,13 +88,17 @@ impl SmidasLearner {
             intercept: 0.0,
             steps: 0,
             horizon: DEFAULT_HORIZON,
+            gain: p - 1.0,
             row_sq_max: 0.0,
             w: vec![0.0; dim],
             support: Vec::new(),
             active_values: Vec::new(),
         };
-        crate::solver::mirror::MirrorConfig { step, ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p }) }
-            .validate()?;
+        crate::solver::mirror::MirrorConfig {
+            step,
+            ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p })
+        }
+        .validate()?;
         Ok(learner)
     }
 
@@ -113,7 +122,14 @@ impl SmidasLearner {
     /// `eta_t` of the next step: the p-norm mirror learner's schedule.
     pub fn step_size(&self) -> f64 {
         let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
-        self.step.at(self.steps, self.p - 1.0, smoothness, self.lambda, self.horizon)
+        self.step
+            .at(self.steps, self.gain, smoothness, self.lambda, self.horizon)
+    }
+
+    /// Scales the `Auto` step to the p-norm link's gain at `k` nonzero weights
+    /// ([`MirrorMap::dual_scale`]); without a hint the learner assumes the worst case `k = 1` (gain `p - 1`).
+    pub fn set_sparsity_hint(&mut self, k: usize) {
+        self.gain = MirrorMap::PNorm { p: self.p }.dual_scale(k);
     }
 
     /// Steps after which the `Auto` step has halved (default [`DEFAULT_HORIZON`]).
@@ -189,7 +205,8 @@ impl SmidasLearner {
             }
         }
         self.active_values.clear();
-        self.active_values.extend(self.active.iter().map(|&j| self.theta[j as usize]));
+        self.active_values
+            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
         self.norm = lp_norm(&self.active_values, self.p);
         if self.fit_intercept {
             self.intercept -= eta * dl;
@@ -213,7 +230,11 @@ impl SmidasLearner {
 
     /// The model as of the last [`SmidasLearner::sync`].
     pub fn model(&self) -> ModelView<'_> {
-        ModelView { weights: &self.w, support: &self.support, intercept: self.intercept }
+        ModelView {
+            weights: &self.w,
+            support: &self.support,
+            intercept: self.intercept,
+        }
     }
 
     pub fn set_intercept(&mut self, b: f64) {
@@ -233,14 +254,26 @@ pub struct Smidas {
 }
 
 impl Smidas {
-    pub fn new<S: SampleSet>(problem: &Problem<S>, l1: f64, step: MirrorStep, seed: u64) -> Result<Smidas, MirrorError> {
-        let mut learner =
-            SmidasLearner::new(l1, step, problem.loss, problem.lambda, problem.intercept, problem.data.dim())?;
+    pub fn new<S: SampleSet>(
+        problem: &Problem<S>,
+        l1: f64,
+        step: MirrorStep,
+        seed: u64,
+    ) -> Result<Smidas, MirrorError> {
+        let mut learner = SmidasLearner::new(
+            l1,
+            step,
+            problem.loss,
+            problem.lambda,
+            problem.intercept,
+            problem.data.dim(),
+        )?;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
             learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
         }
         learner.set_horizon(problem.data.len() as u64);
+        learner.set_sparsity_hint(problem.k);
         Ok(Smidas {
             learner,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -280,6 +313,12 @@ impl<S: SampleSet> Solver<S> for Smidas {
     /// Certified at `k' = max(k, |supp w|)` (see the module docs).
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
         let k = p.k.max(self.learner.support.len());
-        certify_primal(p, k, self.learner.model(), &mut self.alpha, &mut self.dual_scratch)
+        certify_primal(
+            p,
+            k,
+            self.learner.model(),
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        )
     }
 }

@@ -2,4 +2,6 @@
 
 mod cli;
 mod daemon;
+mod mirror;
 mod prometheus;
+mod subset;

@@ -44,7 +44,12 @@ pub fn support_value(
 /// Greedy support selection (Sec. 5.2): at most `k` rounds, each adding the coordinate with the largest
 /// decrease of `f`; stops early when no coordinate decreases it. Ties go to the lower index. Returns the
 /// support (ascending) and `f` at it.
-pub fn greedy_support(map: MirrorMap, constraint: Constraint, theta: &[f64], k: usize) -> (Vec<usize>, f64) {
+pub fn greedy_support(
+    map: MirrorMap,
+    constraint: Constraint,
+    theta: &[f64],
+    k: usize,
+) -> (Vec<usize>, f64) {
     let mut support: Vec<usize> = Vec::with_capacity(k);
     let mut value = 0.0;
     let mut x = Vec::new();
@@ -80,7 +85,11 @@ pub fn greedy_support(map: MirrorMap, constraint: Constraint, theta: &[f64], k: 
 ///
 /// `candidates` holds feature indices and `theta_of` maps one to its mirror coordinate. This is the
 /// comparator of [`crate::sparse::hard_threshold`], so with the Euclidean map the step is exactly IHT's.
-pub fn top_k_by_magnitude(candidates: &mut Vec<u32>, k: usize, theta_of: impl Fn(u32) -> f64) -> usize {
+pub fn top_k_by_magnitude(
+    candidates: &mut Vec<u32>,
+    k: usize,
+    theta_of: impl Fn(u32) -> f64,
+) -> usize {
     candidates.retain(|&j| {
         let t = theta_of(j);
         t != 0.0 && !t.is_nan()
@@ -88,7 +97,9 @@ pub fn top_k_by_magnitude(candidates: &mut Vec<u32>, k: usize, theta_of: impl Fn
     if candidates.len() > k {
         let before = |a: &u32, b: &u32| {
             let (ma, mb) = (theta_of(*a).abs(), theta_of(*b).abs());
-            mb.partial_cmp(&ma).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(b))
+            mb.partial_cmp(&ma)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.cmp(b))
         };
         if k == 0 {
             candidates.clear();

@@ -17,19 +17,30 @@ fn maps(d: usize) -> Vec<MirrorMap> {
     vec![
         MirrorMap::Euclidean,
         MirrorMap::pnorm_for_dim(d),
-        MirrorMap::PNorm { p: 2.0 * (1e6f64).ln() },
+        MirrorMap::PNorm {
+            p: 2.0 * (1e6f64).ln(),
+        },
         MirrorMap::HypEntropy { beta: 0.3 },
         MirrorMap::HypEntropy { beta: 2.0 },
     ]
 }
 
-const CONSTRAINTS: [Constraint; 3] =
-    [Constraint::None, Constraint::Box { radius: 0.4 }, Constraint::L1Ball { radius: 0.9 }];
+const CONSTRAINTS: [Constraint; 3] = [
+    Constraint::None,
+    Constraint::Box { radius: 0.4 },
+    Constraint::L1Ball { radius: 0.9 },
+];
 
 /// A random vector with a few exact zeros and magnitudes spread over two decades.
 fn random_vector(rng: &mut ChaCha8Rng, d: usize) -> Vec<f64> {
     (0..d)
-        .map(|_| if rng.gen_bool(0.2) { 0.0 } else { rng.gen_range(-1.0..1.0) * 10f64.powf(rng.gen_range(-1.0..1.0)) })
+        .map(|_| {
+            if rng.gen_bool(0.2) {
+                0.0
+            } else {
+                rng.gen_range(-1.0..1.0) * 10f64.powf(rng.gen_range(-1.0..1.0))
+            }
+        })
         .collect()
 }
 
@@ -51,7 +62,10 @@ fn bregman_is_nonnegative_and_zero_only_at_equality() {
             let j = rng.gen_range(0..10);
             y.clone_from(&x);
             y[j] += 1e-3;
-            assert!(map.bregman(&x, &y) > 0.0 && map.bregman(&y, &x) > 0.0, "{map:?}");
+            assert!(
+                map.bregman(&x, &y) > 0.0 && map.bregman(&y, &x) > 0.0,
+                "{map:?}"
+            );
         }
     }
 }
@@ -67,7 +81,12 @@ fn grad_psi_star_inverts_grad_psi_and_fenchel_young_is_tight() {
             map.grad_psi_star(&theta, &mut back);
             let scale = x.iter().fold(1.0f64, |m, v| m.max(v.abs()));
             for j in 0..10 {
-                assert!((back[j] - x[j]).abs() <= 1e-10 * scale, "{map:?}: x {} -> {}", x[j], back[j]);
+                assert!(
+                    (back[j] - x[j]).abs() <= 1e-10 * scale,
+                    "{map:?}: x {} -> {}",
+                    x[j],
+                    back[j]
+                );
             }
             let theta2 = random_vector(&mut rng, 10);
             let mut x2 = vec![0.0; 10];
@@ -77,12 +96,20 @@ fn grad_psi_star_inverts_grad_psi_and_fenchel_young_is_tight() {
             for j in 0..10 {
                 // Coordinates the p-norm link crushes below 1e-300 cannot come back; all others must.
                 if x2[j].abs() > 1e-280 || theta2[j] == 0.0 {
-                    assert!((back[j] - theta2[j]).abs() <= 1e-10 * scale, "{map:?}: theta {} -> {}", theta2[j], back[j]);
+                    assert!(
+                        (back[j] - theta2[j]).abs() <= 1e-10 * scale,
+                        "{map:?}: theta {} -> {}",
+                        theta2[j],
+                        back[j]
+                    );
                 }
             }
             // psi(x) + psi*(grad psi(x)) = <x, grad psi(x)>.
             let gap = map.psi(&x) + map.psi_star(&theta) - dot(&x, &theta);
-            assert!(gap.abs() <= 1e-9 * (1.0 + dot(&x, &theta).abs()), "{map:?}: Fenchel-Young gap {gap}");
+            assert!(
+                gap.abs() <= 1e-9 * (1.0 + dot(&x, &theta).abs()),
+                "{map:?}: Fenchel-Young gap {gap}"
+            );
         }
     }
 }
@@ -111,11 +138,17 @@ fn restricted_solve_is_feasible_and_beats_every_random_competitor() {
                 let theta: Vec<f64> = (0..3).map(|_| rng.gen_range(-3.0..3.0)).collect();
                 let mut x = vec![0.0; 3];
                 map.solve_restricted(constraint, &theta, &mut x);
-                assert!(constraint.contains(&x), "{map:?} {constraint:?}: infeasible {x:?}");
+                assert!(
+                    constraint.contains(&x),
+                    "{map:?} {constraint:?}: infeasible {x:?}"
+                );
                 let best = map.step_objective(&theta, &x);
                 for scale in [1e-1, 1e-3, 1e-5] {
                     for _ in 0..50 {
-                        let mut other: Vec<f64> = x.iter().map(|v| v + scale * rng.gen_range(-1.0..1.0)).collect();
+                        let mut other: Vec<f64> = x
+                            .iter()
+                            .map(|v| v + scale * rng.gen_range(-1.0..1.0))
+                            .collect();
                         make_feasible(constraint, &mut other);
                         let value = map.step_objective(&theta, &other);
                         assert!(
@@ -206,11 +239,20 @@ fn greedy_support_selection_equals_brute_force_and_top_k() {
                 );
                 // Greedy may stop early when a further coordinate would be 0 at the optimum (l1 ball):
                 // it must then be a prefix of the top-k set, and all three must give the same step.
-                assert!(greedy.iter().all(|j| top.contains(j)), "{map:?} {constraint:?}: {greedy:?} vs top {top:?}");
+                assert!(
+                    greedy.iter().all(|j| top.contains(j)),
+                    "{map:?} {constraint:?}: {greedy:?} vs top {top:?}"
+                );
                 for j in 0..d {
-                    assert!((x[j] - x_top[j]).abs() <= 1e-9, "{map:?} {constraint:?}: greedy and top-k steps differ");
+                    assert!(
+                        (x[j] - x_top[j]).abs() <= 1e-9,
+                        "{map:?} {constraint:?}: greedy and top-k steps differ"
+                    );
                     if map.is_separable() {
-                        assert!((x[j] - x_brute[j]).abs() <= 1e-9, "{map:?} {constraint:?}: greedy {x:?} brute {x_brute:?}");
+                        assert!(
+                            (x[j] - x_brute[j]).abs() <= 1e-9,
+                            "{map:?} {constraint:?}: greedy {x:?} brute {x_brute:?}"
+                        );
                     }
                 }
                 if !map.is_separable() {
@@ -220,7 +262,10 @@ fn greedy_support_selection_equals_brute_force_and_top_k() {
         }
     }
     eprintln!("p-norm greedy / brute-force decrease of the step objective, worst over 150 instances: {worst_pnorm_ratio:.12}");
-    assert!(worst_pnorm_ratio > 1.0 - 1e-9, "p-norm greedy ratio {worst_pnorm_ratio}");
+    assert!(
+        worst_pnorm_ratio > 1.0 - 1e-9,
+        "p-norm greedy ratio {worst_pnorm_ratio}"
+    );
 }
 
 /// The reference: stochastic IHT, `w <- H_k(w - eta (l'(w.x_i) x_i + lambda w))`, written densely.
@@ -231,7 +276,15 @@ fn euclidean_mirror_descent_is_stochastic_iht() {
     for kind in [LossKind::Squared, LossKind::Logistic, LossKind::Huber] {
         let loss = Loss::new(kind, 0.25).unwrap();
         let (lambda, k) = (0.01, 6);
-        let mut learner = MirrorLearner::new(MirrorConfig::new(MirrorMap::Euclidean), loss, lambda, k, false, 60).unwrap();
+        let mut learner = MirrorLearner::new(
+            MirrorConfig::new(MirrorMap::Euclidean),
+            loss,
+            lambda,
+            k,
+            false,
+            60,
+        )
+        .unwrap();
         let mut w = vec![0.0; 60];
         let (mut g, mut trial, mut support) = (vec![0.0; 60], vec![0.0; 60], Vec::new());
         let mut scratch = ThresholdScratch::default();
@@ -241,7 +294,9 @@ fn euclidean_mirror_descent_is_stochastic_iht() {
             // Ask the learner for its schedule first: the Auto step depends on the rows seen so far.
             learner.observe_row_bound(sparse_sq_norm(r.values));
             let eta = learner.step_size();
-            let dl = loss.sample(r.label, r.weight).derivative(sparse_dot(r.indices, r.values, &w));
+            let dl = loss
+                .sample(r.label, r.weight)
+                .derivative(sparse_dot(r.indices, r.values, &w));
             g.iter_mut().for_each(|v| *v = 0.0);
             sparse_axpy(dl, r.indices, r.values, &mut g);
             for j in 0..60 {
@@ -249,18 +304,40 @@ fn euclidean_mirror_descent_is_stochastic_iht() {
             }
             hard_threshold(&trial, k, &mut w, &mut support, &mut scratch);
             learner.step_sample(r);
-            assert_eq!(learner.model().weights, &w[..], "{kind}: iterates differ at step {}", learner.steps());
+            assert_eq!(
+                learner.model().weights,
+                &w[..],
+                "{kind}: iterates differ at step {}",
+                learner.steps()
+            );
             assert_eq!(learner.model().support, &support[..]);
         }
-        assert!(support.len() == k, "{kind}: the run must exercise the thresholding");
+        assert!(
+            support.len() == k,
+            "{kind}: the run must exercise the thresholding"
+        );
     }
 }
 
-fn gap_trace(p: &Problem<Dataset>, solver: &mut dyn Solver<Dataset>, epochs: usize) -> Vec<(f64, usize)> {
-    let stop = StopRule { tol: 0.0, max_epochs: epochs, time_budget: None, cadence: 1 };
+fn gap_trace(
+    p: &Problem<Dataset>,
+    solver: &mut dyn Solver<Dataset>,
+    epochs: usize,
+) -> Vec<(f64, usize)> {
+    let stop = StopRule {
+        tol: 0.0,
+        max_epochs: epochs,
+        time_budget: None,
+        cadence: 1,
+    };
     let mut trace = Vec::new();
     run(p, solver, &stop, &mut |row| {
-        assert!(row.gap >= -1e-9 * row.primal.abs().max(1.0), "negative gap {} at epoch {}", row.gap, row.epoch);
+        assert!(
+            row.gap >= -1e-9 * row.primal.abs().max(1.0),
+            "negative gap {} at epoch {}",
+            row.gap,
+            row.epoch
+        );
         trace.push((row.gap, row.support_size));
     });
     trace
@@ -273,24 +350,58 @@ fn mirror_descent_gap_falls_and_support_reaches_the_truth() {
     let data = Dataset::from_samples(&problem.samples, 200);
     let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
     let p = Problem::new(&data, loss, 1e-3, truth.len(), false).unwrap();
-    for map in [MirrorMap::Euclidean, MirrorMap::pnorm_for_dim(200), MirrorMap::HypEntropy { beta: 1.0 }] {
+    for map in [
+        MirrorMap::Euclidean,
+        MirrorMap::pnorm_for_dim(200),
+        MirrorMap::HypEntropy { beta: 1.0 },
+    ] {
         for constraint in [Constraint::None, Constraint::Box { radius: 2.5 }] {
-            let config = MirrorConfig { constraint, ..MirrorConfig::new(map) };
+            // Per-sample steps for the separable maps; the p-norm map needs mini-batches (see below).
+            let batch = if map.is_separable() { 1 } else { 32 };
+            let config = MirrorConfig {
+                constraint,
+                batch,
+                ..MirrorConfig::new(map)
+            };
             let mut solver = MirrorDescent::new(&p, config, 3).unwrap();
             let trace = gap_trace(&p, &mut solver, 15);
             let (first, last) = (trace[0].0, trace[trace.len() - 1].0);
-            // The p-norm map with p = 2 ln d takes steps p - 1 times smaller (see MirrorMap::dual_scale),
-            // and its Bregman divergence (close to (1/2)||x - y||_1^2 near sparse points) makes support
-            // changes expensive: after 15 passes it keeps part of a wrong early support. It must still
-            // make steady progress; the separable maps must find the truth.
-            if map.is_separable() {
-                assert_eq!(Solver::<Dataset>::model(&solver).support, &truth[..], "{map:?} {constraint:?}");
-            }
-            let factor = if map.is_separable() { 0.1 } else { 0.5 };
-            assert!(last < factor * first, "{map:?} {constraint:?}: gap {trace:?}");
-            assert!(trace.windows(2).filter(|w| w[1].0 > w[0].0).count() <= 5, "{map:?}: gap {trace:?}");
+            assert_eq!(
+                Solver::<Dataset>::model(&solver).support,
+                &truth[..],
+                "{map:?} {constraint:?}"
+            );
+            assert!(last < 0.1 * first, "{map:?} {constraint:?}: gap {trace:?}");
+            assert!(
+                trace.windows(2).filter(|w| w[1].0 > w[0].0).count() <= 5,
+                "{map:?}: gap {trace:?}"
+            );
         }
     }
+}
+
+/// The p-norm Bregman step makes supports sticky: a coordinate of weight `w_j` sits at
+/// `|theta_j| = n (|w_j| / n)^{q-1}` with `q - 1 = 1/(p-1)` small, i.e. a sizeable fraction of `n = ||w||_q` even
+/// when `w_j` is negligible, so a newcomer must beat that with one step. Per-sample steps fill the support
+/// early and keep a wrong coordinate (7 of 8 right here, gap stalled); this pins the behaviour down (if it ever changes,
+/// the README's advice on the p-norm map must change with it).
+#[test]
+fn pnorm_per_sample_steps_keep_an_early_wrong_support() {
+    let problem = synth::sparse_stream(1500, 200, 8, 16, 0.05, false, 21);
+    let truth = problem.true_support();
+    let data = Dataset::from_samples(&problem.samples, 200);
+    let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
+    let p = Problem::new(&data, loss, 1e-3, truth.len(), false).unwrap();
+    let mut solver =
+        MirrorDescent::new(&p, MirrorConfig::new(MirrorMap::pnorm_for_dim(200)), 3).unwrap();
+    let trace = gap_trace(&p, &mut solver, 15);
+    let support = Solver::<Dataset>::model(&solver).support.to_vec();
+    eprintln!(
+        "p-norm per-sample support {support:?}, truth {truth:?}, gap {:?}",
+        trace.last()
+    );
+    assert_ne!(support, truth);
+    assert!(trace[trace.len() - 1].0 > 0.3 * trace[0].0, "gap {trace:?}");
 }
 
 #[test]
@@ -303,17 +414,35 @@ fn smidas_is_sparse_certified_and_finds_the_truth() {
     let mut solver = Smidas::new(&p, 0.5, MirrorStep::Auto, 3).unwrap();
     let trace = gap_trace(&p, &mut solver, 15);
     let support = Solver::<Dataset>::model(&solver).support.to_vec();
-    assert!(trace[trace.len() - 1].0 < 0.5 * trace[0].0, "gap {:?}", trace);
-    assert!(truth.iter().all(|j| support.contains(j)), "truth {truth:?} not in {support:?}");
-    assert!(support.len() < 200 / 2, "SMIDAS support {} is not sparse", support.len());
+    assert!(
+        trace[trace.len() - 1].0 < 0.5 * trace[0].0,
+        "gap {:?}",
+        trace
+    );
+    assert!(
+        truth.iter().all(|j| support.contains(j)),
+        "truth {truth:?} not in {support:?}"
+    );
+    assert!(
+        support.len() < 200 / 2,
+        "SMIDAS support {} is not sparse",
+        support.len()
+    );
     assert!(Smidas::new(&p, 0.0, MirrorStep::Auto, 0).is_err());
 }
 
 #[test]
 fn learner_grows_with_the_feature_space_and_steps_cost_no_more_than_the_candidates() {
     let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
-    let mut learner =
-        MirrorLearner::new(MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }), loss, 0.01, 2, true, 0).unwrap();
+    let mut learner = MirrorLearner::new(
+        MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+        loss,
+        0.01,
+        2,
+        true,
+        0,
+    )
+    .unwrap();
     let a = crate::sample::Sample::new(vec![3, 70], vec![1.0, -0.5], 1.0, None).unwrap();
     let b = crate::sample::Sample::new(vec![1_000], vec![2.0], -1.0, None).unwrap();
     for _ in 0..20 {
@@ -331,17 +460,68 @@ fn bad_configurations_are_errors() {
     let bad = [
         MirrorConfig::new(MirrorMap::HypEntropy { beta: 0.0 }),
         MirrorConfig::new(MirrorMap::PNorm { p: 1.5 }),
-        MirrorConfig { batch: 0, ..MirrorConfig::new(MirrorMap::Euclidean) },
-        MirrorConfig { constraint: Constraint::Box { radius: -1.0 }, ..MirrorConfig::new(MirrorMap::Euclidean) },
-        MirrorConfig { step: MirrorStep::Constant(f64::NAN), ..MirrorConfig::new(MirrorMap::Euclidean) },
+        MirrorConfig {
+            batch: 0,
+            ..MirrorConfig::new(MirrorMap::Euclidean)
+        },
+        MirrorConfig {
+            constraint: Constraint::Box { radius: -1.0 },
+            ..MirrorConfig::new(MirrorMap::Euclidean)
+        },
+        MirrorConfig {
+            step: MirrorStep::Constant(f64::NAN),
+            ..MirrorConfig::new(MirrorMap::Euclidean)
+        },
     ];
     for config in bad {
-        assert!(MirrorLearner::new(config, loss, 0.1, 3, false, 5).is_err(), "{config:?}");
+        assert!(
+            MirrorLearner::new(config, loss, 0.1, 3, false, 5).is_err(),
+            "{config:?}"
+        );
     }
-    assert_eq!("box:2".parse::<Constraint>(), Ok(Constraint::Box { radius: 2.0 }));
-    assert_eq!("l1:0.5".parse::<Constraint>(), Ok(Constraint::L1Ball { radius: 0.5 }));
+    assert_eq!(
+        "box:2".parse::<Constraint>(),
+        Ok(Constraint::Box { radius: 2.0 })
+    );
+    assert_eq!(
+        "l1:0.5".parse::<Constraint>(),
+        Ok(Constraint::L1Ball { radius: 0.5 })
+    );
     assert_eq!("none".parse::<Constraint>(), Ok(Constraint::None));
     for text in ["box", "box:", "l2:1", "box:-1", "l1:nan"] {
         assert!(text.parse::<Constraint>().is_err(), "{text}");
+    }
+}
+
+#[test]
+fn samples_fed_one_by_one_step_like_consecutive_mini_batches() {
+    let problem = synth::sparse_stream(300, 80, 5, 10, 0.1, true, 8);
+    let data = Dataset::from_samples(&problem.samples, 0);
+    let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
+    for map in [
+        MirrorMap::Euclidean,
+        MirrorMap::pnorm_for_dim(80),
+        MirrorMap::HypEntropy { beta: 0.5 },
+    ] {
+        let config = MirrorConfig {
+            batch: 7,
+            ..MirrorConfig::new(map)
+        };
+        let mut fed = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let mut batched = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let rows: Vec<_> = (0..data.len()).map(|i| data.row(i)).collect();
+        for chunk in rows.chunks(7) {
+            for &row in chunk {
+                fed.step_sample(row);
+            }
+            batched.step_batch(chunk.iter().copied());
+        }
+        assert_eq!(fed.pending(), 300 % 7);
+        fed.flush();
+        assert_eq!(fed.pending(), 0);
+        assert_eq!(fed.steps(), batched.steps());
+        assert_eq!(fed.model().weights, batched.model().weights, "{map:?}");
+        assert_eq!(fed.model().intercept, batched.model().intercept, "{map:?}");
+        assert!(!fed.model().support.is_empty());
     }
 }

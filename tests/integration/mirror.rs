@@ -1,0 +1,120 @@
+//! `thresher fit --solver mirror|smidas` end to end through the binary.
+
+use std::process::{Command, Output};
+
+use thresher::model::Model;
+use thresher::synth;
+
+fn thresher(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_thresher"))
+        .args(args)
+        .output()
+        .expect("run thresher")
+}
+
+#[test]
+fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::sparse_stream(1500, 100, 6, 12, 0.05, false, 42);
+    let data = dir.path().join("train.svm");
+    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
+    let model_path = dir.path().join("model.json");
+    let trace_path = dir.path().join("trace.csv");
+    for (mirror, constraint) in [
+        ("euclidean", "none"),
+        ("hypentropy", "box:3"),
+        ("euclidean", "l1:20"),
+    ] {
+        let out = thresher(&[
+            "fit",
+            data.to_str().unwrap(),
+            "--loss",
+            "squared",
+            "-k",
+            "6",
+            "--lambda",
+            "0.001",
+            "--solver",
+            "mirror",
+            "--mirror",
+            mirror,
+            "--constraint",
+            constraint,
+            "--batch",
+            "1",
+            "--epochs",
+            "15",
+            "--tol",
+            "0",
+            "--out",
+            model_path.to_str().unwrap(),
+            "--trace",
+            trace_path.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mirror} {constraint}: {stderr}");
+        let name = format!("mirror-{mirror}");
+        assert!(stderr.contains(&format!("solver={name} ")), "{stderr}");
+        let model = Model::load(&model_path).unwrap();
+        assert_eq!(model.solver, name);
+        assert_eq!(
+            model.support,
+            problem.true_support(),
+            "{mirror} {constraint}"
+        );
+        let c = model.certificate;
+        assert!(
+            c.gap >= -1e-12 && c.relative_gap() < 0.05,
+            "{mirror} {constraint}: {c:?}"
+        );
+        let trace = std::fs::read_to_string(&trace_path).unwrap();
+        assert_eq!(trace.lines().count(), 16, "{trace}");
+    }
+}
+
+#[test]
+fn fit_with_smidas_reports_its_support_and_bad_mirror_arguments_fail_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::sparse_stream(300, 40, 4, 8, 0.05, false, 7);
+    let data = dir.path().join("train.svm");
+    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
+    let data = data.to_str().unwrap();
+    let base = [
+        "fit", data, "--loss", "squared", "-k", "4", "--lambda", "0.01", "--epochs", "3",
+    ];
+    let out = thresher(&[&base[..], &["--solver", "smidas", "--l1", "0.3"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("solver=smidas ") && stderr.contains(" support="),
+        "{stderr}"
+    );
+    let model: Model = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(model.solver, "smidas");
+    assert!(!model.support.is_empty());
+
+    for (extra, message) in [
+        (&["--solver", "smidas"][..], "--l1"),
+        (
+            &["--solver", "mirror", "--constraint", "ball:2"][..],
+            "constraint",
+        ),
+        (
+            &[
+                "--solver",
+                "mirror",
+                "--mirror",
+                "hypentropy",
+                "--beta",
+                "0",
+            ][..],
+            "beta",
+        ),
+        (&["--solver", "mirror", "--batch", "0"][..], "batch"),
+    ] {
+        let out = thresher(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} should fail");
+        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+    }
+}
