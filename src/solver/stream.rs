@@ -665,8 +665,16 @@ mod tests {
                 l.step();
             }
         }
-        let running = l.z.clone();
+        // One batch larger than the window: its own first samples are evicted within the batch.
+        l.insert_batches(&[&data.samples[..100], &data.samples[100..150]]);
+        assert_eq!(l.window().len(), 64);
+        let (running, running_conj) = (l.z.clone(), l.conj_sum);
         l.recompute();
+        assert!(
+            (running_conj - l.conj_sum).abs() < 1e-9,
+            "{running_conj} vs {}",
+            l.conj_sum
+        );
         for (a, b) in running.iter().zip(&l.z) {
             assert!((a - b).abs() < 1e-9, "{a} vs {b}");
         }
