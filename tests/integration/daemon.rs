@@ -738,3 +738,55 @@ fn stdin_skips_bad_lines_and_keeps_serving_after_eof() {
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
 }
+
+#[test]
+fn several_learners_share_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "name = \"wide\"\nk = 5\n[[learner]]\nname = \"narrow\"\nk = 2\nblocks = 1",
+        "",
+    );
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let data = sparse_stream(800, 100, 5, 10, 0.01, false, 9);
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", to_libsvm(&data.samples))
+            .0,
+        202
+    );
+    let narrow = d.wait_for("the second learner's model", |d| {
+        let (status, body) = d.get("/v1/models/narrow");
+        (status == 200).then(|| serde_json::from_str::<Value>(&body).unwrap())
+    });
+    assert_eq!(
+        (narrow["k"].as_u64(), narrow["solver"].as_str()),
+        (Some(2), Some("diht"))
+    );
+    assert!(support(&narrow).len() <= 2);
+    let primary = d.wait_for("the primary's model", |d| d.model());
+    assert_eq!(
+        (primary["learner"].as_str(), primary["k"].as_u64()),
+        (Some("wide"), Some(5))
+    );
+    let (_, all) = d.get("/v1/models");
+    let all: Value = serde_json::from_str(&all).unwrap();
+    let names: Vec<&str> = all["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["learner"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["wide", "narrow"]);
+    let (status, body, _) = d.post("/v1/predict?learner=narrow", "text/plain", "1:1\n");
+    assert_eq!(
+        (status, body["learner"].as_str()),
+        (200, Some("narrow")),
+        "{body}"
+    );
+    assert_eq!(
+        d.metric("thresher_window_capacity{learner=\"narrow\"}"),
+        2000.0
+    );
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}
