@@ -274,25 +274,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         &self.config
     }
 
-    fn insert(&mut self, batch: &[Sample]) {
-        if batch.is_empty() {
+    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+        if batches.iter().all(|b| b.is_empty()) {
             return;
         }
-        let loss = self.config.loss;
         self.engine.rewind();
-        for chunk in batch.chunks(self.engine.batch().max(1)) {
-            for sample in chunk {
-                let r = sample.row();
-                let l = loss.sample(r.label, r.weight);
-                let u = self.engine.score(r);
-                self.stats.progressive_loss_sum += l.value(u);
-                self.stats.progressive_count += 1;
-                if let Some((old, alpha)) = self.window.push(sample.clone(), l.dual_of_margin(u)) {
-                    self.evict(&old, alpha);
-                }
-                self.stats.samples_seen += 1;
-            }
-            self.engine.learn(chunk.iter().map(Sample::row));
+        for batch in batches {
+            self.learn_batch(batch);
         }
         self.stats.mutations += 1;
         self.inserted_since_certificate = true;
@@ -397,6 +385,27 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             scale: 1.0,
             steps_since_insert: self.steps_since_insert,
             primal: Some(self.engine.export()),
+        }
+    }
+}
+
+impl<E: PrimalEngine> StreamPrimal<E> {
+    /// Predicts, stores and learns one batch (in mini-batches of the engine's size).
+    fn learn_batch(&mut self, batch: &[Sample]) {
+        let loss = self.config.loss;
+        for chunk in batch.chunks(self.engine.batch().max(1)) {
+            for sample in chunk {
+                let r = sample.row();
+                let l = loss.sample(r.label, r.weight);
+                let u = self.engine.score(r);
+                self.stats.progressive_loss_sum += l.value(u);
+                self.stats.progressive_count += 1;
+                if let Some((old, alpha)) = self.window.push(sample.clone(), l.dual_of_margin(u)) {
+                    self.evict(&old, alpha);
+                }
+                self.stats.samples_seen += 1;
+            }
+            self.engine.learn(chunk.iter().map(Sample::row));
         }
     }
 }

@@ -200,19 +200,12 @@ impl StreamingLearner for StreamSubset {
         &self.config
     }
 
-    fn insert(&mut self, batch: &[Sample]) {
-        if batch.is_empty() {
+    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+        if batches.iter().all(|b| b.is_empty()) {
             return;
         }
-        let loss = self.config.loss;
-        for sample in batch {
-            let r = sample.row();
-            let l = loss.sample(r.label, r.weight);
-            let u = sparse_dot(r.indices, r.values, &self.weights);
-            self.stats.progressive_loss_sum += l.value(u);
-            self.stats.progressive_count += 1;
-            self.window.push(sample.clone(), l.dual_of_margin(u));
-            self.stats.samples_seen += 1;
+        for batch in batches {
+            self.store_batch(batch);
         }
         self.window_changed = true;
         self.stats.mutations += 1;
@@ -311,6 +304,22 @@ impl StreamingLearner for StreamSubset {
 
     fn gauges(&self) -> SolverGauges {
         self.gauges
+    }
+}
+
+impl StreamSubset {
+    /// Predicts each sample with the published weights and stores it in the window.
+    fn store_batch(&mut self, batch: &[Sample]) {
+        let loss = self.config.loss;
+        for sample in batch {
+            let r = sample.row();
+            let l = loss.sample(r.label, r.weight);
+            let u = sparse_dot(r.indices, r.values, &self.weights);
+            self.stats.progressive_loss_sum += l.value(u);
+            self.stats.progressive_count += 1;
+            self.window.push(sample.clone(), l.dual_of_margin(u));
+            self.stats.samples_seen += 1;
+        }
     }
 }
 
