@@ -22,7 +22,18 @@
 //!   the driver loop with its stopping rules.
 //!   [`solver::subset`] is best subset with l0 + l1 + l2 penalties (its own conventions and outer loop).
 //! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
-//! - [`cli`] — the `fit` and `predict` commands (the binary's `main` only parses and dispatches).
+//! - [`cli`] — the `fit`, `predict` and `serve` commands (the binary's `main` only parses and dispatches).
+//!
+//! The daemon (`thresher serve`), ingest → ring → learners → snapshot → API/metrics:
+//!
+//! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated `Config`.
+//! - [`ingest::batch`] — request bodies to validated batches, all or nothing; the named-feature dictionary.
+//! - [`ring`] — the bounded window of the last samples with their duals (a `SampleSet`).
+//! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
+//! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.
+//! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown.
+//! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
+//! - [`metrics`] — the Prometheus registry and every metric name.
 
 pub mod api;
 pub mod cli;

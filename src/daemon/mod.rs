@@ -50,6 +50,8 @@ const STEPS_PER_LOCK: usize = 4;
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// stdin lines per batch at most.
 const STDIN_BATCH: usize = 1024;
+/// How long open HTTP connections may take to finish once stopping; then they are closed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -284,9 +286,31 @@ pub async fn run(
             _ = fatal_wait.notify.notified() => {},
         }
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stop_signal)
-        .await;
+    // The server runs as a task so that, once stopping, open connections get a bounded grace period.
+    let stopping = Arc::new(Notify::new());
+    let stopping_tx = stopping.clone();
+    let graceful = async move {
+        stop_signal.await;
+        stopping_tx.notify_one();
+    };
+    let mut server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(graceful)
+            .await
+    });
+    let served = tokio::select! {
+        r = &mut server => r,
+        _ = stopping.notified() => match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    tracing::info!("HTTP server stopped");
 
     // Ordered stop: ingest closed → router drains → learners drain → final snapshot → checkpoint.
     tracing::info!("stopping: draining the ingest queue");
@@ -299,8 +323,10 @@ pub async fn run(
                 tracing::error!(learner = %name, "learner thread ended by panic");
             }
         }
+        tracing::info!("learners stopped");
         stop_snapshots.store(true, Ordering::Release);
         let _ = snapshot_thread.join();
+        tracing::info!("final snapshot published");
     })
     .await;
     served.map_err(DaemonError::Serve)?;
@@ -369,16 +395,33 @@ fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, 
     }
 }
 
-/// A learner's thread: absorb one waiting batch, then solve a few steps (so the model keeps improving
-/// under sustained ingest, and a learner that cannot keep up backs the queues up into 503s rather than
-/// only ever inserting); block on the channel when idle; exit when the router is gone and the channel
-/// is empty.
+/// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
+/// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
+/// model keeps improving under sustained ingest); block on the channel when idle; exit when the router
+/// is gone and the channel is empty.
 fn learner_loop(learner: SharedLearner, rx: Receiver<Batch>, _guard: PanicGuard) {
+    let mut waiting: Vec<Batch> = Vec::new();
     loop {
-        match rx.try_recv() {
-            Ok(batch) => learner.lock().insert(&batch),
-            Err(crossbeam_channel::TryRecvError::Empty) => {}
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(batch) => waiting.push(batch),
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        if !waiting.is_empty() {
+            let slices: Vec<&[crate::sample::Sample]> =
+                waiting.iter().map(|b| b.as_slice()).collect();
+            learner.lock().insert_batches(&slices);
+            drop(slices);
+            waiting.clear();
+        }
+        if disconnected {
+            return;
         }
         let outcome = {
             let mut l = learner.lock();
@@ -482,4 +525,81 @@ fn stdin_loop(
 /// Convenience for callers that want the data directory's checkpoint path.
 pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
     checkpoint::path_in(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::ring::Window;
+    use crate::sample::Sample;
+    use crate::solver::stream::{LearnerSnapshot, LearnerState, LearnerStats, StreamingLearner};
+
+    /// A learner that panics on its first insert.
+    struct Faulty {
+        config: LearnerConfig,
+        window: Window,
+    }
+
+    impl StreamingLearner for Faulty {
+        fn config(&self) -> &LearnerConfig {
+            &self.config
+        }
+        fn insert_batches(&mut self, _: &[&[Sample]]) {
+            panic!("injected fault");
+        }
+        fn evict(&mut self, _: &Sample, _: f64) {}
+        fn step(&mut self) -> StepOutcome {
+            StepOutcome::Idle(crate::solver::stream::Idle::EmptyWindow)
+        }
+        fn snapshot(&mut self) -> LearnerSnapshot {
+            unreachable!("never published")
+        }
+        fn stats(&self) -> LearnerStats {
+            LearnerStats::default()
+        }
+        fn window(&self) -> &Window {
+            &self.window
+        }
+        fn state(&self) -> LearnerState {
+            unreachable!("never checkpointed")
+        }
+    }
+
+    #[test]
+    fn a_panicking_learner_raises_the_fatal_flag_instead_of_hanging() {
+        let config = Config::defaults().learners.remove(0);
+        let learner: SharedLearner = Arc::new(Mutex::new(Box::new(Faulty {
+            config,
+            window: Window::new(4),
+        })));
+        let fatal = Arc::new(Fatal {
+            flag: AtomicBool::new(false),
+            who: Mutex::new(None),
+            notify: Notify::new(),
+        });
+        let (tx, rx) = bounded::<Batch>(1);
+        let guard = PanicGuard {
+            fatal: fatal.clone(),
+            name: "faulty".into(),
+        };
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, guard));
+        tx.send(Arc::new(vec![
+            Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()
+        ]))
+        .unwrap();
+        assert!(handle.join().is_err(), "the learner thread ends by panic");
+        assert!(fatal.flag.load(Ordering::Acquire));
+        assert_eq!(fatal.who.lock().as_deref(), Some("faulty"));
+        // The stored permit wakes the shutdown future even though nobody was waiting yet.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(1), fatal.notify.notified())
+                .await
+                .expect("notified")
+        });
+    }
 }

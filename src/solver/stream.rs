@@ -23,7 +23,9 @@
 //! window, the unscaled sum `z = sum_i alpha_i x_i` over the window, and `w = H_k(-z / (lambda N))`
 //! (dual-iht.md eq. 4.4 and S2.2) with `N` the current window size — keeping `z` unscaled makes a change
 //! of `N` free. A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i))` (Thm 1(b): the
-//! optimal dual for the current primal); an evicted sample's `alpha_i x_i` is subtracted from `z`. Every
+//! optimal dual for the current primal); a batch of them is scaled by the largest `t` in `1, 1/2, ...`
+//! that does not lower `D` (see `enter_warm_starts` for why); an evicted sample's `alpha_i x_i` is
+//! subtracted from `z`. Every
 //! `recompute_every` steps `z` and `sum_i l_i*(alpha_i)` are rebuilt from the window so rounding cannot
 //! drift. A step is one block update (eq. 4.3) on a random one of `blocks` contiguous blocks of the
 //! window, with the offline solver's adaptive rule (Newton-scaled coordinate steps, backtracking on `D`).
@@ -120,8 +122,13 @@ pub struct LearnerState {
 /// A solver that learns continuously on a window. See the module docs for the contract.
 pub trait StreamingLearner: Send {
     fn config(&self) -> &LearnerConfig;
-    /// Predicts, then learns, each sample of `batch` in order.
-    fn insert(&mut self, batch: &[Sample]);
+    /// Predicts, then learns, each sample of `batches` in order. One call may carry several queued
+    /// batches so the per-insert work (re-thresholding) is paid once for all of them.
+    fn insert_batches(&mut self, batches: &[&[Sample]]);
+    /// [`StreamingLearner::insert_batches`] with one batch.
+    fn insert(&mut self, batch: &[Sample]) {
+        self.insert_batches(&[batch]);
+    }
     /// Removes the contribution of a sample leaving the window (with the dual it had).
     fn evict(&mut self, sample: &Sample, alpha: f64);
     /// One unit of optimisation over the window.
@@ -313,24 +320,31 @@ impl StreamSdiht {
         };
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
+        let mut accepted = None;
         for _ in 0..MAX_BACKTRACK {
             let trial = dual_at(self, t);
             if trial >= floor - 1e-12 * floor.abs().max(1.0) {
+                accepted = Some(trial);
                 break;
             }
             t *= 0.5;
         }
-        if t < 0.5f64.powi(MAX_BACKTRACK as i32 - 1) {
-            t = 0.0;
-        }
+        let dual = match accepted {
+            Some(d) => d,
+            None => {
+                t = 0.0;
+                dual_at(self, 0.0)
+            }
+        };
+        // The trial buffers now hold z + t dz and its threshold: adopt them.
         for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
             self.window.alphas_mut()[at] = t * a;
         }
         self.conj_sum += conj_at(self, t);
-        for (z, dz) in self.z.iter_mut().zip(&self.dz) {
-            *z += t * dz;
-        }
-        self.rethreshold();
+        std::mem::swap(&mut self.z, &mut self.trial_z);
+        std::mem::swap(&mut self.w, &mut self.trial_w);
+        std::mem::swap(&mut self.support, &mut self.trial_support);
+        self.dual = dual;
     }
 
     /// Eq. (4.3)-(4.4) and S2.2 on the window rows `rows` (the offline SDIHT's block step).
@@ -438,8 +452,8 @@ impl StreamingLearner for StreamSdiht {
         &self.config
     }
 
-    fn insert(&mut self, batch: &[Sample]) {
-        if batch.is_empty() {
+    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+        if batches.iter().all(|b| b.is_empty()) {
             return;
         }
         let loss = self.config.loss;
@@ -447,7 +461,7 @@ impl StreamingLearner for StreamSdiht {
         // enter z only below, once their scale is chosen.
         self.new_positions.clear();
         self.new_alpha.clear();
-        for sample in batch {
+        for sample in batches.iter().flat_map(|b| b.iter()) {
             self.ensure_dim(sample.dim());
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
@@ -651,8 +665,16 @@ mod tests {
                 l.step();
             }
         }
-        let running = l.z.clone();
+        // One batch larger than the window: its own first samples are evicted within the batch.
+        l.insert_batches(&[&data.samples[..100], &data.samples[100..150]]);
+        assert_eq!(l.window().len(), 64);
+        let (running, running_conj) = (l.z.clone(), l.conj_sum);
         l.recompute();
+        assert!(
+            (running_conj - l.conj_sum).abs() < 1e-9,
+            "{running_conj} vs {}",
+            l.conj_sum
+        );
         for (a, b) in running.iter().zip(&l.z) {
             assert!((a - b).abs() < 1e-9, "{a} vs {b}");
         }

@@ -34,16 +34,30 @@ pub fn test_config(dir: &Path, learner: &str, extra: &str) -> PathBuf {
 
 impl Daemon {
     pub fn start(args: &[&str]) -> Daemon {
+        Daemon::start_with_stdin(args, None)
+    }
+
+    /// Starts the daemon; with `input`, writes it to the daemon's stdin and closes it (EOF).
+    pub fn start_with_stdin(args: &[&str], input: Option<&str>) -> Daemon {
         let mut child = Command::new(env!("CARGO_BIN_EXE_thresher"))
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env("RUST_BACKTRACE", "0")
-            .stdin(Stdio::null())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start thresher serve");
+        if let Some(text) = input {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(text.as_bytes()).unwrap();
+        }
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -687,4 +701,92 @@ fn invalid_config_names_the_key() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("THRESHER_WINDOW_CAPACITY=zero"));
+}
+
+#[test]
+fn stdin_skips_bad_lines_and_keeps_serving_after_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), "k = 2", "");
+    let input =
+        "1 1:1\n2 2:x\n# comment\n{\"label\": 3, \"indices\": [2], \"values\": [1]}\n4 1:1 1:2\n";
+    let d = Daemon::start_with_stdin(
+        &["--config", config.to_str().unwrap(), "--stdin"],
+        Some(input),
+    );
+    let m = d.wait_for("a model from stdin", |d| {
+        d.model().filter(|m| m["samples_seen"] == 2)
+    });
+    assert_eq!(m["window_samples"], 2);
+    assert_eq!(
+        d.metric("thresher_samples_ingested_total{source=\"stdin\"}"),
+        2.0
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"invalid\"}"),
+        2.0
+    );
+    d.wait_for("the EOF log line", |d| {
+        d.log.lock().unwrap().contains("end of input").then_some(())
+    });
+    let log = d.log.lock().unwrap().clone();
+    assert!(
+        log.contains("line=2") && log.contains("line=5"),
+        "bad lines are logged by number:\n{log}"
+    );
+    assert_eq!(d.get("/healthz").0, 200, "EOF leaves the daemon serving");
+    assert_eq!(d.post("/v1/samples", "text/plain", "5 3:1\n").0, 202);
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}
+
+#[test]
+fn several_learners_share_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "name = \"wide\"\nk = 5\n[[learner]]\nname = \"narrow\"\nk = 2\nblocks = 1",
+        "",
+    );
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let data = sparse_stream(800, 100, 5, 10, 0.01, false, 9);
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", to_libsvm(&data.samples))
+            .0,
+        202
+    );
+    let narrow = d.wait_for("the second learner's model", |d| {
+        let (status, body) = d.get("/v1/models/narrow");
+        (status == 200).then(|| serde_json::from_str::<Value>(&body).unwrap())
+    });
+    assert_eq!(
+        (narrow["k"].as_u64(), narrow["solver"].as_str()),
+        (Some(2), Some("diht"))
+    );
+    assert!(support(&narrow).len() <= 2);
+    let primary = d.wait_for("the primary's model", |d| d.model());
+    assert_eq!(
+        (primary["learner"].as_str(), primary["k"].as_u64()),
+        (Some("wide"), Some(5))
+    );
+    let (_, all) = d.get("/v1/models");
+    let all: Value = serde_json::from_str(&all).unwrap();
+    let names: Vec<&str> = all["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["learner"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["wide", "narrow"]);
+    let (status, body, _) = d.post("/v1/predict?learner=narrow", "text/plain", "1:1\n");
+    assert_eq!(
+        (status, body["learner"].as_str()),
+        (200, Some("narrow")),
+        "{body}"
+    );
+    assert_eq!(
+        d.metric("thresher_window_capacity{learner=\"narrow\"}"),
+        2000.0
+    );
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
 }
