@@ -29,6 +29,9 @@ P = int(os.environ.get("P", 3000))
 NS = [int(v) for v in os.environ.get("NS", "200,300,400,500,600").split(",")]
 SNRS = [float(v) for v in os.environ.get("SNRS", "20,5,2").split(",")]
 COPIES = int(os.environ.get("COPIES", 10))
+ABLATION = os.environ.get("ABLATION") == "1"
+PEERS = os.environ.get("PEERS", "1") == "1"
+ONLY = [v for v in os.environ.get("ONLY", "").split(",") if v]  # restrict the thresher solvers
 LAMBDAS = {20.0: (0.03, 0.02, 1.0), 5.0: (0.1, 0.2, 1.0), 2.0: (0.1, 0.2, 1.0)}
 
 try:
@@ -120,13 +123,24 @@ def run_one(n, snr, copy):
         ("dual-ast", ["--solver", "dual-ast"] + sub),
         # (1/N) sum (y-u)^2 + (lambda/2)||w||^2 times N/2 is (1/2) sum (y-u)^2 + lambda2 ||w||^2 at lambda = 4 lambda2 / N.
         ("diht", ["--solver", "diht", "--loss", "squared", "-k", str(k), "--lambda", repr(4 * l2 / n)]),
-    ]:
+    ] + ([
+        # Ablations (ABLATION=1): no screening; and no screening with every feature active from the start
+        # (h >= p), i.e. plain PrimDual / coordinate descent over all p features with the same certificate.
+        ("subset-no-screening", ["--solver", "subset", "--no-screening"] + sub),
+        ("subset-all-features", ["--solver", "subset", "--no-screening", "--c", "1e6"] + sub),
+    ] if ABLATION else []):
+        if ONLY and name not in ONLY:
+            continue
         model, fields = thresher(path, args)
         beta = dense(model, P)
         results[name] = (beta, float(fields["seconds"]), float(fields["gap"]) if name != "diht" else None)
+    if not PEERS:
+        os.remove(path)
+        return score(x, y, truth, lam, k, n, snr, copy, results)
     started = time.perf_counter()
-    # abess minimises (1/2)||y - X b||^2 + alpha ||b||^2 at a fixed support size (our lambda2 convention).
-    model = abess.LinearRegression(support_size=[k], alpha=[l2], fit_intercept=False)
+    # abess at the true support size with a ridge matched to ours: its stationarity on unit-norm columns is
+    # x_j.r = (alpha / n) b_j, ours x_j.r = 2 lambda2 b_j (checked numerically), so alpha = 2 n lambda2.
+    model = abess.LinearRegression(support_size=[k], alpha=[2 * n * l2], fit_intercept=False)
     model.fit(x, y)
     results["abess"] = (np.asarray(model.coef_, dtype=float), time.perf_counter() - started, None)
     if HAVE_L0LEARN:
@@ -136,6 +150,10 @@ def run_one(n, snr, copy):
         coef = np.asarray(fit.coeff(lambda_0=l0, gamma=l2, include_intercept=False).todense()).ravel()
         results["l0learn"] = (coef, time.perf_counter() - started, None)
     os.remove(path)
+    return score(x, y, truth, lam, k, n, snr, copy, results)
+
+
+def score(x, y, truth, lam, k, n, snr, copy, results):
     truth_support = truth != 0
     rows = []
     for name, (beta, seconds, own_gap) in results.items():
@@ -153,37 +171,60 @@ def run_one(n, snr, copy):
     return rows
 
 
-def main():
-    out_csv = os.path.join(DATA, "results.csv")
-    os.makedirs(DATA, exist_ok=True)
-    keys = ["solver", "snr", "n", "copy", "k_true", "seconds", "primal", "gap", "nnz", "pssr", "precision", "error"]
-    all_rows = []
-    with open(out_csv, "w") as f:
-        f.write(",".join(keys) + "\n")
-        for snr in SNRS:
-            for n in NS:
-                for copy in range(COPIES):
-                    for row in run_one(n, snr, copy):
-                        all_rows.append(row)
-                        f.write(",".join(str(row[k]) for k in keys) + "\n")
-                        f.flush()
-                print(f"done snr={snr:g} n={n}", file=sys.stderr, flush=True)
-    print(f"p={P} copies={COPIES} l0learn={'yes' if HAVE_L0LEARN else 'not installable (no wheel for this Python)'}")
-    print("| SNR | n | solver | seconds | P | gap | nnz | PSSR | precision | rel. error |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+KEYS = ["solver", "snr", "n", "copy", "k_true", "seconds", "primal", "gap", "nnz", "pssr", "precision", "error"]
+
+
+def summarize(rows):
+    """Means over copies, one markdown row per (SNR, n, solver), plus time ratios to subset."""
+    print("| SNR | n | solver | copies | seconds | x subset time | P | gap | nnz | PSSR | precision | rel. error |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     solvers = []
-    for r in all_rows:
+    for r in rows:
         if r["solver"] not in solvers:
             solvers.append(r["solver"])
-    for snr in SNRS:
-        for n in NS:
+    for snr in sorted({r["snr"] for r in rows}, reverse=True):
+        for n in sorted({r["n"] for r in rows}):
+            base = [r["seconds"] for r in rows if r["snr"] == snr and r["n"] == n and r["solver"] == "subset"]
             for s in solvers:
-                rs = [r for r in all_rows if r["snr"] == snr and r["n"] == n and r["solver"] == s]
+                rs = [r for r in rows if r["snr"] == snr and r["n"] == n and r["solver"] == s]
                 if not rs:
                     continue
                 m = lambda key: float(np.mean([r[key] for r in rs]))
-                print(f"| {snr:g} | {n} | {s} | {m('seconds'):.3f} | {m('primal'):.4g} | {m('gap'):.2e} | {m('nnz'):.1f} | "
-                      f"{m('pssr'):.3f} | {m('precision'):.3f} | {m('error'):.3f} |")
+                ratio = m("seconds") / float(np.mean(base)) if base else float("nan")
+                print(f"| {snr:g} | {n} | {s} | {len(rs)} | {m('seconds'):.3f} | {ratio:.1f} | {m('primal'):.4g} | "
+                      f"{m('gap'):.2e} | {m('nnz'):.1f} | {m('pssr'):.3f} | {m('precision'):.3f} | {m('error'):.3f} |")
+
+
+def read_csv(path):
+    rows = []
+    with open(path) as f:
+        header = f.readline().strip().split(",")
+        for line in f:
+            v = dict(zip(header, line.strip().split(",")))
+            rows.append({k: (v[k] if k == "solver" else float(v[k])) for k in header})
+    return rows
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--summarize":
+        summarize(read_csv(sys.argv[2]))
+        return
+    out_csv = os.path.join(DATA, os.environ.get("OUT", "results.csv"))
+    os.makedirs(DATA, exist_ok=True)
+    all_rows = []
+    # Copies outermost, so a run cut short still covers every setting.
+    with open(out_csv, "w") as f:
+        f.write(",".join(KEYS) + "\n")
+        for copy in range(COPIES):
+            for snr in SNRS:
+                for n in NS:
+                    for row in run_one(n, snr, copy):
+                        all_rows.append(row)
+                        f.write(",".join(str(row[k]) for k in KEYS) + "\n")
+                        f.flush()
+            print(f"done copy {copy + 1}/{COPIES}", file=sys.stderr, flush=True)
+    print(f"p={P} copies={COPIES} l0learn={'yes' if HAVE_L0LEARN else 'not installable (no wheel for this Python)'}")
+    summarize(all_rows)
 
 
 if __name__ == "__main__":

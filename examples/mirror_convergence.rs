@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example mirror_convergence -- DATA.svm --loss logistic --lambda 0.002 --k 100 \
-//!     --epochs 20 [--l1 1e-4] [--beta 1] [--solvers sdiht,iht,euclidean,pnorm,hypentropy,smidas] [--out trace.csv]
+//!     --epochs 20 [--l1 1e-4] [--beta 1] [--batch 128] [--eta E] [--solvers sdiht,iht,euclidean,pnorm,hypentropy,smidas] [--out trace.csv]
 //! cargo run --release --example mirror_convergence -- synthetic ...   # synth::sparse_stream(20000, 2000, 20, 40)
 //! ```
 //! Prints one CSV row per certified epoch (`solver,epoch,seconds,primal,dual,gap,support`) to `--out`
@@ -46,6 +46,9 @@ struct Args {
     beta: f64,
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// A constant mirror-space step for the mirror solvers and SMIDAS instead of the `Auto` schedule.
+    #[arg(long)]
+    eta: Option<f64>,
     #[arg(long, default_value = "sdiht,iht,euclidean,pnorm,hypentropy,smidas")]
     solvers: String,
     #[arg(long)]
@@ -87,8 +90,10 @@ fn main() -> anyhow::Result<()> {
     let mut csv = String::from("solver,epoch,seconds,primal,dual,gap,support\n");
     let mut summary = Vec::new();
     for name in args.solvers.split(',') {
+        let step = args.eta.map_or(MirrorStep::Auto, MirrorStep::Constant);
         let mirror = |map| MirrorConfig {
             batch: args.batch,
+            step,
             ..MirrorConfig::new(map)
         };
         let mut solver: Box<dyn Solver<Dataset>> = match name {
@@ -110,7 +115,7 @@ fn main() -> anyhow::Result<()> {
                 mirror(MirrorMap::HypEntropy { beta: args.beta }),
                 args.seed,
             )?),
-            "smidas" => Box::new(Smidas::new(&problem, args.l1, MirrorStep::Auto, args.seed)?),
+            "smidas" => Box::new(Smidas::new(&problem, args.l1, step, args.seed)?),
             other => anyhow::bail!("unknown solver {other}"),
         };
         let stop = StopRule {

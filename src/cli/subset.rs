@@ -166,7 +166,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     model.lambda2 = Some(final_penalty.lambda2);
     let last = last.expect("solve takes at least one outer step");
     eprintln!(
-        "solver={name} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
+        "solver={name} epochs={} seconds={:.4} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
         last.row.epoch,
         last.row.seconds,
         certificate.primal,

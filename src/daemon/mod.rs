@@ -369,23 +369,16 @@ fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, 
     }
 }
 
-/// A learner's thread: absorb every waiting batch, then solve a few steps; block on the channel when
-/// idle; exit when the router is gone and the channel is empty.
+/// A learner's thread: absorb one waiting batch, then solve a few steps (so the model keeps improving
+/// under sustained ingest, and a learner that cannot keep up backs the queues up into 503s rather than
+/// only ever inserting); block on the channel when idle; exit when the router is gone and the channel
+/// is empty.
 fn learner_loop(learner: SharedLearner, rx: Receiver<Batch>, _guard: PanicGuard) {
     loop {
-        let mut disconnected = false;
-        loop {
-            match rx.try_recv() {
-                Ok(batch) => learner.lock().insert(&batch),
-                Err(crossbeam_channel::TryRecvError::Empty) => break,
-                Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                    disconnected = true;
-                    break;
-                }
-            }
-        }
-        if disconnected {
-            return;
+        match rx.try_recv() {
+            Ok(batch) => learner.lock().insert(&batch),
+            Err(crossbeam_channel::TryRecvError::Empty) => {}
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return,
         }
         let outcome = {
             let mut l = learner.lock();

@@ -139,7 +139,7 @@ impl PrimalState {
 
 /// Largest eigenvalue of `X^T C X / N` by power iteration (an upper bound on it is all the step needs,
 /// so the estimate is inflated by 1%).
-fn sigma_max_sq<S: SampleSet>(p: &Problem<S>) -> f64 {
+pub(crate) fn sigma_max_sq<S: SampleSet>(p: &Problem<S>) -> f64 {
     let d = p.data.dim();
     if d == 0 {
         return 0.0;

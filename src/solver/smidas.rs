@@ -16,7 +16,8 @@
 //! term), with the dual's `H_k` taken at `k' = max(k, |supp w|)`: weak duality holds for `k'`-sparse models,
 //! so the gap stays a valid bound for the sparsity SMIDAS actually uses.
 //!
-//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner).
+//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner, with the
+//! link's gain taken at the problem's `k`: the support size the l1 strength is meant to produce).
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -48,6 +49,8 @@ pub struct SmidasLearner {
     intercept: f64,
     steps: u64,
     horizon: u64,
+    /// The link's gain the `Auto` step divides by (see [`SmidasLearner::set_sparsity_hint`]).
+    gain: f64,
     row_sq_max: f64,
     /// `grad psi*(theta)` materialised for [`SmidasLearner::model`]; refreshed by [`SmidasLearner::sync`].
     w: Vec<f64>,
@@ -85,6 +88,7 @@ impl SmidasLearner {
             intercept: 0.0,
             steps: 0,
             horizon: DEFAULT_HORIZON,
+            gain: p - 1.0,
             row_sq_max: 0.0,
             w: vec![0.0; dim],
             support: Vec::new(),
@@ -118,13 +122,14 @@ impl SmidasLearner {
     /// `eta_t` of the next step: the p-norm mirror learner's schedule.
     pub fn step_size(&self) -> f64 {
         let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
-        self.step.at(
-            self.steps,
-            self.p - 1.0,
-            smoothness,
-            self.lambda,
-            self.horizon,
-        )
+        self.step
+            .at(self.steps, self.gain, smoothness, self.lambda, self.horizon)
+    }
+
+    /// Scales the `Auto` step to the p-norm link's gain at `k` nonzero weights
+    /// ([`MirrorMap::dual_scale`]); without a hint the learner assumes the worst case `k = 1` (gain `p - 1`).
+    pub fn set_sparsity_hint(&mut self, k: usize) {
+        self.gain = MirrorMap::PNorm { p: self.p }.dual_scale(k);
     }
 
     /// Steps after which the `Auto` step has halved (default [`DEFAULT_HORIZON`]).
@@ -268,6 +273,7 @@ impl Smidas {
             learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
         }
         learner.set_horizon(problem.data.len() as u64);
+        learner.set_sparsity_hint(problem.k);
         Ok(Smidas {
             learner,
             rng: ChaCha8Rng::seed_from_u64(seed),

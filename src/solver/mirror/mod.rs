@@ -19,12 +19,18 @@
 //!
 //! Step size ([`MirrorStep`]): the default `Auto` is `eta_t = 1 / (s_psi (L + (L/H + lambda) t))`: it
 //! starts at the safe `1/L` of a smooth problem and decays like `1/t` (the classic SGD rule for a
-//! strongly convex objective), with `L = l''_max max_i c_i ||x_i||^2 + lambda` (the running maximum over
-//! the rows seen), `s_psi` = [`MirrorMap::dual_scale`] and a horizon `H`: the step halves after `H`
-//! steps even when `lambda` is tiny (offline `H` = one pass; streaming default 10 000 steps). The
-//! ridge `lambda` alone would be too weak a curvature to decay on (a `1/(lambda t)` step stalls at the
-//! gradient-noise floor for the `lambda` of the benchmarks). The thesis's
-//! `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
+//! strongly convex objective), with `s_psi` = [`MirrorMap::dual_scale`] at the sparsity `k` and a horizon `H`: the step
+//! halves after `H` steps even when `lambda` is tiny (offline `H` = one pass; streaming default
+//! 10 000 steps) — the ridge `lambda` alone is too weak a curvature to decay on (a `1/(lambda t)` step
+//! stalls at the gradient-noise floor for the `lambda` of the benchmarks). `L` is the smoothness of the
+//! mini-batch gradient, `l''_max L_B + lambda`: a bare learner uses `L_B = max_i c_i ||x_i||^2` over the
+//! rows seen so far; the offline solver knows the data and uses the expected smoothness of a batch of
+//! `B` drawn without replacement from `N` ("b-nice" sampling, Gower et al. 2019, *SGD: general analysis and
+//! improved rates*),
+//! `L_B = (N - B) / (B (N - 1)) L_max + N (B - 1) / (B (N - 1)) L_full`, with `L_max = max_i c_i ||x_i||^2`
+//! and `L_full = sigma_max(X^T C X / N)` (power iteration, as IHT's step): on sparse text rows `L_full`
+//! is far below `L_max`, so mini-batches earn proportionally larger steps.
+//! The thesis's `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
 
 pub mod greedy;
 pub mod maps;
@@ -225,6 +231,11 @@ pub struct MirrorLearner {
     steps: u64,
     /// Running `max_i c_i ||x_i||^2` over the rows seen.
     row_sq_max: f64,
+    /// `L_B` when the data set is known (overrides `row_sq_max`).
+    batch_curvature: Option<f64>,
+    /// Samples accumulated into `grad` since the last step, and their summed intercept gradient.
+    pending: usize,
+    pending_intercept_grad: f64,
     // Scratch, reused so that steps never allocate once the feature space stops growing.
     grad: Vec<f64>,
     touched_flag: Vec<bool>,
@@ -257,6 +268,9 @@ impl MirrorLearner {
             intercept: 0.0,
             steps: 0,
             row_sq_max: 0.0,
+            batch_curvature: None,
+            pending: 0,
+            pending_intercept_grad: 0.0,
             grad: vec![0.0; dim],
             touched_flag: vec![false; dim],
             touched: Vec::new(),
@@ -275,9 +289,17 @@ impl MirrorLearner {
         self.steps
     }
 
-    /// The rows' smoothness bound `L = l''_max max c ||x||^2 + lambda` the `Auto` step uses.
+    /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
     pub fn smoothness(&self) -> f64 {
-        self.loss.smoothness() * self.row_sq_max + self.lambda
+        self.loss.smoothness() * self.batch_curvature.unwrap_or(self.row_sq_max) + self.lambda
+    }
+
+    /// Fixes `L_B`, the curvature of a mini-batch of `X^T C X / |B|` (see the module docs); without it
+    /// the learner uses the largest `c_i ||x_i||^2` seen, which is safe for any batch.
+    pub fn set_batch_curvature(&mut self, curvature: f64) {
+        if curvature.is_finite() && curvature > 0.0 {
+            self.batch_curvature = Some(curvature);
+        }
     }
 
     /// Tells the learner the largest `c_i ||x_i||^2` it will see (offline: the data set's), so that the
@@ -295,7 +317,7 @@ impl MirrorLearner {
         };
         self.config.step.at(
             self.steps,
-            self.config.map.dual_scale(),
+            self.config.map.dual_scale(self.k),
             self.smoothness(),
             self.lambda,
             horizon,
@@ -335,32 +357,61 @@ impl MirrorLearner {
         }
     }
 
-    /// One stochastic step on one sample.
+    /// Feeds one sample: its gradient (at the current weights) joins the pending mini-batch, and the
+    /// step is taken once `config.batch` samples are pending — so a stream driven sample by sample gets
+    /// the same iterates as [`MirrorLearner::step_batch`] on consecutive chunks. With `batch = 1` every
+    /// call is one stochastic step.
     pub fn step_sample(&mut self, row: Row<'_>) {
-        self.step_batch(std::iter::once(row));
+        self.accumulate(row);
+        if self.pending >= self.config.batch {
+            self.apply();
+        }
     }
 
-    /// One step on a mini-batch (the gradient is the batch mean). An empty batch does nothing.
+    /// One step on a mini-batch (the gradient is the mean over `rows` and any samples still pending
+    /// from [`MirrorLearner::step_sample`]). An empty batch does nothing.
     pub fn step_batch<'r>(&mut self, rows: impl IntoIterator<Item = Row<'r>>) {
-        let mut count = 0usize;
-        let mut intercept_grad = 0.0;
         for row in rows {
-            if let Some(&last) = row.indices.last() {
-                self.ensure_dim(last as usize + 1);
-            }
-            self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
-            let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
-            let dl = self.loss.sample(row.label, row.weight).derivative(margin);
-            for (&j, &v) in row.indices.iter().zip(row.values) {
-                self.touch(j);
-                self.grad[j as usize] += dl * v;
-            }
-            intercept_grad += dl;
-            count += 1;
+            self.accumulate(row);
         }
-        if count == 0 {
+        self.apply();
+    }
+
+    /// Takes the step for the samples pending from [`MirrorLearner::step_sample`], if any.
+    pub fn flush(&mut self) {
+        self.apply();
+    }
+
+    /// Samples fed but not yet stepped on.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// Adds `l'(w.x + b) x` of one row to the pending gradient.
+    fn accumulate(&mut self, row: Row<'_>) {
+        if let Some(&last) = row.indices.last() {
+            self.ensure_dim(last as usize + 1);
+        }
+        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
+        let dl = self.loss.sample(row.label, row.weight).derivative(margin);
+        for (&j, &v) in row.indices.iter().zip(row.values) {
+            self.touch(j);
+            self.grad[j as usize] += dl * v;
+        }
+        self.pending_intercept_grad += dl;
+        self.pending += 1;
+    }
+
+    /// The step (1)-(4) of the module docs on the pending gradient.
+    fn apply(&mut self) {
+        if self.pending == 0 {
             return;
         }
+        let count = self.pending;
+        let intercept_grad = self.pending_intercept_grad;
+        self.pending = 0;
+        self.pending_intercept_grad = 0.0;
         let eta = self.step_size();
         let count = count as f64;
         for pos in 0..self.support.len() {
@@ -402,7 +453,7 @@ impl MirrorLearner {
             }
         }
         if self.fit_intercept {
-            self.intercept -= eta * map.dual_scale() * intercept_grad / count;
+            self.intercept -= eta * map.dual_scale(self.k) * intercept_grad / count;
         }
         for &j in &self.touched {
             self.grad[j as usize] = 0.0;
@@ -443,9 +494,21 @@ impl MirrorDescent {
             problem.intercept,
             problem.data.dim(),
         )?;
+        let mut row_max: f64 = 0.0;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
-            learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
+            row_max = row_max.max(r.weight * sparse_sq_norm(r.values));
+        }
+        learner.observe_row_bound(row_max);
+        let (n, b) = (
+            problem.data.len() as f64,
+            config.batch.min(problem.data.len()).max(1) as f64,
+        );
+        if b > 1.0 {
+            let full = super::primal::sigma_max_sq(problem).min(row_max);
+            learner.set_batch_curvature(
+                (n - b) / (b * (n - 1.0)) * row_max + n * (b - 1.0) / (b * (n - 1.0)) * full,
+            );
         }
         Ok(MirrorDescent {
             learner,

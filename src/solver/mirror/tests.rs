@@ -356,35 +356,52 @@ fn mirror_descent_gap_falls_and_support_reaches_the_truth() {
         MirrorMap::HypEntropy { beta: 1.0 },
     ] {
         for constraint in [Constraint::None, Constraint::Box { radius: 2.5 }] {
+            // Per-sample steps for the separable maps; the p-norm map needs mini-batches (see below).
+            let batch = if map.is_separable() { 1 } else { 32 };
             let config = MirrorConfig {
                 constraint,
+                batch,
                 ..MirrorConfig::new(map)
             };
             let mut solver = MirrorDescent::new(&p, config, 3).unwrap();
             let trace = gap_trace(&p, &mut solver, 15);
             let (first, last) = (trace[0].0, trace[trace.len() - 1].0);
-            // The p-norm map with p = 2 ln d takes steps p - 1 times smaller (see MirrorMap::dual_scale),
-            // and its Bregman divergence (close to (1/2)||x - y||_1^2 near sparse points) makes support
-            // changes expensive: after 15 passes it keeps part of a wrong early support. It must still
-            // make steady progress; the separable maps must find the truth.
-            if map.is_separable() {
-                assert_eq!(
-                    Solver::<Dataset>::model(&solver).support,
-                    &truth[..],
-                    "{map:?} {constraint:?}"
-                );
-            }
-            let factor = if map.is_separable() { 0.1 } else { 0.5 };
-            assert!(
-                last < factor * first,
-                "{map:?} {constraint:?}: gap {trace:?}"
+            assert_eq!(
+                Solver::<Dataset>::model(&solver).support,
+                &truth[..],
+                "{map:?} {constraint:?}"
             );
+            assert!(last < 0.1 * first, "{map:?} {constraint:?}: gap {trace:?}");
             assert!(
                 trace.windows(2).filter(|w| w[1].0 > w[0].0).count() <= 5,
                 "{map:?}: gap {trace:?}"
             );
         }
     }
+}
+
+/// The p-norm Bregman step makes supports sticky: a coordinate of weight `w_j` sits at
+/// `|theta_j| = n (|w_j| / n)^{q-1}` with `q - 1 = 1/(p-1)` small, i.e. a sizeable fraction of `n = ||w||_q` even
+/// when `w_j` is negligible, so a newcomer must beat that with one step. Per-sample steps fill the support
+/// early and keep a wrong coordinate (7 of 8 right here, gap stalled); this pins the behaviour down (if it ever changes,
+/// the README's advice on the p-norm map must change with it).
+#[test]
+fn pnorm_per_sample_steps_keep_an_early_wrong_support() {
+    let problem = synth::sparse_stream(1500, 200, 8, 16, 0.05, false, 21);
+    let truth = problem.true_support();
+    let data = Dataset::from_samples(&problem.samples, 200);
+    let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
+    let p = Problem::new(&data, loss, 1e-3, truth.len(), false).unwrap();
+    let mut solver =
+        MirrorDescent::new(&p, MirrorConfig::new(MirrorMap::pnorm_for_dim(200)), 3).unwrap();
+    let trace = gap_trace(&p, &mut solver, 15);
+    let support = Solver::<Dataset>::model(&solver).support.to_vec();
+    eprintln!(
+        "p-norm per-sample support {support:?}, truth {truth:?}, gap {:?}",
+        trace.last()
+    );
+    assert_ne!(support, truth);
+    assert!(trace[trace.len() - 1].0 > 0.3 * trace[0].0, "gap {trace:?}");
 }
 
 #[test]
@@ -473,5 +490,38 @@ fn bad_configurations_are_errors() {
     assert_eq!("none".parse::<Constraint>(), Ok(Constraint::None));
     for text in ["box", "box:", "l2:1", "box:-1", "l1:nan"] {
         assert!(text.parse::<Constraint>().is_err(), "{text}");
+    }
+}
+
+#[test]
+fn samples_fed_one_by_one_step_like_consecutive_mini_batches() {
+    let problem = synth::sparse_stream(300, 80, 5, 10, 0.1, true, 8);
+    let data = Dataset::from_samples(&problem.samples, 0);
+    let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
+    for map in [
+        MirrorMap::Euclidean,
+        MirrorMap::pnorm_for_dim(80),
+        MirrorMap::HypEntropy { beta: 0.5 },
+    ] {
+        let config = MirrorConfig {
+            batch: 7,
+            ..MirrorConfig::new(map)
+        };
+        let mut fed = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let mut batched = MirrorLearner::new(config, loss, 0.01, 6, true, 0).unwrap();
+        let rows: Vec<_> = (0..data.len()).map(|i| data.row(i)).collect();
+        for chunk in rows.chunks(7) {
+            for &row in chunk {
+                fed.step_sample(row);
+            }
+            batched.step_batch(chunk.iter().copied());
+        }
+        assert_eq!(fed.pending(), 300 % 7);
+        fed.flush();
+        assert_eq!(fed.pending(), 0);
+        assert_eq!(fed.steps(), batched.steps());
+        assert_eq!(fed.model().weights, batched.model().weights, "{map:?}");
+        assert_eq!(fed.model().intercept, batched.model().intercept, "{map:?}");
+        assert!(!fed.model().support.is_empty());
     }
 }

@@ -230,6 +230,9 @@ pub struct SubsetSolver {
     scores: Vec<f64>,
     alt_scores: Vec<f64>,
     alt_alpha: Vec<f64>,
+    best_dual: f64,
+    best_alpha: Vec<f64>,
+    best_scores: Vec<f64>,
     candidates: Vec<usize>,
     weights: Vec<f64>,
     support: Vec<u32>,
@@ -262,6 +265,9 @@ impl SubsetSolver {
             scores: Vec::new(),
             alt_scores: Vec::new(),
             alt_alpha: vec![0.0; n],
+            best_dual: f64::NEG_INFINITY,
+            best_alpha: vec![0.0; n],
+            best_scores: Vec::new(),
             candidates: Vec::new(),
             weights: vec![0.0; p],
             support: Vec::new(),
@@ -358,6 +364,7 @@ impl SubsetSolver {
         }
         self.screened.iter_mut().for_each(|s| *s = false);
         self.screened_count = 0;
+        self.best_dual = f64::NEG_INFINITY;
         let wanted = active
             .iter()
             .map(|&j| j as usize)
@@ -381,8 +388,10 @@ impl SubsetSolver {
         self.refresh_model();
     }
 
-    /// Changes the penalty and keeps the current solution and active set as the warm start. Screening
-    /// decisions depend on the penalty, so they are forgotten.
+    /// Changes the penalty and keeps the current solution as the warm start. Screening decisions depend
+    /// on the penalty, so they are forgotten; the active set restarts from the current support plus the
+    /// `h` features most correlated with the current residual (Alg. 2's start, warm), so a path does not
+    /// drag every feature it ever tried along.
     pub fn set_penalty(&mut self, penalty: Penalty) -> Result<(), SubsetError> {
         let mut params = self.params;
         params.penalty = penalty;
@@ -390,6 +399,18 @@ impl SubsetSolver {
         self.params = params;
         self.screened.iter_mut().for_each(|s| *s = false);
         self.screened_count = 0;
+        self.best_dual = f64::NEG_INFINITY;
+        let beta = &self.state.beta;
+        let in_active = &mut self.in_active;
+        self.active.retain(|&j| {
+            in_active[j] = beta[j] != 0.0;
+            beta[j] != 0.0
+        });
+        for (a, &r) in self.alt_alpha.iter_mut().zip(&self.state.resid) {
+            *a = -r;
+        }
+        correlations(&self.cols, &self.alt_alpha, &mut self.scores);
+        self.include(self.h());
         self.do_add = true;
         self.gaps.clear();
         Ok(())
@@ -456,16 +477,32 @@ impl SubsetSolver {
                 .iter()
                 .map(|&j| penalty.value(self.state.beta[j]))
                 .sum::<f64>();
-        let mut dual = Self::full_dual(&self.cols, &penalty, &self.state.alpha, &mut self.scores);
+        // The best full dual point so far (for this penalty): the sub-problem's, or X beta - y (Remark E.3).
+        // Any feasible alpha certifies, so keeping the best makes the full gap monotone.
+        let sub_dual = Self::full_dual(
+            &self.cols,
+            &penalty,
+            &self.state.alpha,
+            &mut self.alt_scores,
+        );
+        if sub_dual > self.best_dual {
+            self.best_dual = sub_dual;
+            self.best_alpha.copy_from_slice(&self.state.alpha);
+            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
+        }
         for (a, &r) in self.alt_alpha.iter_mut().zip(&self.state.resid) {
             *a = -r;
         }
-        let alt = Self::full_dual(&self.cols, &penalty, &self.alt_alpha, &mut self.alt_scores);
-        if alt > dual {
-            dual = alt;
-            std::mem::swap(&mut self.scores, &mut self.alt_scores);
-            self.state.alpha.copy_from_slice(&self.alt_alpha);
+        let primal_point_dual =
+            Self::full_dual(&self.cols, &penalty, &self.alt_alpha, &mut self.alt_scores);
+        if primal_point_dual > self.best_dual {
+            self.best_dual = primal_point_dual;
+            self.best_alpha.copy_from_slice(&self.alt_alpha);
+            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
         }
+        let dual = self.best_dual;
+        self.state.alpha.copy_from_slice(&self.best_alpha);
+        self.scores.clone_from(&self.best_scores);
         let gap = primal - dual;
         let radius = ball_radius(gap, SQUARED_GAMMA);
         // Screening (16), never of a feature that is currently nonzero.
