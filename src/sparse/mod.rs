@@ -38,15 +38,18 @@ pub fn sparse_sq_norm(values: &[f64]) -> f64 {
 /// Reusable buffers for [`hard_threshold`], so the hot loop never allocates.
 #[derive(Debug, Default, Clone)]
 pub struct ThresholdScratch {
-    order: Vec<u32>,
+    magnitudes: Vec<f64>,
 }
 
 /// `H_k`: writes into `out` the `k` entries of `dense` largest in magnitude (all others zero) and
 /// into `support` their indices in ascending order.
 ///
-/// Expected O(d) time by quickselect (`select_nth_unstable_by`). Ties are broken deterministically:
-/// among equal magnitudes the lower index wins. Exact zeros are never selected, so the support can be
-/// smaller than `k` when `dense` has fewer than `k` nonzeros. NaN entries are treated as zero.
+/// Expected O(d) time: the magnitudes of the nonzeros are copied into one contiguous buffer, the k-th
+/// largest is found there by quickselect (`select_nth_unstable_by`, cache-friendly: no indirection
+/// through an index array), and one scan in index order keeps every entry above it and, of the entries
+/// equal to it, the lowest-indexed ones — so ties are broken deterministically, lower index first, and
+/// the support comes out sorted. Exact zeros are never selected, so the support can be smaller than `k`
+/// when `dense` has fewer than `k` nonzeros. NaN entries are treated as zero.
 pub fn hard_threshold(
     dense: &[f64],
     k: usize,
@@ -54,39 +57,40 @@ pub fn hard_threshold(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
-    let d = dense.len();
     out.clear();
-    out.resize(d, 0.0);
+    out.resize(dense.len(), 0.0);
     support.clear();
-    let order = &mut scratch.order;
-    order.clear();
-    order.extend(
-        dense
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| **v != 0.0 && !v.is_nan())
-            .map(|(j, _)| j as u32),
-    );
-    if order.len() > k {
-        // "a before b" when |a| > |b|, or equal magnitude and lower index.
-        let before = |a: &u32, b: &u32| {
-            let (ma, mb) = (dense[*a as usize].abs(), dense[*b as usize].abs());
-            mb.partial_cmp(&ma)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.cmp(b))
-        };
-        if k == 0 {
-            order.clear();
+    if k == 0 {
+        return;
+    }
+    let magnitudes = &mut scratch.magnitudes;
+    magnitudes.clear();
+    magnitudes.extend(dense.iter().map(|v| v.abs()).filter(|m| *m > 0.0));
+    // NaN fails `> 0.0`, so it is never a candidate.
+    let (threshold, mut ties_to_keep) = if magnitudes.len() <= k {
+        (0.0, usize::MAX)
+    } else {
+        let descending = |a: &f64, b: &f64| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal);
+        let (above, kth, _) = magnitudes.select_nth_unstable_by(k - 1, descending);
+        let kth = *kth;
+        let strictly_above = above.iter().filter(|m| **m > kth).count();
+        (kth, k - strictly_above)
+    };
+    for (j, &v) in dense.iter().enumerate() {
+        let m = v.abs();
+        let keep = if m > threshold {
+            true
+        } else if m == threshold && m > 0.0 && ties_to_keep > 0 {
+            ties_to_keep -= 1;
+            true
         } else {
-            order.select_nth_unstable_by(k - 1, before);
-            order.truncate(k);
+            false
+        };
+        if keep {
+            out[j] = v;
+            support.push(j as u32);
         }
     }
-    order.sort_unstable();
-    for &j in order.iter() {
-        out[j as usize] = dense[j as usize];
-    }
-    support.extend_from_slice(order);
 }
 
 /// Number of positions where two ascending supports differ (size of the symmetric difference).
