@@ -283,6 +283,12 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         bar.finish_and_clear();
     }
 
+    if report.stop_reason == driver::StopReason::Diverged {
+        return Err(CliError::Diverged {
+            solver: solver.name().to_string(),
+            epoch: report.epochs,
+        });
+    }
     let model = Model::from_sparse(
         &report.model,
         loss_kind,

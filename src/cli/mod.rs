@@ -54,6 +54,8 @@ pub enum CliError {
     Mirror(#[from] crate::solver::mirror::MirrorError),
     #[error(transparent)]
     Subset(#[from] crate::solver::subset::SubsetError),
+    #[error("{solver} diverged at epoch {epoch} (non-finite objective): the step is too large for this data; use --step adaptive or a smaller constant")]
+    Diverged { solver: String, epoch: usize },
     #[error("invalid argument: {0}")]
     Argument(String),
     #[error("cannot write {}: {source}", path.display())]

@@ -45,6 +45,8 @@ pub enum StopReason {
     Converged,
     MaxEpochs,
     TimeBudget,
+    /// The objective became non-finite (a step rule too large for the data); the run is not usable.
+    Diverged,
 }
 
 impl std::fmt::Display for StopReason {
@@ -53,6 +55,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Converged => "converged",
             StopReason::MaxEpochs => "max_epochs",
             StopReason::TimeBudget => "time_budget",
+            StopReason::Diverged => "diverged",
         })
     }
 }
@@ -142,6 +145,9 @@ pub fn run<S: SampleSet>(
             continue;
         }
         let current = solver.certificate(problem);
+        if !(current.primal.is_finite() && current.dual.is_finite()) {
+            break (best.unwrap_or(current), StopReason::Diverged);
+        }
         let certificate = match best {
             Some(b) if b.primal <= current.primal => {
                 Certificate::new(b.primal, b.dual.max(current.dual), current.samples)

@@ -239,3 +239,53 @@ fn bad_input_is_a_clear_error_naming_file_and_line() {
     let out = thresher(&["predict", "--model", &data, &data]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a thresher model"));
 }
+
+#[test]
+fn a_diverging_step_is_an_error_not_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::paper_ridge(60, 50, 10, 3);
+    let data = write(dir.path(), "ridge.svm", &synth::to_libsvm(&problem.samples));
+    let model_path = dir.path().join("m.json");
+    let out = thresher(&[
+        "fit",
+        &data,
+        "--loss",
+        "squared",
+        "-k",
+        "10",
+        "--lambda",
+        "0.01",
+        "--step",
+        "1000",
+        "--epochs",
+        "200",
+        "--out",
+        model_path.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("diverged at epoch"), "{stderr}");
+    assert!(
+        !model_path.exists(),
+        "no model is written for a diverged run"
+    );
+    let out = thresher(&[
+        "fit",
+        &data,
+        "--loss",
+        "squared",
+        "-k",
+        "10",
+        "--lambda",
+        "0.01",
+        "--epochs",
+        "200",
+        "--out",
+        model_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "the default step converges: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
