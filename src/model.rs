@@ -64,25 +64,8 @@ impl Model {
         lambda: f64,
         certificate: Certificate,
     ) -> Model {
-        Model {
-            format: FORMAT.to_string(),
-            loss,
-            gamma,
-            solver: solver.to_string(),
-            k,
-            lambda,
-            intercept: view.intercept,
-            support: view.support.to_vec(),
-            weights: view
-                .support
-                .iter()
-                .map(|&j| view.weights[j as usize])
-                .collect(),
-            certificate,
-            lambda0: None,
-            lambda1: None,
-            lambda2: None,
-        }
+        let sparse = crate::solver::driver::SparseModel::from_view(view);
+        Model::from_sparse(&sparse, loss, gamma, solver, k, lambda, certificate)
     }
 
     /// Builds the model file from a run's best model.

@@ -99,6 +99,13 @@ pub struct SparseModel {
 }
 
 impl SparseModel {
+    /// An owned copy of a solver's dense view.
+    pub fn from_view(view: ModelView<'_>) -> SparseModel {
+        let mut model = SparseModel::default();
+        model.copy_from(view);
+        model
+    }
+
     fn copy_from(&mut self, view: ModelView<'_>) {
         self.support.clear();
         self.support.extend_from_slice(view.support);
