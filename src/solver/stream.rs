@@ -38,15 +38,13 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::objective::{
-    conjugate_sum, dual_of_primal, dual_value, primal_value, sq_norm, DualScratch,
-};
+use super::objective::{conjugate_sum, dual_of_primal, dual_value, primal_value, DualScratch};
 use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
-use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
+use crate::sparse::{hard_threshold_paired, sparse_axpy, sparse_dot, ThresholdScratch};
 
 /// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
 pub const IDLE_EPOCHS: u64 = 200;
@@ -184,7 +182,10 @@ pub struct StreamSdiht {
     dual_scratch: DualScratch,
     alpha_from_primal: Vec<f64>,
     new_positions: Vec<usize>,
+    /// The new samples' `sum alpha_i x_i`; zero outside `batch_coords` between inserts.
     dz: Vec<f64>,
+    /// Coordinates a batch touches (may repeat), so `dz` and `z + t dz` cost O(batch), not O(d).
+    batch_coords: Vec<u32>,
     trial_z: Vec<f64>,
 }
 
@@ -218,6 +219,7 @@ impl StreamSdiht {
             alpha_from_primal: Vec::new(),
             new_positions: Vec::new(),
             dz: Vec::new(),
+            batch_coords: Vec::new(),
             trial_z: Vec::new(),
         };
         if let Some(state) = state {
@@ -259,7 +261,8 @@ impl StreamSdiht {
             &mut self.threshold,
         );
         let n = self.window.len().max(1) as f64;
-        self.dual = -self.conj_sum / n - 0.5 * self.config.lambda * sq_norm(&self.w);
+        self.dual =
+            -self.conj_sum / n - 0.5 * self.config.lambda * support_sq_norm(&self.w, &self.support);
     }
 
     /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
@@ -287,12 +290,23 @@ impl StreamSdiht {
         let n = self.window.len() as f64;
         let lambda_n = self.lambda_n();
         let d = self.z.len();
-        self.dz.clear();
-        self.dz.resize(d, 0.0);
+        if self.dz.len() < d {
+            self.dz.resize(d, 0.0);
+        }
+        self.batch_coords.clear();
         for (&at, &alpha) in self.new_positions.iter().zip(&self.new_alpha) {
             let r = self.window.row(at);
-            sparse_axpy(alpha, r.indices, r.values, &mut self.dz);
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                let slot = &mut self.dz[j as usize];
+                if *slot == 0.0 {
+                    self.batch_coords.push(j);
+                }
+                *slot += alpha * v;
+            }
         }
+        // Outside the batch's coordinates `z + t dz = z`: copy once, then each trial rewrites only those.
+        self.trial_z.clear();
+        self.trial_z.extend_from_slice(&self.z);
         let conj_at = |this: &Self, t: f64| -> f64 {
             this.new_positions
                 .iter()
@@ -304,9 +318,10 @@ impl StreamSdiht {
                 .sum::<f64>()
         };
         let dual_at = |this: &mut Self, t: f64| -> f64 {
-            this.trial_z.clear();
-            this.trial_z
-                .extend(this.z.iter().zip(&this.dz).map(|(z, dz)| z + t * dz));
+            for &j in &this.batch_coords {
+                let j = j as usize;
+                this.trial_z[j] = this.z[j] + t * this.dz[j];
+            }
             threshold_scaled(
                 &this.trial_z,
                 -1.0 / lambda_n,
@@ -316,7 +331,7 @@ impl StreamSdiht {
                 &mut this.threshold,
             );
             -(this.conj_sum + conj_at(this, t)) / n
-                - 0.5 * this.config.lambda * sq_norm(&this.trial_w)
+                - 0.5 * this.config.lambda * support_sq_norm(&this.trial_w, &this.trial_support)
         };
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
@@ -345,6 +360,9 @@ impl StreamSdiht {
         std::mem::swap(&mut self.w, &mut self.trial_w);
         std::mem::swap(&mut self.support, &mut self.trial_support);
         self.dual = dual;
+        for &j in &self.batch_coords {
+            self.dz[j as usize] = 0.0;
+        }
     }
 
     /// Eq. (4.3)-(4.4) and S2.2 on the window rows `rows` (the offline SDIHT's block step).
@@ -407,7 +425,7 @@ impl StreamSdiht {
                 &mut self.threshold,
             );
             let trial_dual = -(self.conj_sum + conj_delta) / n
-                - 0.5 * self.config.lambda * sq_norm(&self.trial_w);
+                - 0.5 * self.config.lambda * support_sq_norm(&self.trial_w, &self.trial_support);
             let tolerance = 1e-12 * self.dual.abs().max(1.0);
             if trial_dual >= self.dual - tolerance || attempt + 1 == tries {
                 self.window.alphas_mut()[rows.clone()].copy_from_slice(&self.new_alpha);
@@ -432,7 +450,14 @@ impl StreamSdiht {
     }
 }
 
+/// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
+/// as the dense `sq_norm`, without its O(d) pass).
+fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
+    support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
+}
+
 /// `out = H_k(scale * z)` without materialising `scale * z` (`H_k` commutes with uniform scaling).
+/// `out` stays paired with `support` (zero elsewhere), so clearing it is O(k).
 fn threshold_scaled(
     z: &[f64],
     scale: f64,
@@ -441,7 +466,7 @@ fn threshold_scaled(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
-    hard_threshold(z, k, out, support, scratch);
+    hard_threshold_paired(z, k, out, support, scratch);
     for &j in support.iter() {
         out[j as usize] *= scale;
     }
@@ -702,6 +727,30 @@ mod tests {
         let again = back.snapshot();
         assert_eq!(again.model.support, snap.model.support);
         assert!((again.model.certificate.primal - cert.primal).abs() < 1e-9);
+    }
+
+    /// The paired O(k)-clearing threshold and the batch-sparse warm start leave exactly the model a dense
+    /// `H_k(-z / (lambda N))` from scratch gives, after every insert and step.
+    #[test]
+    fn model_equals_a_dense_hard_threshold_of_z() {
+        let data = sparse_stream(600, 5000, 5, 10, 0.1, false, 5);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 256, None);
+        let (mut w, mut support) = (Vec::new(), Vec::new());
+        let mut scratch = crate::sparse::ThresholdScratch::default();
+        for chunk in data.samples.chunks(50) {
+            l.insert(chunk);
+            for step in 0..4 {
+                let scaled: Vec<f64> = l.z.iter().map(|v| v * (-1.0 / l.lambda_n())).collect();
+                crate::sparse::hard_threshold(&scaled, 5, &mut w, &mut support, &mut scratch);
+                assert_eq!(l.support, support, "after step {step}");
+                assert_eq!(l.w.len(), w.len());
+                for (a, b) in l.w.iter().zip(&w) {
+                    assert_eq!(a.to_bits(), b.to_bits());
+                }
+                l.step();
+            }
+        }
+        assert_eq!(l.window().len(), 256);
     }
 
     #[test]
