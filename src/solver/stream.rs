@@ -486,6 +486,8 @@ impl StreamingLearner for StreamSdiht {
         // enter z only below, once their scale is chosen.
         self.new_positions.clear();
         self.new_alpha.clear();
+        let capacity = self.window.capacity();
+        let mut evicted_within = false;
         for sample in batches.iter().flat_map(|b| b.iter()) {
             self.ensure_dim(sample.dim());
             let r = sample.row();
@@ -495,11 +497,13 @@ impl StreamingLearner for StreamSdiht {
             self.stats.progressive_count += 1;
             let alpha = l.dual_of_margin(u);
             let (at, evicted) = self.window.push_at(sample.clone(), alpha);
+            let pushed = self.new_positions.len();
             if let Some((old, old_alpha)) = evicted {
-                if let Some(p) = self.new_positions.iter().position(|&q| q == at) {
-                    // A sample of this batch already left the window: it never entered z.
-                    self.new_positions.swap_remove(p);
-                    self.new_alpha.swap_remove(p);
+                // The ring evicts the sample pushed `capacity` pushes ago: one of this call's own when
+                // `pushed >= capacity` (it never entered z; dropped below), an older one otherwise.
+                if pushed >= capacity {
+                    self.new_positions[pushed - capacity] = usize::MAX;
+                    evicted_within = true;
                 } else {
                     self.evict(&old, old_alpha);
                 }
@@ -507,6 +511,11 @@ impl StreamingLearner for StreamSdiht {
             self.new_positions.push(at);
             self.new_alpha.push(alpha);
             self.stats.samples_seen += 1;
+        }
+        if evicted_within {
+            let mut keep = self.new_positions.iter().map(|&p| p != usize::MAX);
+            self.new_alpha.retain(|_| keep.next().unwrap_or(false));
+            self.new_positions.retain(|&p| p != usize::MAX);
         }
         self.enter_warm_starts();
         self.stats.mutations += 1;
