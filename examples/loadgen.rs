@@ -4,7 +4,8 @@
 //! - `GET /v1/model` latency p50/p99 under that load,
 //! - model staleness (time from a batch's `202` to the first snapshot whose `samples_seen` covers it),
 //! - solver throughput inside the daemon (`thresher_solver_steps_total` over the run),
-//! - RSS of the daemon (after start, after the run, peak) and held-out accuracy + support size.
+//! - RSS of the daemon (after start, after the run, peak) and held-out accuracy + support size,
+//! - the daemon's CPU seconds over the run (includes the 1.5 s catch-up after the last POST).
 //!
 //! ```sh
 //! cargo build --release
@@ -124,6 +125,22 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds (user + system) the process has used: a figure less sensitive than wall-clock rates to
+/// other load on a shared machine.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // The kernel's USER_HZ is 100 on every Linux configuration we run on.
+    f.iter().sum::<f64>() / 100.0
+}
+
 fn metric(body: &str, name: &str) -> f64 {
     body.lines()
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))
@@ -171,6 +188,7 @@ fn main() {
         .build()
         .unwrap();
     let rss_start = rss_kib(pid, "VmRSS:");
+    let cpu_start = cpu_seconds(pid);
     let steps_before = metric(
         &client
             .get(format!("{base}/metrics"))
@@ -306,6 +324,7 @@ fn main() {
         None => (f64::NAN, 0),
     };
     let rss_end = rss_kib(pid, "VmRSS:");
+    let daemon_cpu = cpu_seconds(pid) - cpu_start;
     let rss_peak = rss_kib(pid, "VmHWM:");
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -316,7 +335,7 @@ fn main() {
         "format={} batch={} senders={} capacity={} samples={} seconds={:.2} samples_per_s={:.0} \
          http_503={} model_get_p50_ms={:.3} model_get_p99_ms={:.3} model_gets={} staleness_p50_ms={:.0} \
          staleness_p99_ms={:.0} solver_steps={} rss_start_mib={:.0} rss_end_mib={:.0} rss_peak_mib={:.0} \
-         heldout_accuracy={:.4} support={}",
+         heldout_accuracy={:.4} support={} daemon_cpu_s={:.2}",
         args.format,
         args.batch,
         args.senders,
@@ -336,5 +355,6 @@ fn main() {
         rss_peak as f64 / 1024.0,
         accuracy,
         support,
+        daemon_cpu,
     );
 }

@@ -284,19 +284,27 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
     }
 }
 
-async fn get_model(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
-    let s = state.cells[0].get().ok_or(ApiError::NoModel)?;
-    Ok(Json(snapshot_json(&s, &state.dictionary)))
+/// A cell's served body: rendered once per published snapshot, then cloned (a reference count).
+fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Response, ApiError> {
+    let body = cell
+        .body(|s| {
+            serde_json::to_vec(&snapshot_json(s, dictionary))
+                .expect("a snapshot serialises")
+                .into()
+        })
+        .ok_or(ApiError::NoModel)?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+    model_response(&state.cells[0], &state.dictionary)
 }
 
 async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let s = find_cell(&state, Some(&name))?
-        .get()
-        .ok_or(ApiError::NoModel)?;
-    Ok(Json(snapshot_json(&s, &state.dictionary)))
+) -> Result<Response, ApiError> {
+    model_response(find_cell(&state, Some(&name))?, &state.dictionary)
 }
 
 async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {

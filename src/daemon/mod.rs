@@ -5,9 +5,11 @@
 //!  HTTP POST /v1/samples ─┐ try_send (503 when full)
 //!  --stdin reader ────────┴──▶ ingest queue (bounded, batches) ──▶ router thread ──▶ one bounded channel
 //!                                                                   per learner ──▶ learner thread
-//!                                                                   (insert / evict / step on its window)
-//!  snapshot thread: every interval_ms, lock each learner briefly, certify over the window, publish an
-//!  immutable Arc<Snapshot> into its ModelCell; every checkpoint.interval_s write a checkpoint.
+//!                                                                   (insert / evict / step on its window;
+//!                                                                   every interval_ms, between steps,
+//!                                                                   certify and publish an immutable
+//!                                                                   Arc<Snapshot> into its ModelCell)
+//!  snapshot thread: every checkpoint.interval_s write a checkpoint; the final snapshot at shutdown.
 //!  HTTP GET handlers read ModelCells only.
 //! ```
 //!
@@ -38,7 +40,9 @@ use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use crate::metrics::{reason, Metrics};
-use crate::snapshot::{run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner};
+use crate::snapshot::{
+    publish, run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
+};
 use crate::solver::stream::{build, StepOutcome};
 use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
 
@@ -187,11 +191,16 @@ pub async fn run(
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (learner, _) in &learners {
+    for (learner, cell) in &learners {
         let (tx, rx) = bounded::<Batch>(LEARNER_QUEUE_BATCHES);
         learner_txs.push(tx);
         let name = learner.lock().config().name.clone();
         let (learner, fatal) = (learner.clone(), fatal.clone());
+        let publisher = Publisher {
+            cell: cell.clone(),
+            metrics: metrics.clone(),
+            interval: config.snapshot_interval,
+        };
         let thread_name = name.clone();
         let handle = std::thread::Builder::new()
             .name(format!("learner-{name}"))
@@ -199,6 +208,7 @@ pub async fn run(
                 learner_loop(
                     learner,
                     rx,
+                    Some(publisher),
                     PanicGuard {
                         fatal,
                         name: thread_name,
@@ -396,13 +406,33 @@ fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, 
     }
 }
 
+/// Where and how often a learner thread publishes its snapshots.
+struct Publisher {
+    cell: Arc<ModelCell>,
+    metrics: Metrics,
+    interval: Duration,
+}
+
 /// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
 /// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
-/// model keeps improving under sustained ingest); block on the channel when idle; exit when the router
-/// is gone and the channel is empty.
-fn learner_loop(learner: SharedLearner, rx: Receiver<Batch>, _guard: PanicGuard) {
+/// model keeps improving under sustained ingest), and every `interval` publish a certified snapshot
+/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle;
+/// exit when the router is gone and the channel is empty.
+fn learner_loop(
+    learner: SharedLearner,
+    rx: Receiver<Batch>,
+    publisher: Option<Publisher>,
+    _guard: PanicGuard,
+) {
     let mut waiting: Vec<Batch> = Vec::new();
+    let mut last_publish = Instant::now();
     loop {
+        if let Some(p) = &publisher {
+            if last_publish.elapsed() >= p.interval {
+                last_publish = Instant::now();
+                publish(&learner, &p.cell, &p.metrics);
+            }
+        }
         let mut disconnected = false;
         loop {
             match rx.try_recv() {
@@ -584,7 +614,7 @@ mod tests {
             fatal: fatal.clone(),
             name: "faulty".into(),
         };
-        let handle = std::thread::spawn(move || learner_loop(learner, rx, guard));
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
         tx.send(Arc::new(vec![
             Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()
         ]))

@@ -159,7 +159,8 @@ pub fn parse_body(
     };
     match format {
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            let total = body.lines().filter(|l| !is_skippable(l)).count();
+            // The sample count is only needed for a rejection: counted then, not on every body.
+            let total = || body.lines().filter(|l| !is_skippable(l)).count();
             for (n, line) in body.lines().enumerate() {
                 if is_skippable(line) {
                     continue;
@@ -171,7 +172,7 @@ pub fn parse_body(
                         .map_err(|e| LineError::Json(e.to_string()))
                         .and_then(|w| wire_to_pending(w, rules.predict))
                 };
-                let p = parsed.map_err(|e| fail(n + 1, e.to_string(), total))?;
+                let p = parsed.map_err(|e| fail(n + 1, e.to_string(), total()))?;
                 pending.push((n + 1, p));
             }
         }

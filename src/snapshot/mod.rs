@@ -1,14 +1,18 @@
 //! Published models: immutable [`Snapshot`]s behind per-learner [`ModelCell`]s, and the snapshot thread
 //! that refreshes them every `snapshot.interval_ms`.
 //!
-//! Readers (HTTP handlers) clone an `Arc<Snapshot>` out of a cell and never wait on a solver. The snapshot
-//! thread locks each learner briefly to compute the model and its certificate exactly over the window
+//! Readers (HTTP handlers) clone an `Arc<Snapshot>` (or its pre-rendered JSON body) out of a cell and
+//! never wait on a solver. [`publish`] is called by each learner's own thread between steps, every
+//! `snapshot.interval_ms`: it computes the model and its certificate exactly over the window
 //! (`StreamingLearner::snapshot`), builds a new snapshot with the next version — only when the learner
 //! changed since the last one, so an idle daemon keeps its version — swaps it into the cell and updates
-//! the learner's metrics.
+//! the learner's metrics. Why on the learner's thread: the certificate is a few passes over the whole
+//! window; computed by another thread it had to hold the learner's lock, stalling inserts and steps
+//! while competing for the same two cores. The snapshot thread ([`run_snapshot_loop`]) only drives
+//! periodic work (checkpoints) and publishes the final snapshot once the learners have stopped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
@@ -74,36 +78,65 @@ pub fn rfc3339(unix: f64) -> String {
     )
 }
 
+/// A published snapshot with its served JSON body, rendered at most once per snapshot.
+#[derive(Debug)]
+struct Published {
+    snapshot: Arc<Snapshot>,
+    body: OnceLock<bytes::Bytes>,
+}
+
 /// The published snapshot of one learner.
 #[derive(Debug)]
 pub struct ModelCell {
     pub name: String,
-    /// Why a lock: the snapshot thread swaps the `Arc` while handlers clone it; both hold the lock for a
-    /// pointer copy only, so readers never wait on a solver or on a certificate computation.
-    current: RwLock<Option<Arc<Snapshot>>>,
+    /// Why a lock: the publishing thread swaps the `Arc` while handlers clone it; both hold the lock for
+    /// a pointer copy only, so readers never wait on a solver or on a certificate computation.
+    current: RwLock<Option<Arc<Published>>>,
 }
 
 impl ModelCell {
     pub fn new(name: &str, initial: Option<Snapshot>) -> ModelCell {
         ModelCell {
             name: name.to_string(),
-            current: RwLock::new(initial.map(Arc::new)),
+            current: RwLock::new(initial.map(Published::new)),
         }
     }
 
     pub fn get(&self) -> Option<Arc<Snapshot>> {
-        self.current.read().clone()
+        self.current.read().as_ref().map(|p| p.snapshot.clone())
+    }
+
+    /// The served body of the current snapshot: rendered by `render` on the first request after a
+    /// publication, then a reference-counted clone (no serialisation per request).
+    pub fn body(&self, render: impl FnOnce(&Snapshot) -> bytes::Bytes) -> Option<bytes::Bytes> {
+        let published = self.current.read().clone()?;
+        Some(
+            published
+                .body
+                .get_or_init(|| render(&published.snapshot))
+                .clone(),
+        )
     }
 
     fn set(&self, s: Snapshot) {
-        *self.current.write() = Some(Arc::new(s));
+        *self.current.write() = Some(Published::new(s));
+    }
+}
+
+impl Published {
+    fn new(s: Snapshot) -> Arc<Published> {
+        Arc::new(Published {
+            snapshot: Arc::new(s),
+            body: OnceLock::new(),
+        })
     }
 }
 
 /// A learner shared between its worker thread, the snapshot thread and the checkpoint writer.
 pub type SharedLearner = Arc<Mutex<Box<dyn StreamingLearner>>>;
 
-/// Publishes a new snapshot of `learner` into `cell` if it changed; returns whether it did.
+/// Publishes a new snapshot of `learner` into `cell` if it changed; returns whether it did. Holds the
+/// learner's lock while certifying: call it from the learner's own thread (or once it has stopped).
 pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> bool {
     let previous = cell.get();
     let (snap, capacity, gauges) = {
@@ -191,8 +224,9 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
         .set(s.age_seconds());
 }
 
-/// The snapshot thread's loop: publish every `interval` until `stop`, then once more (the final
-/// snapshot). `on_tick` runs after each round (the daemon writes periodic checkpoints there).
+/// The snapshot thread's loop: run `on_tick` every `interval` until `stop` (the daemon writes periodic
+/// checkpoints there; the learners publish their own snapshots), then publish the final snapshot of
+/// every learner (`stop` is raised once the learner threads have ended).
 pub fn run_snapshot_loop(
     learners: &[(SharedLearner, Arc<ModelCell>)],
     metrics: &Metrics,
@@ -208,9 +242,6 @@ pub fn run_snapshot_loop(
             continue;
         }
         next = now + interval;
-        for (learner, cell) in learners {
-            publish(learner, cell, metrics);
-        }
         on_tick();
     }
     for (learner, cell) in learners {

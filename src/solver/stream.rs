@@ -46,15 +46,13 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::objective::{
-    conjugate_sum, dual_of_primal, dual_value, primal_value, sq_norm, DualScratch,
-};
+use super::objective::{conjugate_sum, dual_of_primal, dual_value, primal_value, DualScratch};
 use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
-use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
+use crate::sparse::{hard_threshold_paired, sparse_axpy, sparse_dot, ThresholdScratch};
 
 pub mod mirror;
 pub mod subset;
@@ -234,7 +232,10 @@ pub struct StreamSdiht {
     dual_scratch: DualScratch,
     alpha_from_primal: Vec<f64>,
     new_positions: Vec<usize>,
+    /// The new samples' `sum alpha_i x_i`; zero outside `batch_coords` between inserts.
     dz: Vec<f64>,
+    /// Coordinates a batch touches (may repeat), so `dz` and `z + t dz` cost O(batch), not O(d).
+    batch_coords: Vec<u32>,
     trial_z: Vec<f64>,
 }
 
@@ -268,6 +269,7 @@ impl StreamSdiht {
             alpha_from_primal: Vec::new(),
             new_positions: Vec::new(),
             dz: Vec::new(),
+            batch_coords: Vec::new(),
             trial_z: Vec::new(),
         };
         if let Some(state) = state {
@@ -309,7 +311,8 @@ impl StreamSdiht {
             &mut self.threshold,
         );
         let n = self.window.len().max(1) as f64;
-        self.dual = -self.conj_sum / n - 0.5 * self.config.lambda * sq_norm(&self.w);
+        self.dual =
+            -self.conj_sum / n - 0.5 * self.config.lambda * support_sq_norm(&self.w, &self.support);
     }
 
     /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
@@ -337,12 +340,23 @@ impl StreamSdiht {
         let n = self.window.len() as f64;
         let lambda_n = self.lambda_n();
         let d = self.z.len();
-        self.dz.clear();
-        self.dz.resize(d, 0.0);
+        if self.dz.len() < d {
+            self.dz.resize(d, 0.0);
+        }
+        self.batch_coords.clear();
         for (&at, &alpha) in self.new_positions.iter().zip(&self.new_alpha) {
             let r = self.window.row(at);
-            sparse_axpy(alpha, r.indices, r.values, &mut self.dz);
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                let slot = &mut self.dz[j as usize];
+                if *slot == 0.0 {
+                    self.batch_coords.push(j);
+                }
+                *slot += alpha * v;
+            }
         }
+        // Outside the batch's coordinates `z + t dz = z`: copy once, then each trial rewrites only those.
+        self.trial_z.clear();
+        self.trial_z.extend_from_slice(&self.z);
         let conj_at = |this: &Self, t: f64| -> f64 {
             this.new_positions
                 .iter()
@@ -354,9 +368,10 @@ impl StreamSdiht {
                 .sum::<f64>()
         };
         let dual_at = |this: &mut Self, t: f64| -> f64 {
-            this.trial_z.clear();
-            this.trial_z
-                .extend(this.z.iter().zip(&this.dz).map(|(z, dz)| z + t * dz));
+            for &j in &this.batch_coords {
+                let j = j as usize;
+                this.trial_z[j] = this.z[j] + t * this.dz[j];
+            }
             threshold_scaled(
                 &this.trial_z,
                 -1.0 / lambda_n,
@@ -366,7 +381,7 @@ impl StreamSdiht {
                 &mut this.threshold,
             );
             -(this.conj_sum + conj_at(this, t)) / n
-                - 0.5 * this.config.lambda * sq_norm(&this.trial_w)
+                - 0.5 * this.config.lambda * support_sq_norm(&this.trial_w, &this.trial_support)
         };
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
@@ -395,6 +410,9 @@ impl StreamSdiht {
         std::mem::swap(&mut self.w, &mut self.trial_w);
         std::mem::swap(&mut self.support, &mut self.trial_support);
         self.dual = dual;
+        for &j in &self.batch_coords {
+            self.dz[j as usize] = 0.0;
+        }
     }
 
     /// Eq. (4.3)-(4.4) and S2.2 on the window rows `rows` (the offline SDIHT's block step).
@@ -457,7 +475,7 @@ impl StreamSdiht {
                 &mut self.threshold,
             );
             let trial_dual = -(self.conj_sum + conj_delta) / n
-                - 0.5 * self.config.lambda * sq_norm(&self.trial_w);
+                - 0.5 * self.config.lambda * support_sq_norm(&self.trial_w, &self.trial_support);
             let tolerance = 1e-12 * self.dual.abs().max(1.0);
             if trial_dual >= self.dual - tolerance || attempt + 1 == tries {
                 self.window.alphas_mut()[rows.clone()].copy_from_slice(&self.new_alpha);
@@ -482,7 +500,14 @@ impl StreamSdiht {
     }
 }
 
+/// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
+/// as the dense `sq_norm`, without its O(d) pass).
+fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
+    support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
+}
+
 /// `out = H_k(scale * z)` without materialising `scale * z` (`H_k` commutes with uniform scaling).
+/// `out` stays paired with `support` (zero elsewhere), so clearing it is O(k).
 fn threshold_scaled(
     z: &[f64],
     scale: f64,
@@ -491,7 +516,7 @@ fn threshold_scaled(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
-    hard_threshold(z, k, out, support, scratch);
+    hard_threshold_paired(z, k, out, support, scratch);
     for &j in support.iter() {
         out[j as usize] *= scale;
     }
@@ -511,6 +536,8 @@ impl StreamingLearner for StreamSdiht {
         // enter z only below, once their scale is chosen.
         self.new_positions.clear();
         self.new_alpha.clear();
+        let capacity = self.window.capacity();
+        let mut evicted_within = false;
         for sample in batches.iter().flat_map(|b| b.iter()) {
             self.ensure_dim(sample.dim());
             let r = sample.row();
@@ -520,11 +547,13 @@ impl StreamingLearner for StreamSdiht {
             self.stats.progressive_count += 1;
             let alpha = l.dual_of_margin(u);
             let (at, evicted) = self.window.push_at(sample.clone(), alpha);
+            let pushed = self.new_positions.len();
             if let Some((old, old_alpha)) = evicted {
-                if let Some(p) = self.new_positions.iter().position(|&q| q == at) {
-                    // A sample of this batch already left the window: it never entered z.
-                    self.new_positions.swap_remove(p);
-                    self.new_alpha.swap_remove(p);
+                // The ring evicts the sample pushed `capacity` pushes ago: one of this call's own when
+                // `pushed >= capacity` (it never entered z; dropped below), an older one otherwise.
+                if pushed >= capacity {
+                    self.new_positions[pushed - capacity] = usize::MAX;
+                    evicted_within = true;
                 } else {
                     self.evict(&old, old_alpha);
                 }
@@ -532,6 +561,11 @@ impl StreamingLearner for StreamSdiht {
             self.new_positions.push(at);
             self.new_alpha.push(alpha);
             self.stats.samples_seen += 1;
+        }
+        if evicted_within {
+            let mut keep = self.new_positions.iter().map(|&p| p != usize::MAX);
+            self.new_alpha.retain(|_| keep.next().unwrap_or(false));
+            self.new_positions.retain(|&p| p != usize::MAX);
         }
         self.enter_warm_starts();
         self.stats.mutations += 1;
@@ -753,6 +787,30 @@ mod tests {
         let again = back.snapshot();
         assert_eq!(again.model.support, snap.model.support);
         assert!((again.model.certificate.primal - cert.primal).abs() < 1e-9);
+    }
+
+    /// The paired O(k)-clearing threshold and the batch-sparse warm start leave exactly the model a dense
+    /// `H_k(-z / (lambda N))` from scratch gives, after every insert and step.
+    #[test]
+    fn model_equals_a_dense_hard_threshold_of_z() {
+        let data = sparse_stream(600, 5000, 5, 10, 0.1, false, 5);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 256, None);
+        let (mut w, mut support) = (Vec::new(), Vec::new());
+        let mut scratch = crate::sparse::ThresholdScratch::default();
+        for chunk in data.samples.chunks(50) {
+            l.insert(chunk);
+            for step in 0..4 {
+                let scaled: Vec<f64> = l.z.iter().map(|v| v * (-1.0 / l.lambda_n())).collect();
+                crate::sparse::hard_threshold(&scaled, 5, &mut w, &mut support, &mut scratch);
+                assert_eq!(l.support, support, "after step {step}");
+                assert_eq!(l.w.len(), w.len());
+                for (a, b) in l.w.iter().zip(&w) {
+                    assert_eq!(a.to_bits(), b.to_bits());
+                }
+                l.step();
+            }
+        }
+        assert_eq!(l.window().len(), 256);
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! `hard_threshold` is the operator `H_k` of the DIHT paper (dual-iht.md, Sec. 2, "w(alpha) = H_k(w~)"):
 //! keep the `k` entries largest in magnitude, zero the rest.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 /// `x . w` for a sparse row `x` and a dense `w`.
 ///
 /// Indices beyond `w.len()` contribute zero: a feature the model has never seen has weight 0.
@@ -38,18 +41,22 @@ pub fn sparse_sq_norm(values: &[f64]) -> f64 {
 /// Reusable buffers for [`hard_threshold`], so the hot loop never allocates.
 #[derive(Debug, Default, Clone)]
 pub struct ThresholdScratch {
-    magnitudes: Vec<f64>,
+    order: Vec<u32>,
+    /// The `k` best entries seen so far, worst on top: `Reverse((|v| bits, Reverse(index)))`.
+    heap: BinaryHeap<Reverse<(u64, Reverse<u32>)>>,
 }
+
+/// Up to this `k / d` ratio one pass with a `k`-element heap beats quickselect over all nonzeros.
+const HEAP_MAX_K_FRACTION: usize = 16;
 
 /// `H_k`: writes into `out` the `k` entries of `dense` largest in magnitude (all others zero) and
 /// into `support` their indices in ascending order.
 ///
-/// Expected O(d) time: the magnitudes of the nonzeros are copied into one contiguous buffer, the k-th
-/// largest is found there by quickselect (`select_nth_unstable_by`, cache-friendly: no indirection
-/// through an index array), and one scan in index order keeps every entry above it and, of the entries
-/// equal to it, the lowest-indexed ones — so ties are broken deterministically, lower index first, and
-/// the support comes out sorted. Exact zeros are never selected, so the support can be smaller than `k`
-/// when `dense` has fewer than `k` nonzeros. NaN entries are treated as zero.
+/// Ties are broken deterministically: among equal magnitudes the lower index wins. Exact zeros are
+/// never selected, so the support can be smaller than `k` when `dense` has fewer than `k` nonzeros.
+/// NaN entries are treated as zero. For `k <= d / 16` one pass keeps the `k` best entries in a heap
+/// (O(d + k log k), and almost every entry costs one comparison with the current k-th magnitude);
+/// otherwise expected O(d) by quickselect (`select_nth_unstable_by`). Both give the same result.
 pub fn hard_threshold(
     dense: &[f64],
     k: usize,
@@ -60,37 +67,96 @@ pub fn hard_threshold(
     out.clear();
     out.resize(dense.len(), 0.0);
     support.clear();
+    select_top_k(dense, k, scratch);
+    for &j in scratch.order.iter() {
+        out[j as usize] = dense[j as usize];
+    }
+    support.extend_from_slice(&scratch.order);
+}
+
+/// [`hard_threshold`] for a caller that keeps `out` paired with `support` from call to call (as this
+/// function leaves them: `out` zero outside `support`). Only the previous support is cleared, O(k)
+/// instead of O(d) — the streaming learner thresholds a d = 2^20 vector several times per step.
+/// If `out.len() != dense.len()` it is rebuilt from scratch.
+pub fn hard_threshold_paired(
+    dense: &[f64],
+    k: usize,
+    out: &mut Vec<f64>,
+    support: &mut Vec<u32>,
+    scratch: &mut ThresholdScratch,
+) {
+    if out.len() == dense.len() {
+        for &j in support.iter() {
+            out[j as usize] = 0.0;
+        }
+    } else {
+        out.clear();
+        out.resize(dense.len(), 0.0);
+    }
+    support.clear();
+    select_top_k(dense, k, scratch);
+    for &j in scratch.order.iter() {
+        out[j as usize] = dense[j as usize];
+    }
+    support.extend_from_slice(&scratch.order);
+}
+
+/// Leaves in `scratch.order` the indices of the `k` entries of `dense` largest in magnitude (nonzero,
+/// not NaN; ties → lower index), ascending.
+fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
+    let order = &mut scratch.order;
+    order.clear();
     if k == 0 {
         return;
     }
-    let magnitudes = &mut scratch.magnitudes;
-    magnitudes.clear();
-    magnitudes.extend(dense.iter().map(|v| v.abs()).filter(|m| *m > 0.0));
-    // NaN fails `> 0.0`, so it is never a candidate.
-    let (threshold, mut ties_to_keep) = if magnitudes.len() <= k {
-        (0.0, usize::MAX)
+    if k.saturating_mul(HEAP_MAX_K_FRACTION) <= dense.len() {
+        let heap = &mut scratch.heap;
+        heap.clear();
+        // Magnitude bits of the worst kept entry; an entry must beat it strictly, since every later
+        // entry has a higher index and loses ties.
+        let mut worst = 0u64;
+        for (j, v) in dense.iter().enumerate() {
+            let m = v.abs();
+            // `!(m > 0)` skips zeros and NaN; for non-negative floats the bit pattern orders as the value.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            if !(m > 0.0) {
+                continue;
+            }
+            let bits = m.to_bits();
+            if heap.len() < k {
+                heap.push(Reverse((bits, Reverse(j as u32))));
+                if heap.len() == k {
+                    worst = heap.peek().map_or(0, |e| e.0 .0);
+                }
+            } else if bits > worst {
+                if let Some(mut top) = heap.peek_mut() {
+                    *top = Reverse((bits, Reverse(j as u32)));
+                }
+                worst = heap.peek().map_or(0, |e| e.0 .0);
+            }
+        }
+        order.extend(heap.drain().map(|Reverse((_, Reverse(j)))| j));
     } else {
-        let descending = |a: &f64, b: &f64| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal);
-        let (above, kth, _) = magnitudes.select_nth_unstable_by(k - 1, descending);
-        let kth = *kth;
-        let strictly_above = above.iter().filter(|m| **m > kth).count();
-        (kth, k - strictly_above)
-    };
-    for (j, &v) in dense.iter().enumerate() {
-        let m = v.abs();
-        let keep = if m > threshold {
-            true
-        } else if m == threshold && m > 0.0 && ties_to_keep > 0 {
-            ties_to_keep -= 1;
-            true
-        } else {
-            false
-        };
-        if keep {
-            out[j] = v;
-            support.push(j as u32);
+        order.extend(
+            dense
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v != 0.0 && !v.is_nan())
+                .map(|(j, _)| j as u32),
+        );
+        if order.len() > k {
+            // "a before b" when |a| > |b|, or equal magnitude and lower index.
+            let before = |a: &u32, b: &u32| {
+                let (ma, mb) = (dense[*a as usize].abs(), dense[*b as usize].abs());
+                mb.partial_cmp(&ma)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(a.cmp(b))
+            };
+            order.select_nth_unstable_by(k - 1, before);
+            order.truncate(k);
         }
     }
+    order.sort_unstable();
 }
 
 /// Number of positions where two ascending supports differ (size of the symmetric difference).
@@ -177,5 +243,47 @@ mod tests {
         assert_eq!(y, vec![0.0, 2.0, -2.0]);
         assert_eq!(support_changes(&[1, 2, 3], &[2, 3, 4]), 2);
         assert_eq!(support_changes(&[], &[5]), 1);
+    }
+
+    /// The heap path (small k), the quickselect path (large k) and the paired variant (reusing the
+    /// previous call's `out`/`support`, same and other `d`) all equal a sort-based reference, with ties.
+    #[test]
+    fn heap_quickselect_and_paired_agree_with_a_sort_reference() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (mut out, mut sup) = (Vec::new(), Vec::new());
+        let mut scratch = ThresholdScratch::default();
+        for round in 0..40 {
+            let d = rng.gen_range(1..3000);
+            let k = if round % 2 == 0 {
+                rng.gen_range(0..=d / 16 + 1)
+            } else {
+                rng.gen_range(0..=d)
+            };
+            for _ in 0..2 {
+                let v: Vec<f64> = (0..d)
+                    .map(|_| match rng.gen_range(0..10) {
+                        0..=3 => 0.0,
+                        4 => f64::NAN,
+                        5..=7 => rng.gen_range(-4i32..=4) as f64,
+                        _ => rng.gen_range(-1.0..1.0),
+                    })
+                    .collect();
+                let mut idx: Vec<usize> =
+                    (0..d).filter(|&j| v[j] != 0.0 && !v[j].is_nan()).collect();
+                idx.sort_by(|&a, &b| v[b].abs().partial_cmp(&v[a].abs()).unwrap().then(a.cmp(&b)));
+                idx.truncate(k);
+                idx.sort();
+                let want: Vec<u32> = idx.iter().map(|&j| j as u32).collect();
+                let (dense_out, dense_sup) = ht(&v, k);
+                assert_eq!(dense_sup, want, "d={d} k={k}");
+                hard_threshold_paired(&v, k, &mut out, &mut sup, &mut scratch);
+                assert_eq!(sup, want, "paired d={d} k={k}");
+                assert_eq!(out.len(), d);
+                for j in 0..d {
+                    assert_eq!(out[j].to_bits(), dense_out[j].to_bits(), "paired out[{j}]");
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,71 @@
+//! Criterion benchmark of the daemon's ingest parser: `parse_body` on one 10 000-sample request body
+//! with 40 nonzeros per sample at d = 2^20 (the load generator's stream, `examples/loadgen.rs`), as
+//! LIBSVM lines and as JSON lines. Throughput is in samples. Figures are for ratios on one machine.
+//!
+//! ```sh
+//! cargo bench --bench ingest
+//! ```
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use thresher::loss::{Loss, LossKind};
+use thresher::sample::Sample;
+use thresher::synth::sparse_stream;
+
+const SAMPLES: usize = 10_000;
+
+fn body(samples: &[Sample], json: bool) -> String {
+    let mut out = String::new();
+    for s in samples {
+        if json {
+            let _ = write!(
+                out,
+                "{{\"label\":{},\"indices\":{:?},\"values\":{:?}}}",
+                s.label, s.indices, s.values
+            );
+        } else {
+            let _ = write!(out, "{}", s.label);
+            for (j, v) in s.indices.iter().zip(&s.values) {
+                let _ = write!(out, " {j}:{v:.6}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn ingest(c: &mut Criterion) {
+    let data = sparse_stream(SAMPLES, 1 << 20, 100, 40, 0.0, true, 7);
+    let rules = Rules {
+        losses: vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
+        max_dim: 1 << 24,
+        predict: false,
+    };
+    let dict = FeatureDictionary::new(0);
+    let mut group = c.benchmark_group("parse_body");
+    group
+        .throughput(Throughput::Elements(SAMPLES as u64))
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
+    for (name, format, json) in [
+        ("libsvm_10k_x40", BodyFormat::Libsvm, false),
+        ("ndjson_10k_x40", BodyFormat::Ndjson, true),
+    ] {
+        let text = body(&data.samples, json);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let s = parse_body(format, &text, &rules, &dict).unwrap();
+                assert_eq!(s.len(), SAMPLES);
+                s
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, ingest);
+criterion_main!(benches);
