@@ -42,6 +42,8 @@ pub fn sparse_sq_norm(values: &[f64]) -> f64 {
 #[derive(Debug, Default, Clone)]
 pub struct ThresholdScratch {
     order: Vec<u32>,
+    /// Nonzero magnitudes, contiguous, for the quickselect path.
+    magnitudes: Vec<f64>,
     /// The `k` best entries seen so far, worst on top: `Reverse((|v| bits, Reverse(index)))`.
     heap: BinaryHeap<Reverse<(u64, Reverse<u32>)>>,
 }
@@ -136,27 +138,34 @@ fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
             }
         }
         order.extend(heap.drain().map(|Reverse((_, Reverse(j)))| j));
+        order.sort_unstable();
     } else {
-        order.extend(
-            dense
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| **v != 0.0 && !v.is_nan())
-                .map(|(j, _)| j as u32),
-        );
-        if order.len() > k {
-            // "a before b" when |a| > |b|, or equal magnitude and lower index.
-            let before = |a: &u32, b: &u32| {
-                let (ma, mb) = (dense[*a as usize].abs(), dense[*b as usize].abs());
-                mb.partial_cmp(&ma)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then(a.cmp(b))
-            };
-            order.select_nth_unstable_by(k - 1, before);
-            order.truncate(k);
+        // Quickselect the k-th magnitude on a contiguous copy (no indirection through an index array),
+        // then one scan in index order keeps everything above it and the lowest-indexed ties.
+        let magnitudes = &mut scratch.magnitudes;
+        magnitudes.clear();
+        // `> 0.0` drops zeros and NaN.
+        magnitudes.extend(dense.iter().map(|v| v.abs()).filter(|m| *m > 0.0));
+        let (threshold, mut ties_to_keep) = if magnitudes.len() <= k {
+            (0.0, usize::MAX)
+        } else {
+            let descending =
+                |a: &f64, b: &f64| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal);
+            let (above, kth, _) = magnitudes.select_nth_unstable_by(k - 1, descending);
+            let kth = *kth;
+            (kth, k - above.iter().filter(|m| **m > kth).count())
+        };
+        for (j, v) in dense.iter().enumerate() {
+            let m = v.abs();
+            if m > threshold {
+                order.push(j as u32);
+            } else if m == threshold && m > 0.0 && ties_to_keep > 0 {
+                ties_to_keep -= 1;
+                order.push(j as u32);
+            }
         }
+        // The scan leaves `order` ascending.
     }
-    order.sort_unstable();
 }
 
 /// Number of positions where two ascending supports differ (size of the symmetric difference).
