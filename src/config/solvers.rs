@@ -20,7 +20,8 @@
 //! solver; `blocks` (a step is one pass over one random block of the window) and `step` (`adaptive` = the
 //! mirror module's automatic step, a number = a constant mirror-space step) for mirror and smidas. A key
 //! of this table set in a learner whose solver does not use it is an error naming the key, and
-//! `solver = "subset"` needs `loss = "squared"` (the only loss the subset solver implements).
+//! `solver = "subset"` needs `loss = "squared"` or `"logistic"` (the losses the subset solver implements;
+//! logistic needs labels +-1 and unweighted samples).
 //!
 //! Why `horizon` defaults to 100 000 here (the mirror module's bare default is 10 000): a k-sparse mirror
 //! step can only swap a feature into the support with a large enough step, and a streaming learner's

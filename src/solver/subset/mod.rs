@@ -6,15 +6,17 @@
 //!
 //! `P(beta) = sum_i l(beta.x_i, y_i) + lambda0 ||beta||_0 + lambda1 ||beta||_1 + lambda2 ||beta||_2^2`
 //!
-//! - a SUM over samples (no `1/N`), and for squared loss `l = (1/2)(y - u)^2`;
+//! - a SUM over samples (no `1/N`), and for squared loss `l = (1/2)(y - u)^2` (logistic: below);
 //! - `lambda2` without a 1/2. [`crate::solver::Problem`] (DIHT) uses `(1/N) sum (y - u)^2 + (lambda/2)||w||^2`
-//!   instead; the two are deliberately kept apart: this module never reads a [`crate::loss::Loss`].
+//!   instead; the two are deliberately kept apart: this module reads no [`crate::loss::Loss`] setting (the
+//!   logistic kernels are borrowed from it because their conventions coincide).
 //! - columns are normalised to `||x_j|| = 1` internally ([`columns`]) and the penalties apply to the
 //!   coefficients of the normalised design (as in the paper); the model reports `w_j = beta_j / ||x_j||`
 //!   in the caller's scale. Sample weights scale the loss (`c_i/2 (y_i - u_i)^2`). No intercept.
 //!
 //! ## The pieces
 //!
+//! - [`logistic`]: the logistic loss's conjugate, dual point, coordinate step and Alg. 1;
 //! - [`dual`]: `eta(alpha)`, `eta0`, the link `B` (6), `Psi` (7), `D(alpha)` (8), the coordinate step T (13);
 //! - [`inner`]: Alg. 1 (PrimDual) and its ablation DualAst, on an active set;
 //! - [`screening`]: the gap ball (15), gap-safe screening (16), feature inclusion (Alg. 3);
@@ -22,17 +24,23 @@
 //!   warm-startable ([`SubsetSolver::warm_start`], [`SubsetSolver::set_penalty`]) for regularisation paths
 //!   ([`SubsetSolver::path`]) and for a daemon re-solving a moving window.
 //!
-//! ## Logistic loss (derived, not implemented yet)
+//! ## Logistic loss ([`logistic`], `SubsetParams::loss = SubsetLoss::Logistic`)
 //!
-//! With `l(u, y) = log(1 + exp(-y u))`, `y in {-1, +1}`, the Lagrangian (4) and therefore `eta`, `B`,
-//! `Psi` and the screening threshold are unchanged: only `l*` differs. `l*(a) = b ln b + (1 - b) ln(1 - b)`
-//! with `b = -y a`, feasible set `F = {y a in [-1, 0]}` (projection = clipping), `l*'(a) = -y ln(b/(1-b))`,
-//! so the super-gradient is `g_i = x_i.beta + y_i ln(b_i / (1 - b_i))`. `l` is 1/4-smooth, so `l*` is
-//! `mu = 4`-strongly convex and the gap ball is `r = sqrt(2 (P - D) / 4)`. The dual point of a primal
-//! iterate is `alpha_i = l'(u_i) = -y_i / (1 + exp(y_i u_i))` (Remark E.3), always feasible. T (13) has no
-//! closed form; with the curvature bound `l'' <= 1/4` the majorised coordinate step is T applied to
-//! `b~ = beta_j - 4 x_j . l'(X beta)` with `lambda0, lambda1, lambda2` scaled by 4 (the minimiser of
-//! `(1/8)(b - b~)^2 + g(b)`), which is monotone in `P`.
+//! With `l(u, y) = ln(1 + exp(-y u))`, `y in {-1, +1}` (unweighted samples; anything else is
+//! [`SubsetError::LogisticLabel`]), the Lagrangian (4) `sum_i (alpha_i x_i.beta - l*(alpha_i)) + sum_j
+//! g(beta_j)` and therefore `eta`, `B`, `Psi` and the screening threshold are unchanged: only `l*`
+//! differs. `alpha_i = l'(u_i)` as for squared loss (where `l'(u) = u - y`, i.e. `alpha = X beta - y`).
+//! `l*(a) = b ln b + (1 - b) ln(1 - b)` with `b = -y a`, the convention of [`crate::loss`] (whose logistic
+//! kernels are reused: no scaling differs), feasible set `F = {y a in [-1, 0]}` (projection = clipping),
+//! `l*'(a) = -y ln(b/(1-b))`, so the super-gradient is `g_i = x_i.beta + y_i ln(b_i / (1 - b_i))`.
+//! `l*''(a) = 1/(b(1-b)) >= 4` on `F` (`l` is 1/4-smooth), so `l*` is `mu = 4`-strongly convex and the gap
+//! ball uses `gamma = 4`: `r = sqrt(2 (P - D) / 4)`. The dual point of a primal iterate is `alpha_i =
+//! l'(u_i) = -y_i / (1 + exp(y_i u_i))` (Remark E.3), strictly inside `F`. At `beta = 0`, `l'(0) = -y/2`,
+//! so the initial active set ranks `|x_j . y|` as for squared loss and [`SubsetSolver::lambda0_max`] uses
+//! `m = max_j |x_j . y| / 2`. T (13) has no closed form; with the curvature bound `l'' <= 1/4` the
+//! majorised coordinate step is T applied to `b~ = beta_j - 4 x_j . l'(X beta)` with `lambda0, lambda1,
+//! lambda2` scaled by 4 (the minimiser of `(1/8)(b - b~)^2 + g(b)`), which never increases `P`. The dual
+//! step's default `omega` replaces the squared loss's `l*'' = 1` by the minimum 4.
 
 pub mod columns;
 pub mod dual;
