@@ -293,6 +293,7 @@ pub fn read(
 mod tests {
     use super::*;
     use crate::config::{Config, Overrides, StreamSolverKind};
+    use crate::loss::LossKind;
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -389,6 +390,8 @@ mod tests {
             m.contains("`learner[0].loss`") && m.contains("squared"),
             "{m}"
         );
+        let logistic = load("[[learner]]\nsolver = \"subset\"\nloss = \"logistic\"\n").unwrap();
+        assert_eq!(logistic.learners[0].loss.kind(), LossKind::Logistic);
         let m = msg("[[learner]]\nsolver = \"subset\"\nresolve_interval_ms = -1\n");
         assert!(m.contains("`learner[0].resolve_interval_ms`"), "{m}");
         let m = msg("[[learner]]\nname = \"x\"\n[[learner]]\nsolver = \"sdiht\"\nl1 = 0.1\n");
