@@ -11,7 +11,7 @@ use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::SampleSet;
 use crate::solver::subset::{
-    geometric_path, OuterStep, Penalty, SubsetParams, SubsetSolver, Variant,
+    geometric_path, OuterStep, Penalty, SubsetLoss, SubsetParams, SubsetSolver, Variant,
 };
 
 /// The `fit` flags of the best-subset solvers (ignored by the others).
@@ -52,11 +52,14 @@ pub struct SubsetArgs {
 
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let s = &args.subset;
-    if args.loss.is_some_and(|l| l != LossKind::Squared) {
-        return Err(CliError::Argument(
-            "--solver subset supports --loss squared only (the paper's 1/2-squared loss)".into(),
-        ));
-    }
+    let loss = match args.loss {
+        None | Some(LossKind::Squared) => SubsetLoss::Squared,
+        Some(LossKind::Logistic) => SubsetLoss::Logistic,
+        Some(_) => return Err(CliError::Argument(
+            "--solver subset supports --loss squared or logistic only (squared = the paper's 1/2-squared loss)"
+                .into(),
+        )),
+    };
     if args.intercept {
         return Err(CliError::Argument(
             "--solver subset does not fit an intercept".into(),
@@ -84,6 +87,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let penalty = Penalty::new(lambda0, s.lambda1, lambda2)
         .map_err(crate::solver::subset::SubsetError::from)?;
     let mut params = SubsetParams::new(penalty);
+    params.loss = loss;
     params.variant = if args.solver == SolverKind::DualAst {
         Variant::DualAst
     } else {
@@ -154,7 +158,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let final_penalty = solver.params().penalty;
     let mut model = Model::from_view(
         solver.model(),
-        LossKind::Squared,
+        match loss {
+            SubsetLoss::Squared => LossKind::Squared,
+            SubsetLoss::Logistic => LossKind::Logistic,
+        },
         None,
         name,
         solver.model().support.len(),

@@ -324,11 +324,12 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             ))
         }
     };
-    if solver == StreamSolverKind::Subset && kind != LossKind::Squared {
+    if solver == StreamSolverKind::Subset && !matches!(kind, LossKind::Squared | LossKind::Logistic)
+    {
         return Err(range(
             &key("loss"),
             &loss_name,
-            "solver = \"subset\" supports loss = \"squared\" only",
+            "solver = \"subset\" supports loss = \"squared\" or \"logistic\" only",
         ));
     }
     let gamma = r.float("gamma")?;

@@ -20,7 +20,8 @@
 //! solver; `blocks` (a step is one pass over one random block of the window) and `step` (`adaptive` = the
 //! mirror module's automatic step, a number = a constant mirror-space step) for mirror and smidas. A key
 //! of this table set in a learner whose solver does not use it is an error naming the key, and
-//! `solver = "subset"` needs `loss = "squared"` (the only loss the subset solver implements).
+//! `solver = "subset"` needs `loss = "squared"` or `"logistic"` (the losses the subset solver implements;
+//! logistic needs labels +-1 and unweighted samples).
 //!
 //! Why `horizon` defaults to 100 000 here (the mirror module's bare default is 10 000): a k-sparse mirror
 //! step can only swap a feature into the support with a large enough step, and a streaming learner's
@@ -292,6 +293,7 @@ pub fn read(
 mod tests {
     use super::*;
     use crate::config::{Config, Overrides, StreamSolverKind};
+    use crate::loss::LossKind;
 
     fn load(text: &str) -> Result<Config, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -388,6 +390,8 @@ mod tests {
             m.contains("`learner[0].loss`") && m.contains("squared"),
             "{m}"
         );
+        let logistic = load("[[learner]]\nsolver = \"subset\"\nloss = \"logistic\"\n").unwrap();
+        assert_eq!(logistic.learners[0].loss.kind(), LossKind::Logistic);
         let m = msg("[[learner]]\nsolver = \"subset\"\nresolve_interval_ms = -1\n");
         assert!(m.contains("`learner[0].resolve_interval_ms`"), "{m}");
         let m = msg("[[learner]]\nname = \"x\"\n[[learner]]\nsolver = \"sdiht\"\nl1 = 0.1\n");

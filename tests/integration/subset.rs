@@ -182,5 +182,87 @@ fn subset_and_k_sparse_flags_are_checked() {
         "1",
     ]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("squared only"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("squared or logistic only"));
+}
+
+#[test]
+fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let problem = synth::sparse_stream(600, 50, 5, 10, 0.0, true, 7);
+    let data = dir.path().join("train.svm");
+    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
+    let model_path = dir.path().join("model.json");
+    let trace_path = dir.path().join("trace.csv");
+    let out = thresher(&[
+        "fit",
+        data.to_str().unwrap(),
+        "--solver",
+        "subset",
+        "--loss",
+        "logistic",
+        "--lambda0",
+        "2",
+        "--lambda1",
+        "0.1",
+        "--lambda2",
+        "0.05",
+        "--out",
+        model_path.to_str().unwrap(),
+        "--trace",
+        trace_path.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let model = Model::load(&model_path).unwrap();
+    assert_eq!(model.loss, thresher::loss::LossKind::Logistic);
+    assert_eq!(model.support, problem.true_support(), "{stderr}");
+    assert!(
+        model.certificate.gap >= -1e-9 && model.certificate.gap < 1e-3 * model.certificate.primal,
+        "{:?}",
+        model.certificate
+    );
+    // Every planted weight has the right sign, and the model classifies its training data well.
+    for (&j, &w) in model.support.iter().zip(&model.weights) {
+        assert!(w * problem.truth[j as usize] > 0.0, "feature {j}: {w}");
+    }
+    let correct = problem
+        .samples
+        .iter()
+        .filter(|s| {
+            let score: f64 = s
+                .indices
+                .iter()
+                .zip(&s.values)
+                .filter_map(|(&j, &v)| {
+                    model
+                        .support
+                        .iter()
+                        .position(|&k| k == j)
+                        .map(|at| v * model.weights[at])
+                })
+                .sum();
+            score * s.label > 0.0
+        })
+        .count();
+    assert!(correct >= 570, "{correct} of 600 correct");
+    let trace = std::fs::read_to_string(&trace_path).unwrap();
+    assert!(trace.lines().count() >= 2, "{trace}");
+    // Labels other than +-1 are a clear error.
+    let bad = dir.path().join("bad.svm");
+    std::fs::write(&bad, "0.5 1:1\n-1 2:1\n").unwrap();
+    let out = thresher(&[
+        "fit",
+        bad.to_str().unwrap(),
+        "--solver",
+        "subset",
+        "--loss",
+        "logistic",
+        "--lambda0",
+        "1",
+        "--lambda2",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("labels -1 or +1"), "{stderr}");
 }

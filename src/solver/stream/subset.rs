@@ -11,7 +11,7 @@
 //!   after `max_outer` outer steps — the offline stopping rules;
 //! - `snapshot`: the model and the certificate of the last outer step.
 //!
-//! **Units.** The certificate is the subset solver's own: `P = sum_i (1/2)(y_i - w.x_i)^2 + lambda0
+//! **Units.** The certificate is the subset solver's own: `P = sum_i l(w.x_i, y_i) + lambda0
 //! ||b||_0 + lambda1 ||b||_1 + lambda2 ||b||^2` on unit-norm columns (a SUM over the window, not the mean
 //! the other learners use), so its gap is not comparable in size with theirs; the model carries
 //! `lambda0`, `lambda1`, `lambda2`. **Freshness.** The certificate is exact over the window the solver
@@ -34,7 +34,7 @@ use crate::loss::LossKind;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
-use crate::solver::subset::{Penalty, SubsetParams, SubsetSolver};
+use crate::solver::subset::{Penalty, SubsetLoss, SubsetParams, SubsetSolver};
 use crate::solver::{Certificate, ModelView};
 use crate::sparse::sparse_dot;
 
@@ -70,7 +70,7 @@ impl StreamSubset {
         capacity: usize,
         state: Option<LearnerState>,
     ) -> StreamSubset {
-        let (params, resolve_interval) = match &config.options {
+        let (mut params, resolve_interval) = match &config.options {
             SolverOptions::Subset {
                 params,
                 resolve_interval,
@@ -79,6 +79,10 @@ impl StreamSubset {
                 SubsetParams::new(Penalty::new(1.0, 0.0, 1e-3).expect("valid penalty")),
                 Duration::from_secs(1),
             ),
+        };
+        params.loss = match config.loss.kind() {
+            LossKind::Logistic => SubsetLoss::Logistic,
+            _ => SubsetLoss::Squared,
         };
         let mut learner = StreamSubset {
             config,
@@ -142,12 +146,17 @@ impl StreamSubset {
                 solver.warm_start(&previous, &self.active);
                 self.solver = Some(solver);
             }
-            // Only an empty window fails, and `step` never rebuilds on one.
-            Err(_) => self.solver = None,
+            // An empty window fails (`step` never rebuilds on one), and for the logistic loss a window
+            // holding a weighted sample or a label other than +-1: the learner then keeps its last model.
+            Err(e) => {
+                tracing::warn!(learner = %self.config.name, error = %e, "subset: cannot solve this window");
+                self.solver = None;
+            }
         }
         self.window_changed = false;
         self.last_build = Some(Instant::now());
-        self.solved = false;
+        // A window the solver rejects is "solved" (idle) until it changes, not retried every step.
+        self.solved = self.solver.is_none();
         self.gaps.clear();
         self.outer_in_solve = 0;
     }
@@ -253,7 +262,7 @@ impl StreamingLearner for StreamSubset {
         };
         let mut model = Model::from_view(
             view,
-            LossKind::Squared,
+            self.config.loss.kind(),
             None,
             "subset",
             self.support.len(),
@@ -370,6 +379,31 @@ mod tests {
         assert_eq!(snap.model.support, data.true_support());
         assert_eq!(snap.model.certificate.samples, 1000);
         assert_eq!(snap.model.lambda0, Some(1.0));
+    }
+
+    #[test]
+    fn logistic_learner_recovers_the_support_and_idles_on_bad_labels() {
+        let data = sparse_stream(1500, 100, 4, 10, 0.0, true, 5);
+        let mut c = config(1.0);
+        c.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+        c.options = SolverOptions::Subset {
+            params: SubsetParams::new(Penalty::new(2.0, 0.1, 0.05).unwrap()),
+            resolve_interval: Duration::ZERO,
+        };
+        let mut l = StreamSubset::new(c.clone(), 1000, None);
+        l.insert(&data.samples[..1000]);
+        assert!(run_to_idle(&mut l) > 0);
+        let snap = l.snapshot();
+        let cert = snap.model.certificate;
+        assert_eq!(snap.model.loss, LossKind::Logistic);
+        assert!(cert.gap >= 0.0 && cert.gap < 1e-3 * cert.primal, "{cert:?}");
+        assert_eq!(snap.model.support, data.true_support(), "{cert:?}");
+        // A 0/1 label: the solver refuses the window, the learner keeps its model and idles.
+        let mut bad = data.samples[1000].clone();
+        bad.label = 0.0;
+        l.insert(&[bad]);
+        assert!(run_to_idle(&mut l) <= 1);
+        assert_eq!(l.snapshot().model.support, data.true_support());
     }
 
     #[test]

@@ -118,6 +118,13 @@ impl Columns {
         }
     }
 
+    /// The rows and (unit-norm) values of column `j`.
+    #[inline]
+    pub fn column(&self, j: usize) -> (&[u32], &[f64]) {
+        let range = self.ptr[j]..self.ptr[j + 1];
+        (&self.rows[range.clone()], &self.vals[range])
+    }
+
     /// Stored nonzeros of column `j`.
     pub fn nnz(&self, j: usize) -> usize {
         self.ptr[j + 1] - self.ptr[j]

@@ -124,7 +124,7 @@ pub fn sub_dual(cols: &Columns, penalty: &Penalty, active: &[usize], alpha: &[f6
 
 /// `sigma_max(X_A)^2` by power iteration on `X_A^T X_A` (12 rounds; an estimate from below, so the
 /// default step gets a 10% margin).
-fn sigma_max_sq(cols: &Columns, active: &[usize], scratch: &mut Scratch) -> f64 {
+pub(super) fn sigma_max_sq(cols: &Columns, active: &[usize], scratch: &mut Scratch) -> f64 {
     let k = active.len();
     if k == 0 {
         return 0.0;

@@ -6,15 +6,17 @@
 //!
 //! `P(beta) = sum_i l(beta.x_i, y_i) + lambda0 ||beta||_0 + lambda1 ||beta||_1 + lambda2 ||beta||_2^2`
 //!
-//! - a SUM over samples (no `1/N`), and for squared loss `l = (1/2)(y - u)^2`;
+//! - a SUM over samples (no `1/N`), and for squared loss `l = (1/2)(y - u)^2` (logistic: below);
 //! - `lambda2` without a 1/2. [`crate::solver::Problem`] (DIHT) uses `(1/N) sum (y - u)^2 + (lambda/2)||w||^2`
-//!   instead; the two are deliberately kept apart: this module never reads a [`crate::loss::Loss`].
+//!   instead; the two are deliberately kept apart: this module reads no [`crate::loss::Loss`] setting (the
+//!   logistic kernels are borrowed from it because their conventions coincide).
 //! - columns are normalised to `||x_j|| = 1` internally ([`columns`]) and the penalties apply to the
 //!   coefficients of the normalised design (as in the paper); the model reports `w_j = beta_j / ||x_j||`
 //!   in the caller's scale. Sample weights scale the loss (`c_i/2 (y_i - u_i)^2`). No intercept.
 //!
 //! ## The pieces
 //!
+//! - [`logistic`]: the logistic loss's conjugate, dual point, coordinate step and Alg. 1;
 //! - [`dual`]: `eta(alpha)`, `eta0`, the link `B` (6), `Psi` (7), `D(alpha)` (8), the coordinate step T (13);
 //! - [`inner`]: Alg. 1 (PrimDual) and its ablation DualAst, on an active set;
 //! - [`screening`]: the gap ball (15), gap-safe screening (16), feature inclusion (Alg. 3);
@@ -22,21 +24,28 @@
 //!   warm-startable ([`SubsetSolver::warm_start`], [`SubsetSolver::set_penalty`]) for regularisation paths
 //!   ([`SubsetSolver::path`]) and for a daemon re-solving a moving window.
 //!
-//! ## Logistic loss (derived, not implemented yet)
+//! ## Logistic loss ([`logistic`], `SubsetParams::loss = SubsetLoss::Logistic`)
 //!
-//! With `l(u, y) = log(1 + exp(-y u))`, `y in {-1, +1}`, the Lagrangian (4) and therefore `eta`, `B`,
-//! `Psi` and the screening threshold are unchanged: only `l*` differs. `l*(a) = b ln b + (1 - b) ln(1 - b)`
-//! with `b = -y a`, feasible set `F = {y a in [-1, 0]}` (projection = clipping), `l*'(a) = -y ln(b/(1-b))`,
-//! so the super-gradient is `g_i = x_i.beta + y_i ln(b_i / (1 - b_i))`. `l` is 1/4-smooth, so `l*` is
-//! `mu = 4`-strongly convex and the gap ball is `r = sqrt(2 (P - D) / 4)`. The dual point of a primal
-//! iterate is `alpha_i = l'(u_i) = -y_i / (1 + exp(y_i u_i))` (Remark E.3), always feasible. T (13) has no
-//! closed form; with the curvature bound `l'' <= 1/4` the majorised coordinate step is T applied to
-//! `b~ = beta_j - 4 x_j . l'(X beta)` with `lambda0, lambda1, lambda2` scaled by 4 (the minimiser of
-//! `(1/8)(b - b~)^2 + g(b)`), which is monotone in `P`.
+//! With `l(u, y) = ln(1 + exp(-y u))`, `y in {-1, +1}` (unweighted samples; anything else is
+//! [`SubsetError::LogisticLabel`]), the Lagrangian (4) `sum_i (alpha_i x_i.beta - l*(alpha_i)) + sum_j
+//! g(beta_j)` and therefore `eta`, `B`, `Psi` and the screening threshold are unchanged: only `l*`
+//! differs. `alpha_i = l'(u_i)` as for squared loss (where `l'(u) = u - y`, i.e. `alpha = X beta - y`).
+//! `l*(a) = b ln b + (1 - b) ln(1 - b)` with `b = -y a`, the convention of [`crate::loss`] (whose logistic
+//! kernels are reused: no scaling differs), feasible set `F = {y a in [-1, 0]}` (projection = clipping),
+//! `l*'(a) = -y ln(b/(1-b))`, so the super-gradient is `g_i = x_i.beta + y_i ln(b_i / (1 - b_i))`.
+//! `l*''(a) = 1/(b(1-b)) >= 4` on `F` (`l` is 1/4-smooth), so `l*` is `mu = 4`-strongly convex and the gap
+//! ball uses `gamma = 4`: `r = sqrt(2 (P - D) / 4)`. The dual point of a primal iterate is `alpha_i =
+//! l'(u_i) = -y_i / (1 + exp(y_i u_i))` (Remark E.3), strictly inside `F`. At `beta = 0`, `l'(0) = -y/2`,
+//! so the initial active set ranks `|x_j . y|` as for squared loss and [`SubsetSolver::lambda0_max`] uses
+//! `m = max_j |x_j . y| / 2`. T (13) has no closed form; with the curvature bound `l'' <= 1/4` the
+//! majorised coordinate step is T applied to `b~ = beta_j - 4 x_j . l'(X beta)` with `lambda0, lambda1,
+//! lambda2` scaled by 4 (the minimiser of `(1/8)(b - b~)^2 + g(b)`), which never increases `P`. The dual
+//! step's default `omega` replaces the squared loss's `l*'' = 1` by the minimum 4.
 
 pub mod columns;
 pub mod dual;
 pub mod inner;
+pub mod logistic;
 pub mod screening;
 
 use std::time::Instant;
@@ -51,14 +60,73 @@ use columns::Columns;
 pub use dual::{Penalty, PenaltyError};
 pub use inner::Variant;
 use inner::{InnerOptions, Scratch, State};
+use logistic::LogisticScratch;
 use screening::{
     ball_radius, correlations, inclusion_size, screens_out, select_inclusion, SQUARED_GAMMA,
 };
+
+/// The loss `l(u, y)` of the subset problem (the paper's conventions, summed over samples).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubsetLoss {
+    /// `(1/2)(y - u)^2` (the paper's case).
+    #[default]
+    Squared,
+    /// `ln(1 + exp(-y u))`, labels +-1, unweighted samples.
+    Logistic,
+}
+
+impl SubsetLoss {
+    /// `sum_i l(u_i, y_i)` from the residual `y - X beta`.
+    fn loss_of_residual(self, y: &[f64], resid: &[f64]) -> f64 {
+        match self {
+            SubsetLoss::Squared => dual::squared_loss_of_residual(resid),
+            SubsetLoss::Logistic => logistic::loss_of_residual(y, resid),
+        }
+    }
+
+    /// `sum_i l*(alpha_i)`.
+    fn conjugate_sum(self, y: &[f64], alpha: &[f64]) -> f64 {
+        match self {
+            SubsetLoss::Squared => dual::squared_conjugate_sum(y, alpha),
+            SubsetLoss::Logistic => logistic::conjugate_sum(y, alpha),
+        }
+    }
+
+    /// The dual point of a primal iterate, `alpha_i = l'(u_i)` (Remark E.3).
+    fn dual_point(self, y: &[f64], resid: &[f64], alpha: &mut [f64]) {
+        match self {
+            SubsetLoss::Squared => {
+                for (a, &r) in alpha.iter_mut().zip(resid) {
+                    *a = -r;
+                }
+            }
+            SubsetLoss::Logistic => logistic::dual_point(y, resid, alpha),
+        }
+    }
+
+    /// `gamma`, the strong convexity of `l*` (the gap ball (15)).
+    fn gamma(self) -> f64 {
+        match self {
+            SubsetLoss::Squared => SQUARED_GAMMA,
+            SubsetLoss::Logistic => logistic::LOGISTIC_GAMMA,
+        }
+    }
+
+    /// `|l'(0, y)| / |y|`: 1 for squared, 1/2 for logistic (`l'(0) = -y/2`).
+    fn slope_at_zero(self) -> f64 {
+        match self {
+            SubsetLoss::Squared => 1.0,
+            SubsetLoss::Logistic => 0.5,
+        }
+    }
+}
 
 /// Everything Alg. 2 needs besides the data.
 #[derive(Debug, Clone, Copy)]
 pub struct SubsetParams {
     pub penalty: Penalty,
+    pub loss: SubsetLoss,
     pub variant: Variant,
     /// Stop when the full gap is below this (the paper's `xi`, 1e-6).
     pub xi: f64,
@@ -83,6 +151,7 @@ impl SubsetParams {
     pub fn new(penalty: Penalty) -> SubsetParams {
         SubsetParams {
             penalty,
+            loss: SubsetLoss::Squared,
             variant: Variant::PrimDual,
             xi: 1e-6,
             zeta: 1e-6,
@@ -136,6 +205,8 @@ pub enum SubsetError {
     Parameter { name: &'static str, value: f64 },
     #[error("the data set is empty")]
     NoSamples,
+    #[error("the logistic loss needs labels -1 or +1 and unweighted samples; sample {index} (0-based) has label*sqrt(weight) = {label}")]
+    LogisticLabel { index: usize, label: f64 },
 }
 
 /// Why [`SubsetSolver::solve`] stopped.
@@ -219,6 +290,7 @@ pub struct SubsetSolver {
     params: SubsetParams,
     state: State,
     scratch: Scratch,
+    logistic_scratch: LogisticScratch,
     active: Vec<usize>,
     in_active: Vec<bool>,
     screened: Vec<bool>,
@@ -247,13 +319,18 @@ impl SubsetSolver {
             return Err(SubsetError::NoSamples);
         }
         let cols = Columns::from_samples(data);
+        if params.loss == SubsetLoss::Logistic {
+            logistic::check_labels(cols.y())
+                .map_err(|(index, label)| SubsetError::LogisticLabel { index, label })?;
+        }
         let (n, p) = (cols.n(), cols.p());
         let state = State::zero(n, p, cols.y());
-        let primal = dual::squared_loss_of_residual(cols.y());
+        let primal = params.loss.loss_of_residual(cols.y(), cols.y());
         let mut solver = SubsetSolver {
             params,
             state,
             scratch: Scratch::default(),
+            logistic_scratch: LogisticScratch::default(),
             active: Vec::new(),
             in_active: vec![false; p],
             screened: vec![false; p],
@@ -345,7 +422,7 @@ impl SubsetSolver {
                 penalty += self.params.penalty.value(b);
             }
         }
-        dual::squared_loss_of_residual(&resid) + penalty
+        self.params.loss.loss_of_residual(self.cols.y(), &resid) + penalty
     }
 
     /// Restarts from a previous solution (weights in the caller's scale, by feature index) and active
@@ -359,9 +436,9 @@ impl SubsetSolver {
             }
         }
         self.state.refresh_residual(&self.cols);
-        for (a, &r) in self.state.alpha.iter_mut().zip(&self.state.resid) {
-            *a = -r;
-        }
+        self.params
+            .loss
+            .dual_point(self.cols.y(), &self.state.resid, &mut self.state.alpha);
         self.screened.iter_mut().for_each(|s| *s = false);
         self.screened_count = 0;
         self.best_dual = f64::NEG_INFINITY;
@@ -406,9 +483,9 @@ impl SubsetSolver {
             in_active[j] = beta[j] != 0.0;
             beta[j] != 0.0
         });
-        for (a, &r) in self.alt_alpha.iter_mut().zip(&self.state.resid) {
-            *a = -r;
-        }
+        self.params
+            .loss
+            .dual_point(self.cols.y(), &self.state.resid, &mut self.alt_alpha);
         correlations(&self.cols, &self.alt_alpha, &mut self.scores);
         self.include(self.h());
         self.do_add = true;
@@ -416,12 +493,14 @@ impl SubsetSolver {
         Ok(())
     }
 
-    /// `lambda0` above which `beta = 0` is optimal with zero gap: `((max_j |x_j . y| - lambda1)_+ / 2)^2 / lambda2`.
+    /// `lambda0` above which `beta = 0` is optimal with zero gap: `((m - lambda1)_+ / 2)^2 / lambda2` with
+    /// `m = max_j |x_j . l'(0)|` (`|x_j . y|` for squared loss, `|x_j . y| / 2` for logistic).
     pub fn lambda0_max(&self) -> f64 {
         let m = (0..self.cols.p())
             .filter(|&j| self.cols.usable(j))
             .map(|j| self.cols.dot(j, self.cols.y()).abs())
-            .fold(0.0, f64::max);
+            .fold(0.0, f64::max)
+            * self.params.loss.slope_at_zero();
         let excess = (m - self.params.penalty.lambda1).max(0.0) / 2.0;
         excess * excess / self.params.penalty.lambda2
     }
@@ -442,10 +521,16 @@ impl SubsetSolver {
     }
 
     /// `D(alpha)` over all features; leaves `x_j . alpha` in `scores`.
-    fn full_dual(cols: &Columns, penalty: &Penalty, alpha: &[f64], scores: &mut Vec<f64>) -> f64 {
+    fn full_dual(
+        cols: &Columns,
+        loss: SubsetLoss,
+        penalty: &Penalty,
+        alpha: &[f64],
+        scores: &mut Vec<f64>,
+    ) -> f64 {
         correlations(cols, alpha, scores);
         let psi: f64 = scores.iter().map(|&c| penalty.psi(penalty.eta(c))).sum();
-        -dual::squared_conjugate_sum(cols.y(), alpha) + psi
+        -loss.conjugate_sum(cols.y(), alpha) + psi
     }
 
     /// One outer step of Alg. 2: solve the sub-problem (Alg. 1), certify on the full problem, screen (16),
@@ -462,16 +547,28 @@ impl SubsetSolver {
             max_iterations: self.params.max_inner,
             exact_supergradient: self.params.exact_supergradient,
         };
-        let outcome = inner::solve(
-            &self.cols,
-            &penalty,
-            &self.active,
-            &options,
-            &mut self.state,
-            &mut self.scratch,
-        );
-        // Full certificate: the better of the sub-problem's dual point and X beta - y.
-        let primal = dual::squared_loss_of_residual(&self.state.resid)
+        let loss = self.params.loss;
+        let outcome = match loss {
+            SubsetLoss::Squared => inner::solve(
+                &self.cols,
+                &penalty,
+                &self.active,
+                &options,
+                &mut self.state,
+                &mut self.scratch,
+            ),
+            SubsetLoss::Logistic => logistic::solve(
+                &self.cols,
+                &penalty,
+                &self.active,
+                &options,
+                &mut self.state,
+                &mut self.scratch,
+                &mut self.logistic_scratch,
+            ),
+        };
+        // Full certificate: the better of the sub-problem's dual point and l'(X beta).
+        let primal = loss.loss_of_residual(self.cols.y(), &self.state.resid)
             + self
                 .active
                 .iter()
@@ -481,6 +578,7 @@ impl SubsetSolver {
         // Any feasible alpha certifies, so keeping the best makes the full gap monotone.
         let sub_dual = Self::full_dual(
             &self.cols,
+            loss,
             &penalty,
             &self.state.alpha,
             &mut self.alt_scores,
@@ -490,11 +588,14 @@ impl SubsetSolver {
             self.best_alpha.copy_from_slice(&self.state.alpha);
             std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
         }
-        for (a, &r) in self.alt_alpha.iter_mut().zip(&self.state.resid) {
-            *a = -r;
-        }
-        let primal_point_dual =
-            Self::full_dual(&self.cols, &penalty, &self.alt_alpha, &mut self.alt_scores);
+        loss.dual_point(self.cols.y(), &self.state.resid, &mut self.alt_alpha);
+        let primal_point_dual = Self::full_dual(
+            &self.cols,
+            loss,
+            &penalty,
+            &self.alt_alpha,
+            &mut self.alt_scores,
+        );
         if primal_point_dual > self.best_dual {
             self.best_dual = primal_point_dual;
             self.best_alpha.copy_from_slice(&self.alt_alpha);
@@ -504,7 +605,7 @@ impl SubsetSolver {
         self.state.alpha.copy_from_slice(&self.best_alpha);
         self.scores.clone_from(&self.best_scores);
         let gap = primal - dual;
-        let radius = ball_radius(gap, SQUARED_GAMMA);
+        let radius = ball_radius(gap, loss.gamma());
         // Screening (16), never of a feature that is currently nonzero.
         let mut newly_screened = 0;
         if self.params.screening {

@@ -8,6 +8,8 @@ use rand_distr::{Distribution, StandardNormal};
 use super::*;
 use crate::sample::{Dataset, Sample};
 
+mod logistic;
+
 /// A dense problem: `X` (row-major, `n x p`) with AR(rho) correlated columns, `y = X w + noise`, with
 /// `k` nonzero weights of magnitude in [1, 2].
 struct Dense {
