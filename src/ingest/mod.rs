@@ -72,7 +72,7 @@ pub fn is_skippable(line: &str) -> bool {
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
 /// This is the daemon's ingest hot path, so it is one hand-written pass over the bytes: tokens split on
-/// ASCII whitespace up to the first `#`, indices parsed by [`parse_index`] (the grammar of
+/// ASCII whitespace up to the first `#`, indices parsed by `parse_index` (the grammar of
 /// `u32::from_str`) and values by [`parse_f64`] (plain decimals exactly, everything else through
 /// `f64::from_str`); the same values and the same errors as the obvious `split`/`parse` version.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
