@@ -173,6 +173,7 @@ async fn parse_off_runtime(
 ) -> Result<Vec<Sample>, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
+        crate::daemon::lower_thread_priority();
         let text = std::str::from_utf8(&body).map_err(|e| BatchError {
             line: None,
             message: format!("body is not UTF-8: {e}"),

@@ -23,6 +23,20 @@
 
 pub mod checkpoint;
 
+/// Niceness of the throughput threads (learners, body parsers) relative to the HTTP workers.
+const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's scheduling priority. On Linux the nice value is per thread, so the
+/// learners and the body parsers — throughput work — yield the two cores to the HTTP workers, whose
+/// requests (GET /v1/model above all) are latency work. Best effort: a failure leaves the default.
+pub(crate) fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority only reads its integer arguments; `who = 0` is the calling thread.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, BACKGROUND_NICE);
+    }
+}
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -205,6 +219,7 @@ pub async fn run(
         let handle = std::thread::Builder::new()
             .name(format!("learner-{name}"))
             .spawn(move || {
+                lower_thread_priority();
                 learner_loop(
                     learner,
                     rx,
