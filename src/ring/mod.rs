@@ -87,6 +87,13 @@ impl Window {
         &mut self.alphas
     }
 
+    /// An owned copy of the contents, oldest first, with their duals: the checkpoint payload.
+    pub fn to_pairs(&self) -> Vec<(Sample, f64)> {
+        self.iter_oldest_first()
+            .map(|(s, a)| (s.clone(), a))
+            .collect()
+    }
+
     /// Samples from oldest to newest with their duals (for checkpoints).
     pub fn iter_oldest_first(&self) -> impl Iterator<Item = (&Sample, f64)> + '_ {
         let n = self.slots.len();

@@ -115,6 +115,16 @@ pub struct LearnerSnapshot {
     pub window_samples: usize,
 }
 
+impl LearnerSnapshot {
+    pub fn new(model: Model, stats: LearnerStats, window: &Window) -> LearnerSnapshot {
+        LearnerSnapshot {
+            model,
+            stats,
+            window_samples: window.len(),
+        }
+    }
+}
+
 /// Everything needed to resume a learner (the checkpoint payload).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LearnerState {
@@ -662,11 +672,7 @@ impl StreamingLearner for StreamSdiht {
             c.lambda,
             certificate,
         );
-        LearnerSnapshot {
-            model,
-            stats: self.stats,
-            window_samples: self.window.len(),
-        }
+        LearnerSnapshot::new(model, self.stats, &self.window)
     }
 
     fn stats(&self) -> LearnerStats {
@@ -679,11 +685,7 @@ impl StreamingLearner for StreamSdiht {
 
     fn state(&self) -> LearnerState {
         LearnerState {
-            samples: self
-                .window
-                .iter_oldest_first()
-                .map(|(s, a)| (s.clone(), a))
-                .collect(),
+            samples: self.window.to_pairs(),
             stats: self.stats,
             last_certificate: self.last_certificate,
             scale: self.scale,

@@ -358,11 +358,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             c.lambda,
             certificate,
         );
-        LearnerSnapshot {
-            model,
-            stats: self.stats,
-            window_samples: self.window.len(),
-        }
+        LearnerSnapshot::new(model, self.stats, &self.window)
     }
 
     fn stats(&self) -> LearnerStats {
@@ -375,11 +371,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
 
     fn state(&self) -> LearnerState {
         LearnerState {
-            samples: self
-                .window
-                .iter_oldest_first()
-                .map(|(s, a)| (s.clone(), a))
-                .collect(),
+            samples: self.window.to_pairs(),
             stats: self.stats,
             last_certificate: self.last_certificate,
             scale: 1.0,

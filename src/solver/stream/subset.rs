@@ -272,11 +272,7 @@ impl StreamingLearner for StreamSubset {
         model.lambda0 = Some(penalty.lambda0);
         model.lambda1 = Some(penalty.lambda1);
         model.lambda2 = Some(penalty.lambda2);
-        LearnerSnapshot {
-            model,
-            stats: self.stats,
-            window_samples: self.window.len(),
-        }
+        LearnerSnapshot::new(model, self.stats, &self.window)
     }
 
     fn stats(&self) -> LearnerStats {
@@ -289,11 +285,7 @@ impl StreamingLearner for StreamSubset {
 
     fn state(&self) -> LearnerState {
         LearnerState {
-            samples: self
-                .window
-                .iter_oldest_first()
-                .map(|(s, a)| (s.clone(), a))
-                .collect(),
+            samples: self.window.to_pairs(),
             stats: self.stats,
             last_certificate: self.certificate,
             scale: 1.0,
