@@ -73,6 +73,13 @@ impl Window {
         (at, Some((old.sample, old_alpha)))
     }
 
+    /// Empties the window (capacity and the feature bound `dim` stay).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.alphas.clear();
+        self.head = 0;
+    }
+
     /// The slot at storage index `i`.
     pub fn slot(&self, i: usize) -> &Slot {
         &self.slots[i]

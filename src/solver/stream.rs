@@ -247,6 +247,8 @@ pub struct StreamSdiht {
     /// Coordinates a batch touches (may repeat), so `dz` and `z + t dz` cost O(batch), not O(d).
     batch_coords: Vec<u32>,
     trial_z: Vec<f64>,
+    /// Bit `j` set iff `j` is in `support`, during an insert only (all zero otherwise).
+    support_mask: Vec<u64>,
 }
 
 impl StreamSdiht {
@@ -281,6 +283,7 @@ impl StreamSdiht {
             dz: Vec::new(),
             batch_coords: Vec::new(),
             trial_z: Vec::new(),
+            support_mask: Vec::new(),
         };
         if let Some(state) = state {
             learner.window = Window::from_oldest_first(capacity, state.samples);
@@ -306,6 +309,7 @@ impl StreamSdiht {
         if self.z.len() < d {
             self.z.resize(d, 0.0);
             self.w.resize(d, 0.0);
+            self.support_mask.resize(d.div_ceil(64), 0);
         }
     }
 
@@ -512,6 +516,20 @@ impl StreamSdiht {
 
 /// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
 /// as the dense `sq_norm`, without its O(d) pass).
+/// `w . x` for a sparse row `x` and a `w` that is zero outside the bits set in `mask`: the same sum as
+/// [`sparse_dot`] without its zero terms, so the 8d-byte `w` is only read on the support.
+#[inline]
+fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f64 {
+    let mut acc = 0.0;
+    for (&j, &v) in indices.iter().zip(values) {
+        let j = j as usize;
+        if mask[j / 64] & (1 << (j % 64)) != 0 {
+            acc += v * w[j];
+        }
+    }
+    acc
+}
+
 fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
     support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
 }
@@ -538,44 +556,57 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn insert_batches(&mut self, batches: &[&[Sample]]) {
-        if batches.iter().all(|b| b.is_empty()) {
+        let total: usize = batches.iter().map(|b| b.len()).sum();
+        if total == 0 {
             return;
         }
         let loss = self.config.loss;
-        // Predict each sample with the model as it was, then store it with its warm-start dual; the duals
-        // enter z only below, once their scale is chosen.
+        let capacity = self.window.capacity();
+        let dim = batches
+            .iter()
+            .flat_map(|b| b.iter())
+            .map(Sample::dim)
+            .max()
+            .unwrap_or(0);
+        self.ensure_dim(dim);
+        // Only the newest `capacity` samples of this call can still be in the window afterwards; the
+        // others would enter and leave within the call, touching nothing but the progressive loss. So
+        // they are only predicted, and when the whole window turns over, `z` and `sum l*` restart
+        // from zero instead of subtracting every old sample (exact, and cheaper under a backlog).
+        let passing = total.saturating_sub(capacity);
+        if total >= capacity {
+            self.window.clear();
+            self.z.iter_mut().for_each(|v| *v = 0.0);
+            self.conj_sum = 0.0;
+        }
+        // Every sample is predicted with the model as it was before this call. `w` has at most k
+        // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
+        // bytes, cache resident) before reading `w` (8d bytes, random access).
+        for &j in &self.support {
+            self.support_mask[j as usize / 64] |= 1 << (j % 64);
+        }
         self.new_positions.clear();
         self.new_alpha.clear();
-        let capacity = self.window.capacity();
-        let mut evicted_within = false;
-        for sample in batches.iter().flat_map(|b| b.iter()) {
-            self.ensure_dim(sample.dim());
+        for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
-            let u = sparse_dot(r.indices, r.values, &self.w);
+            let u = masked_dot(r.indices, r.values, &self.w, &self.support_mask);
             self.stats.progressive_loss_sum += l.value(u);
             self.stats.progressive_count += 1;
+            self.stats.samples_seen += 1;
+            if seq < passing {
+                continue;
+            }
             let alpha = l.dual_of_margin(u);
             let (at, evicted) = self.window.push_at(sample.clone(), alpha);
-            let pushed = self.new_positions.len();
             if let Some((old, old_alpha)) = evicted {
-                // The ring evicts the sample pushed `capacity` pushes ago: one of this call's own when
-                // `pushed >= capacity` (it never entered z; dropped below), an older one otherwise.
-                if pushed >= capacity {
-                    self.new_positions[pushed - capacity] = usize::MAX;
-                    evicted_within = true;
-                } else {
-                    self.evict(&old, old_alpha);
-                }
+                self.evict(&old, old_alpha);
             }
             self.new_positions.push(at);
             self.new_alpha.push(alpha);
-            self.stats.samples_seen += 1;
         }
-        if evicted_within {
-            let mut keep = self.new_positions.iter().map(|&p| p != usize::MAX);
-            self.new_alpha.retain(|_| keep.next().unwrap_or(false));
-            self.new_positions.retain(|&p| p != usize::MAX);
+        for &j in &self.support {
+            self.support_mask[j as usize / 64] = 0;
         }
         self.enter_warm_starts();
         self.stats.mutations += 1;
@@ -753,8 +784,20 @@ mod tests {
             }
         }
         // One batch larger than the window: its own first samples are evicted within the batch.
+        let seen = l.stats().samples_seen;
+        let predicted = l.stats().progressive_count;
         l.insert_batches(&[&data.samples[..100], &data.samples[100..150]]);
         assert_eq!(l.window().len(), 64);
+        // The window holds exactly the newest 64, in order; all 150 were seen and predicted.
+        let labels: Vec<f64> = l
+            .window()
+            .iter_oldest_first()
+            .map(|(s, _)| s.label)
+            .collect();
+        let expected: Vec<f64> = data.samples[86..150].iter().map(|s| s.label).collect();
+        assert_eq!(labels, expected);
+        assert_eq!(l.stats().samples_seen, seen + 150);
+        assert_eq!(l.stats().progressive_count, predicted + 150);
         let (running, running_conj) = (l.z.clone(), l.conj_sum);
         l.recompute();
         assert!(

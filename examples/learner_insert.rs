@@ -1,0 +1,66 @@
+//! CPU cost of a streaming learner's intake: `StreamingLearner::insert_batches` on the load generator's
+//! stream (d = 2^20, 40 nonzeros per sample, 100 true features, logistic loss, k = 100, window 100k),
+//! in thread CPU time per sample, so the figure holds on a busy machine too (wall time would not).
+//!
+//! ```sh
+//! cargo run --release --example learner_insert
+//! ```
+//! Each line: the solver, the samples handed over per call (a learner thread drains every waiting batch
+//! in one call, so calls grow when it falls behind), ns of CPU per sample for the intake alone, and for
+//! intake plus 4 solver steps per call (as the daemon's learner loop interleaves them).
+
+use thresher::config::{Config, StreamSolverKind};
+use thresher::loss::{Loss, LossKind};
+use thresher::solver::stream::build;
+use thresher::synth::sparse_stream;
+
+fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+fn main() {
+    const CAPACITY: usize = 100_000;
+    const TOTAL: usize = 600_000;
+    let data = sparse_stream(TOTAL, 1 << 20, 100, 40, 0.0, true, 7);
+    // An optional argument picks one solver (`sdiht` or `mirror`), e.g. for a profile.
+    let only = std::env::args().nth(1);
+    for solver in [StreamSolverKind::Sdiht, StreamSolverKind::Mirror] {
+        if only
+            .as_deref()
+            .is_some_and(|o| !format!("{solver:?}").eq_ignore_ascii_case(o))
+        {
+            continue;
+        }
+        for per_call in [10_000usize, 100_000, 300_000] {
+            for steps in [0usize, 4] {
+                let mut config = Config::defaults().learners.remove(0);
+                config.solver = solver;
+                config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+                config.k = 100;
+                config.lambda = 1e-4;
+                let mut learner = build(&config, CAPACITY, None);
+                // Fill the window first: the steady state is a full window.
+                learner.insert(&data.samples[..CAPACITY]);
+                let start = thread_cpu_ns();
+                let mut fed = 0;
+                for chunk in data.samples[CAPACITY..].chunks(per_call) {
+                    learner.insert(chunk);
+                    for _ in 0..steps {
+                        learner.step();
+                    }
+                    fed += chunk.len();
+                }
+                let ns = (thread_cpu_ns() - start) as f64 / fed as f64;
+                println!(
+                    "solver={solver:?} per_call={per_call} steps_per_call={steps} cpu_ns_per_sample={ns:.0}"
+                );
+            }
+        }
+    }
+}
