@@ -52,7 +52,9 @@ use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
-use crate::sparse::{hard_threshold_paired, sparse_axpy, sparse_dot, ThresholdScratch};
+use crate::sparse::{
+    hard_threshold_paired, sparse_axpy, sparse_dot, top_k_indices, top_k_of_pairs, ThresholdScratch,
+};
 
 pub mod mirror;
 pub mod subset;
@@ -244,11 +246,18 @@ pub struct StreamSdiht {
     new_positions: Vec<usize>,
     /// The new samples' `sum alpha_i x_i`; zero outside `batch_coords` between inserts.
     dz: Vec<f64>,
-    /// Coordinates a batch touches (may repeat), so `dz` and `z + t dz` cost O(batch), not O(d).
+    /// The coordinates a batch touches, each once, so the warm start costs O(batch), not O(d), per trial.
     batch_coords: Vec<u32>,
-    trial_z: Vec<f64>,
-    /// Bit `j` set iff `j` is in `support`, during an insert only (all zero otherwise).
-    support_mask: Vec<u64>,
+    /// `z` and `dz` on `batch_coords` (parallel), contiguous for the backtracking trials.
+    z_on_batch: Vec<f64>,
+    dz_on_batch: Vec<f64>,
+    /// The top k of `z` outside `batch_coords`, `(index, z_j)`.
+    top_outside: Vec<(u32, f64)>,
+    /// A trial's `H_k(z + t dz)`: support and unscaled values, parallel.
+    trial_values: Vec<f64>,
+    /// Bit set over features, all zero between inserts: the support while an insert predicts, then
+    /// the batch's coordinates while `enter_warm_starts` collects them.
+    coord_mask: Vec<u64>,
 }
 
 impl StreamSdiht {
@@ -282,8 +291,11 @@ impl StreamSdiht {
             new_positions: Vec::new(),
             dz: Vec::new(),
             batch_coords: Vec::new(),
-            trial_z: Vec::new(),
-            support_mask: Vec::new(),
+            z_on_batch: Vec::new(),
+            dz_on_batch: Vec::new(),
+            top_outside: Vec::new(),
+            trial_values: Vec::new(),
+            coord_mask: Vec::new(),
         };
         if let Some(state) = state {
             learner.window = Window::from_oldest_first(capacity, state.samples);
@@ -309,7 +321,7 @@ impl StreamSdiht {
         if self.z.len() < d {
             self.z.resize(d, 0.0);
             self.w.resize(d, 0.0);
-            self.support_mask.resize(d.div_ceil(64), 0);
+            self.coord_mask.resize(d.div_ceil(64), 0);
         }
     }
 
@@ -353,24 +365,41 @@ impl StreamSdiht {
         let loss = self.config.loss;
         let n = self.window.len() as f64;
         let lambda_n = self.lambda_n();
+        let (k, lambda) = (self.config.k, self.config.lambda);
         let d = self.z.len();
         if self.dz.len() < d {
             self.dz.resize(d, 0.0);
         }
+        // The batch's coordinates C (each once: the mask dedupes) and `dz = sum_new alpha_i x_i` on them.
         self.batch_coords.clear();
         for (&at, &alpha) in self.new_positions.iter().zip(&self.new_alpha) {
             let r = self.window.row(at);
             for (&j, &v) in r.indices.iter().zip(r.values) {
-                let slot = &mut self.dz[j as usize];
-                if *slot == 0.0 {
+                let (word, bit) = (j as usize / 64, 1u64 << (j % 64));
+                if self.coord_mask[word] & bit == 0 {
+                    self.coord_mask[word] |= bit;
                     self.batch_coords.push(j);
                 }
-                *slot += alpha * v;
+                self.dz[j as usize] += alpha * v;
             }
         }
-        // Outside the batch's coordinates `z + t dz = z`: copy once, then each trial rewrites only those.
-        self.trial_z.clear();
-        self.trial_z.extend_from_slice(&self.z);
+        // `z + t dz` differs from `z` only on C, so `H_k(z + t dz)` is the top k of (the top k of `z`
+        // outside C) ∪ C (`sparse::top_k_of_pairs`): one dense pass here, then O(|C|) per trial `t`,
+        // on contiguous copies of `z` and `dz` over C instead of random reads of three d-vectors.
+        self.z_on_batch.clear();
+        self.dz_on_batch.clear();
+        for &j in &self.batch_coords {
+            let j = j as usize;
+            self.z_on_batch.push(self.z[j]);
+            self.dz_on_batch.push(self.dz[j]);
+            self.z[j] = 0.0;
+            self.dz[j] = 0.0;
+            self.coord_mask[j / 64] = 0;
+        }
+        let outside = top_k_indices(&self.z, k, &mut self.threshold);
+        self.top_outside.clear();
+        self.top_outside
+            .extend(outside.iter().map(|&j| (j, self.z[j as usize])));
         let conj_at = |this: &Self, t: f64| -> f64 {
             this.new_positions
                 .iter()
@@ -381,21 +410,26 @@ impl StreamSdiht {
                 })
                 .sum::<f64>()
         };
+        // D at `alpha + t alpha_new`; leaves `H_k(z + t dz)` in `self.trial_support` /
+        // `self.trial_values` (unscaled, ascending index order).
         let dual_at = |this: &mut Self, t: f64| -> f64 {
-            for &j in &this.batch_coords {
-                let j = j as usize;
-                this.trial_z[j] = this.z[j] + t * this.dz[j];
+            let changed = this
+                .batch_coords
+                .iter()
+                .zip(this.z_on_batch.iter().zip(&this.dz_on_batch))
+                .map(|(&j, (&z, &dz))| (j, z + t * dz));
+            let candidates = this.top_outside.iter().copied().chain(changed);
+            let kept = top_k_of_pairs(candidates, k, &mut this.threshold);
+            this.trial_support.clear();
+            this.trial_values.clear();
+            let mut sq_norm = 0.0;
+            for &(j, v) in kept {
+                this.trial_support.push(j);
+                this.trial_values.push(v);
+                let w = v * (-1.0 / lambda_n);
+                sq_norm += w * w;
             }
-            threshold_scaled(
-                &this.trial_z,
-                -1.0 / lambda_n,
-                this.config.k,
-                &mut this.trial_w,
-                &mut this.trial_support,
-                &mut this.threshold,
-            );
-            -(this.conj_sum + conj_at(this, t)) / n
-                - 0.5 * this.config.lambda * support_sq_norm(&this.trial_w, &this.trial_support)
+            -(this.conj_sum + conj_at(this, t)) / n - 0.5 * lambda * sq_norm
         };
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
@@ -415,18 +449,23 @@ impl StreamSdiht {
                 dual_at(self, 0.0)
             }
         };
-        // The trial buffers now hold z + t dz and its threshold: adopt them.
+        // Adopt `t`: the duals, `z + t dz` on C, and the trial threshold as `w`.
         for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
             self.window.alphas_mut()[at] = t * a;
         }
         self.conj_sum += conj_at(self, t);
-        std::mem::swap(&mut self.z, &mut self.trial_z);
-        std::mem::swap(&mut self.w, &mut self.trial_w);
+        for (m, &j) in self.batch_coords.iter().enumerate() {
+            self.z[j as usize] = self.z_on_batch[m] + t * self.dz_on_batch[m];
+        }
+        for &j in &self.support {
+            self.w[j as usize] = 0.0;
+        }
+        let scale = -1.0 / lambda_n;
+        for (&j, &v) in self.trial_support.iter().zip(&self.trial_values) {
+            self.w[j as usize] = v * scale;
+        }
         std::mem::swap(&mut self.support, &mut self.trial_support);
         self.dual = dual;
-        for &j in &self.batch_coords {
-            self.dz[j as usize] = 0.0;
-        }
     }
 
     /// Eq. (4.3)-(4.4) and S2.2 on the window rows `rows` (the offline SDIHT's block step).
@@ -583,14 +622,14 @@ impl StreamingLearner for StreamSdiht {
         // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
         // bytes, cache resident) before reading `w` (8d bytes, random access).
         for &j in &self.support {
-            self.support_mask[j as usize / 64] |= 1 << (j % 64);
+            self.coord_mask[j as usize / 64] |= 1 << (j % 64);
         }
         self.new_positions.clear();
         self.new_alpha.clear();
         for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
-            let u = masked_dot(r.indices, r.values, &self.w, &self.support_mask);
+            let u = masked_dot(r.indices, r.values, &self.w, &self.coord_mask);
             self.stats.progressive_loss_sum += l.value(u);
             self.stats.progressive_count += 1;
             self.stats.samples_seen += 1;
@@ -606,7 +645,7 @@ impl StreamingLearner for StreamSdiht {
             self.new_alpha.push(alpha);
         }
         for &j in &self.support {
-            self.support_mask[j as usize / 64] = 0;
+            self.coord_mask[j as usize / 64] = 0;
         }
         self.enter_warm_starts();
         self.stats.mutations += 1;

@@ -46,6 +46,9 @@ pub struct ThresholdScratch {
     magnitudes: Vec<f64>,
     /// The `k` best entries seen so far, worst on top: `Reverse((|v| bits, Reverse(index)))`.
     heap: BinaryHeap<Reverse<(u64, Reverse<u32>)>>,
+    /// [`top_k_of_pairs`]'s heap (the same order, carrying each value's bits) and its result.
+    pair_heap: BinaryHeap<Reverse<(u64, Reverse<u32>, u64)>>,
+    pairs: Vec<(u32, f64)>,
 }
 
 /// Up to this `k / d` ratio one pass with a `k`-element heap beats quickselect over all nonzeros.
@@ -101,6 +104,54 @@ pub fn hard_threshold_paired(
         out[j as usize] = dense[j as usize];
     }
     support.extend_from_slice(&scratch.order);
+}
+
+/// The indices (ascending) of the `k` entries of `dense` largest in magnitude: the support
+/// [`hard_threshold`] picks (nonzero, not NaN, ties → lower index).
+pub fn top_k_indices<'a>(dense: &[f64], k: usize, scratch: &'a mut ThresholdScratch) -> &'a [u32] {
+    select_top_k(dense, k, scratch);
+    &scratch.order
+}
+
+/// [`top_k_indices`] over `(index, value)` pairs with distinct indices in any order, by the same total
+/// order (magnitude, then lower index); the kept pairs come back ascending by index. Why: `H_k` of a
+/// vector that differs from a known one on a set `C` of coordinates is the top k of (the top k of the
+/// coordinates outside `C`) ∪ `C`, so a caller that tries several values on `C` pays one dense pass,
+/// then O(|C|) per try.
+pub fn top_k_of_pairs(
+    pairs: impl Iterator<Item = (u32, f64)>,
+    k: usize,
+    scratch: &mut ThresholdScratch,
+) -> &[(u32, f64)] {
+    let (heap, kept) = (&mut scratch.pair_heap, &mut scratch.pairs);
+    heap.clear();
+    kept.clear();
+    if k == 0 {
+        return kept;
+    }
+    for (j, v) in pairs {
+        let m = v.abs();
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(m > 0.0) {
+            continue;
+        }
+        // The value rides along; it never decides a comparison, indices being distinct.
+        let entry = Reverse((m.to_bits(), Reverse(j), v.to_bits()));
+        if heap.len() < k {
+            heap.push(entry);
+        } else if let Some(mut worst) = heap.peek_mut() {
+            // `Reverse` flips the order: a better entry compares *less* than the worst kept one.
+            if entry < *worst {
+                *worst = entry;
+            }
+        }
+    }
+    kept.extend(
+        heap.drain()
+            .map(|Reverse((_, Reverse(j), v))| (j, f64::from_bits(v))),
+    );
+    kept.sort_unstable_by_key(|&(j, _)| j);
+    kept
 }
 
 /// Leaves in `scratch.order` the indices of the `k` entries of `dense` largest in magnitude (nonzero,
@@ -193,6 +244,43 @@ mod tests {
         let (mut out, mut sup, mut s) = (Vec::new(), Vec::new(), ThresholdScratch::default());
         hard_threshold(dense, k, &mut out, &mut sup, &mut s);
         (out, sup)
+    }
+
+    /// The top k of (top k outside C) ∪ C is the dense top k, ties and zeros included.
+    #[test]
+    fn top_k_of_pairs_matches_the_dense_selection_split_anywhere() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut scratch = ThresholdScratch::default();
+        for round in 0..200 {
+            let d = rng.gen_range(1..300);
+            // Few distinct magnitudes, so ties are common; some zeros.
+            let dense: Vec<f64> = (0..d)
+                .map(|_| rng.gen_range(-4i32..=4) as f64 * 0.5)
+                .collect();
+            let k = rng.gen_range(0..=d + 2);
+            let want = top_k_indices(&dense, k, &mut scratch).to_vec();
+            let changed: Vec<bool> = (0..d).map(|_| rng.gen_bool(0.3)).collect();
+            let outside: Vec<f64> = dense
+                .iter()
+                .zip(&changed)
+                .map(|(&v, &c)| if c { 0.0 } else { v })
+                .collect();
+            let top_outside = top_k_indices(&outside, k, &mut scratch).to_vec();
+            let mut pairs: Vec<(u32, f64)> = (0..d)
+                .filter(|&j| changed[j])
+                .map(|j| (j as u32, dense[j]))
+                .chain(top_outside.iter().map(|&j| (j, dense[j as usize])))
+                .collect();
+            // Any order.
+            pairs.reverse();
+            let got = top_k_of_pairs(pairs.into_iter(), k, &mut scratch).to_vec();
+            let got_indices: Vec<u32> = got.iter().map(|&(j, _)| j).collect();
+            assert_eq!(got_indices, want, "round {round}");
+            for (j, v) in got {
+                assert_eq!(v.to_bits(), dense[j as usize].to_bits());
+            }
+        }
     }
 
     #[test]
