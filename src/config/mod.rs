@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
-//! | `ingest.queue_capacity` | 64 | batches | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
+//! | `ingest.queue_capacity` | 32 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |

@@ -60,8 +60,6 @@ use crate::snapshot::{
 use crate::solver::stream::{build, StepOutcome};
 use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
 
-/// Batches each learner's channel holds (the router blocks beyond it, which backs up the ingest queue).
-const LEARNER_QUEUE_BATCHES: usize = 4;
 /// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
 const STEPS_PER_LOCK: usize = 4;
 /// How long an idle learner or the router waits before re-checking for shutdown.
@@ -206,7 +204,11 @@ pub async fn run(
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
     for (learner, cell) in &learners {
-        let (tx, rx) = bounded::<Batch>(LEARNER_QUEUE_BATCHES);
+        // As deep as the ingest queue: a learner that falls behind then finds the whole backlog waiting
+        // and absorbs it in one insert, where only the newest `window.capacity` samples cost more than a
+        // prediction (`StreamingLearner::insert_batches`); a shallow channel would hand it a few batches
+        // per round and keep it behind. The router blocks when it is full, backing up the ingest queue.
+        let (tx, rx) = bounded::<Batch>(config.queue_capacity);
         learner_txs.push(tx);
         let name = learner.lock().config().name.clone();
         let (learner, fatal) = (learner.clone(), fatal.clone());
