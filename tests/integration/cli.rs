@@ -1,29 +1,15 @@
 //! `thresher fit` / `thresher predict` end to end through the binary.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, write, write_libsvm};
 
 #[test]
 fn fit_then_predict_recovers_a_planted_support() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
-    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
+    let data = write_libsvm(dir.path(), "train.svm", &problem.samples);
     let model_path = dir.path().join("model.json");
     let trace_path = dir.path().join("trace.csv");
     for solver in ["diht", "sdiht", "iht", "htp"] {
@@ -47,8 +33,7 @@ fn fit_then_predict_recovers_a_planted_support() {
             "--trace",
             trace_path.to_str().unwrap(),
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{solver}: {stderr}");
+        let stderr = assert_succeeded(&out, solver);
         assert!(
             stderr.contains(&format!("solver={solver} ")) && stderr.contains("stop="),
             "{stderr}"
@@ -70,13 +55,12 @@ fn fit_then_predict_recovers_a_planted_support() {
         assert!(lines.all(|l| l.split(',').count() == 7));
     }
     let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
-    assert!(out.status.success());
+    let stderr = assert_succeeded(&out, "predict");
     let predictions: Vec<f64> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| l.parse().unwrap())
         .collect();
     assert_eq!(predictions.len(), 400);
-    let stderr = String::from_utf8_lossy(&out.stderr);
     let mse: f64 = stderr
         .trim()
         .rsplit("mse=")
@@ -91,7 +75,7 @@ fn fit_then_predict_recovers_a_planted_support() {
 fn classification_fit_and_predict_report_accuracy() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(600, 40, 4, 8, 0.0, true, 5);
-    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
+    let data = write_libsvm(dir.path(), "train.svm", &problem.samples);
     let model_path = dir.path().join("m.json");
     for loss in ["huber", "hinge", "logistic"] {
         let out = thresher(&[
@@ -113,13 +97,9 @@ fn classification_fit_and_predict_report_accuracy() {
             "--out",
             model_path.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{loss}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_succeeded(&out, loss);
         let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = assert_succeeded(&out, loss);
         let accuracy: f64 = stderr
             .trim()
             .rsplit("accuracy=")
@@ -159,11 +139,7 @@ fn json_lines_input_and_unlabelled_prediction() {
         "--out",
         model_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out, "fit on JSON lines");
     let model = Model::load(&model_path).unwrap();
     assert_eq!(model.support, vec![1], "indices are kept exactly as given");
     assert!((model.weights[0] - 2.0).abs() < 0.01, "{:?}", model.weights);
@@ -173,7 +149,7 @@ fn json_lines_input_and_unlabelled_prediction() {
         "{\"indices\": [1], \"values\": [1.5]}\n",
     );
     let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &query]);
-    assert!(out.status.success());
+    assert_succeeded(&out, "predict unlabelled");
     let y: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!((y - 3.0).abs() < 0.02, "{y}");
 }
@@ -214,37 +190,27 @@ fn bad_input_is_a_clear_error_naming_file_and_line() {
         let out = thresher(&[
             "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0.1",
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{name}");
-        assert!(
-            stderr.contains(&format!("{name}{line}")),
-            "{name}: {stderr}"
-        );
-        assert!(stderr.contains(message), "{name}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_failed_with(&out, &format!("{name}{line}"));
+        assert_failed_with(&out, message);
     }
     let data = write(dir.path(), "three.svm", "3 1:1\n1 2:1\n");
     let out = thresher(&[
         "fit", &data, "--loss", "hinge", "-k", "1", "--lambda", "0.1",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("label 3 is not valid for hinge"),
-        "{stderr}"
-    );
+    assert_failed_with(&out, "label 3 is not valid for hinge");
     let out = thresher(&[
         "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0",
     ]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lambda must be finite and > 0"));
+    assert_failed_with(&out, "lambda must be finite and > 0");
     let out = thresher(&["predict", "--model", &data, &data]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a thresher model"));
+    assert_failed_with(&out, "not a thresher model");
 }
 
 #[test]
 fn a_diverging_step_is_an_error_not_a_model() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::paper_ridge(60, 50, 10, 3);
-    let data = write(dir.path(), "ridge.svm", &synth::to_libsvm(&problem.samples));
+    let data = write_libsvm(dir.path(), "ridge.svm", &problem.samples);
     let model_path = dir.path().join("m.json");
     let out = thresher(&[
         "fit",
@@ -262,9 +228,7 @@ fn a_diverging_step_is_an_error_not_a_model() {
         "--out",
         model_path.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("diverged at epoch"), "{stderr}");
+    assert_failed_with(&out, "diverged at epoch");
     assert!(
         !model_path.exists(),
         "no model is written for a diverged run"
@@ -283,9 +247,5 @@ fn a_diverging_step_is_an_error_not_a_model() {
         "--out",
         model_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "the default step converges: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out, "the default step converges");
 }

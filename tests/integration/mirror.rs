@@ -1,23 +1,15 @@
 //! `thresher fit --solver mirror|smidas` end to end through the binary.
 
-use std::process::{Command, Output};
-
 use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, write_libsvm};
 
 #[test]
 fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(1500, 100, 6, 12, 0.05, false, 42);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
+    let data = write_libsvm(dir.path(), "train.svm", &problem.samples);
     let model_path = dir.path().join("model.json");
     let trace_path = dir.path().join("trace.csv");
     for (mirror, constraint) in [
@@ -27,7 +19,7 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
     ] {
         let out = thresher(&[
             "fit",
-            data.to_str().unwrap(),
+            &data,
             "--loss",
             "squared",
             "-k",
@@ -51,8 +43,7 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
             "--trace",
             trace_path.to_str().unwrap(),
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mirror} {constraint}: {stderr}");
+        let stderr = assert_succeeded(&out, &format!("{mirror} {constraint}"));
         let name = format!("mirror-{mirror}");
         assert!(stderr.contains(&format!("solver={name} ")), "{stderr}");
         let model = Model::load(&model_path).unwrap();
@@ -76,15 +67,12 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
 fn fit_with_smidas_reports_its_support_and_bad_mirror_arguments_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(300, 40, 4, 8, 0.05, false, 7);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
-    let data = data.to_str().unwrap();
+    let data = write_libsvm(dir.path(), "train.svm", &problem.samples);
     let base = [
-        "fit", data, "--loss", "squared", "-k", "4", "--lambda", "0.01", "--epochs", "3",
+        "fit", &data, "--loss", "squared", "-k", "4", "--lambda", "0.01", "--epochs", "3",
     ];
     let out = thresher(&[&base[..], &["--solver", "smidas", "--l1", "0.3"]].concat());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = assert_succeeded(&out, "smidas");
     assert!(
         stderr.contains("solver=smidas ") && stderr.contains(" support="),
         "{stderr}"
@@ -112,9 +100,6 @@ fn fit_with_smidas_reports_its_support_and_bad_mirror_arguments_fail_cleanly() {
         ),
         (&["--solver", "mirror", "--batch", "0"][..], "batch"),
     ] {
-        let out = thresher(&[&base[..], extra].concat());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{extra:?} should fail");
-        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+        assert_failed_with(&thresher(&[&base[..], extra].concat()), message);
     }
 }

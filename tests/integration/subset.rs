@@ -1,23 +1,15 @@
 //! `thresher fit --solver subset` (and `--path`, `dual-ast`) end to end through the binary.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, write, write_libsvm};
 
 fn planted(dir: &Path) -> (String, synth::Synthetic) {
     let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
-    let path = dir.join("train.svm");
-    std::fs::write(&path, synth::to_libsvm(&problem.samples)).unwrap();
-    (path.to_str().unwrap().to_string(), problem)
+    (write_libsvm(dir, "train.svm", &problem.samples), problem)
 }
 
 #[test]
@@ -43,8 +35,7 @@ fn subset_fit_recovers_the_planted_support_with_a_certificate_and_trace() {
             "--trace",
             trace_path.to_str().unwrap(),
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{solver}: {stderr}");
+        let stderr = assert_succeeded(&out, solver);
         assert!(
             stderr.contains(&format!("solver={solver} ")) && stderr.contains("screened="),
             "{stderr}"
@@ -114,8 +105,7 @@ fn subset_path_walks_lambda0_down_from_the_empty_model() {
         "--out",
         model_path.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert_succeeded(&out, "subset --path");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines();
     assert_eq!(
@@ -148,10 +138,7 @@ fn subset_and_k_sparse_flags_are_checked() {
     let dir = tempfile::tempdir().unwrap();
     let (data, _) = planted(dir.path());
     let out = thresher(&["fit", &data, "--solver", "subset", "--lambda2", "1"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--lambda0 is required for --solver subset")
-    );
+    assert_failed_with(&out, "--lambda0 is required for --solver subset");
     let out = thresher(&[
         "fit",
         &data,
@@ -162,13 +149,11 @@ fn subset_and_k_sparse_flags_are_checked() {
         "--lambda2",
         "0",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lambda2 must be finite and > 0"));
+    assert_failed_with(&out, "lambda2 must be finite and > 0");
     let out = thresher(&[
         "fit", &data, "--solver", "diht", "--loss", "squared", "--lambda", "0.1",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-k/--k is required for --solver diht"));
+    assert_failed_with(&out, "-k/--k is required for --solver diht");
     let out = thresher(&[
         "fit",
         &data,
@@ -181,21 +166,19 @@ fn subset_and_k_sparse_flags_are_checked() {
         "--lambda2",
         "1",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("squared or logistic only"));
+    assert_failed_with(&out, "squared or logistic only");
 }
 
 #[test]
 fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
     let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(600, 50, 5, 10, 0.0, true, 7);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
+    let data = write_libsvm(dir.path(), "train.svm", &problem.samples);
     let model_path = dir.path().join("model.json");
     let trace_path = dir.path().join("trace.csv");
     let out = thresher(&[
         "fit",
-        data.to_str().unwrap(),
+        &data,
         "--solver",
         "subset",
         "--loss",
@@ -211,8 +194,7 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
         "--trace",
         trace_path.to_str().unwrap(),
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = assert_succeeded(&out, "subset logistic");
     let model = Model::load(&model_path).unwrap();
     assert_eq!(model.loss, thresher::loss::LossKind::Logistic);
     assert_eq!(model.support, problem.true_support(), "{stderr}");
@@ -248,11 +230,10 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
     let trace = std::fs::read_to_string(&trace_path).unwrap();
     assert!(trace.lines().count() >= 2, "{trace}");
     // Labels other than +-1 are a clear error.
-    let bad = dir.path().join("bad.svm");
-    std::fs::write(&bad, "0.5 1:1\n-1 2:1\n").unwrap();
+    let bad = write(dir.path(), "bad.svm", "0.5 1:1\n-1 2:1\n");
     let out = thresher(&[
         "fit",
-        bad.to_str().unwrap(),
+        &bad,
         "--solver",
         "subset",
         "--loss",
@@ -262,7 +243,5 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
         "--lambda2",
         "1",
     ]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("labels -1 or +1"), "{stderr}");
+    assert_failed_with(&out, "labels -1 or +1");
 }
