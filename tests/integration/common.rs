@@ -139,6 +139,11 @@ impl Daemon {
         Daemon::spawn(args, Some(input), &[])
     }
 
+    /// Starts the daemon with extra environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::spawn(args, None, env)
+    }
+
     fn spawn(args: &[&str], input: Option<&str>, env: &[(&str, &str)]) -> Daemon {
         let mut child = command(&["serve", "--listen", "127.0.0.1:0"], env)
             .args(args)

@@ -559,3 +559,112 @@ fn several_learners_share_the_stream() {
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
 }
+
+#[test]
+fn a_panicking_learner_stops_the_daemon_and_keeps_the_last_good_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    // No periodic checkpoint in this test: the only writer is the clean shutdown.
+    let config = test_config(
+        dir.path(),
+        "name = \"steady\"\nk = 3\n[[learner]]\nname = \"fragile\"\nk = 3\nblocks = 1",
+        "[checkpoint]\ninterval_s = 86400",
+    );
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
+    let data = sparse_stream(600, 60, 3, 8, 0.01, false, 11);
+    // A good checkpoint from a clean run.
+    let d = Daemon::start(&args);
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", to_libsvm(&data.samples[..400]))
+            .0,
+        202
+    );
+    for name in ["steady", "fragile"] {
+        d.wait_for("both learners' models", |d| {
+            d.learner_model(name).filter(|m| m["samples_seen"] == 400)
+        });
+    }
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+    let checkpoint = data_dir.join("thresher.ckpt");
+    let good = std::fs::read(&checkpoint).unwrap();
+
+    // The same data dir with learner "fragile" armed to panic on its first insert.
+    let d = Daemon::start_with_env(&args, &[("THRESHER_FAULT_INJECT", "learner_panic:fragile")]);
+    let restored: Vec<Value> = ["steady", "fragile"]
+        .iter()
+        .map(|name| d.learner_model(name).expect("restored at once"))
+        .collect();
+    assert!(
+        d.log()
+            .contains("THRESHER_FAULT_INJECT: this learner will panic on its first insert"),
+        "the armed hook is announced:\n{}",
+        d.log()
+    );
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", to_libsvm(&data.samples[400..]))
+            .0,
+        202
+    );
+    let (base, client) = (d.base.clone(), d.client.clone());
+    let (status, log) = d.wait_exit("the daemon to stop by itself after the panic");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "an orderly non-zero exit, not a crash by signal:\n{log}"
+    );
+    let line = |fragment: &str| {
+        log.lines()
+            .position(|l| l.contains(fragment))
+            .unwrap_or_else(|| panic!("no log line with {fragment:?}:\n{log}"))
+    };
+    let reported = log
+        .lines()
+        .find(|l| l.contains("learner thread ended by panic"))
+        .unwrap_or_else(|| panic!("the panic is not reported:\n{log}"));
+    assert!(
+        reported.contains("learner=fragile")
+            && reported.contains("injected fault (THRESHER_FAULT_INJECT)"),
+        "one line names the learner and the panic: {reported}"
+    );
+    // The ordered stop ran: flag raised, HTTP stopped, learners joined, final snapshot; then the error.
+    let order = [
+        line("learner thread panicked; stopping the daemon"),
+        line("HTTP server stopped"),
+        line("learner thread ended by panic"),
+        line("final snapshot published"),
+        line("Error: learner \"fragile\" panicked; the daemon stopped"),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{log}");
+    assert!(!log.contains("final checkpoint written"), "{log}");
+    assert!(!log.contains("thread 'main' panicked"), "{log}");
+    let after = client.get(format!("{base}/healthz")).send();
+    assert!(
+        after.as_ref().is_err_and(|e| e.is_connect()),
+        "the HTTP server is gone: {after:?}"
+    );
+    // The final checkpoint was skipped: the last good one is untouched, and nothing else was written.
+    assert_eq!(std::fs::read(&checkpoint).unwrap(), good);
+    let files: Vec<_> = std::fs::read_dir(&data_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["thresher.ckpt"]);
+
+    // It restores: both learners exactly as checkpointed (the samples of the failed run are not in it).
+    let d = Daemon::start(&args);
+    for (name, before) in ["steady", "fragile"].iter().zip(&restored) {
+        let after = d.learner_model(name).expect("restored at once");
+        for field in ["version", "support", "weights", "samples_seen"] {
+            assert_eq!(after[field], before[field], "{name} {field}");
+        }
+        assert_eq!(after["samples_seen"], 400);
+    }
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}
