@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::blocking::Client;
 use serde_json::Value;
+use thresher::model::Model;
 use thresher::sample::Sample;
 use thresher::synth::to_libsvm;
 
@@ -65,9 +66,42 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Writes `samples` as LIBSVM to `dir/name`; returns the path as an argument.
-pub fn write_libsvm(dir: &Path, name: &str, samples: &[Sample]) -> String {
-    write(dir, name, &to_libsvm(samples))
+/// One `fit` test's files in a fresh temporary directory: the training data, and the paths `--out` and
+/// `--trace` write to.
+pub struct FitFiles {
+    pub dir: tempfile::TempDir,
+    pub data: String,
+    pub model: String,
+    pub trace: String,
+}
+
+impl FitFiles {
+    /// `samples` as LIBSVM in `train.svm`.
+    pub fn new(samples: &[Sample]) -> FitFiles {
+        FitFiles::with_data("train.svm", &to_libsvm(samples))
+    }
+
+    /// `text` in the data file `name`.
+    pub fn with_data(name: &str, text: &str) -> FitFiles {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+        FitFiles {
+            data: write(dir.path(), name, text),
+            model: path("model.json"),
+            trace: path("trace.csv"),
+            dir,
+        }
+    }
+
+    /// The model `--out` wrote.
+    pub fn load_model(&self) -> Model {
+        Model::load(Path::new(&self.model)).unwrap()
+    }
+
+    /// The CSV `--trace` wrote.
+    pub fn read_trace(&self) -> String {
+        std::fs::read_to_string(&self.trace).unwrap()
+    }
 }
 
 /// Calls `f` every `every` until it returns Some; panics after `bound` with `what` and `context()`.
@@ -116,6 +150,20 @@ pub fn test_config(dir: &Path, learner: &str, extra: &str) -> PathBuf {
     let path = dir.join("thresher.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// `--config CONFIG --data-dir DATA_DIR`, the arguments of a daemon that checkpoints.
+pub fn serve_args<'a>(
+    config: &'a impl AsRef<Path>,
+    data_dir: &'a impl AsRef<Path>,
+) -> [&'a str; 4] {
+    let arg = |p: &'a Path| p.to_str().unwrap();
+    [
+        "--config",
+        arg(config.as_ref()),
+        "--data-dir",
+        arg(data_dir.as_ref()),
+    ]
 }
 
 /// A running `thresher serve --listen 127.0.0.1:0`; killed on drop if a test fails half-way.

@@ -5,7 +5,8 @@ use serde_json::Value;
 use thresher::synth::{sparse_stream, to_libsvm};
 
 use crate::common::{
-    assert_failed_with, relative_gap, support, test_config, thresher, thresher_with_env, Daemon,
+    assert_failed_with, relative_gap, serve_args, support, test_config, thresher,
+    thresher_with_env, Daemon,
 };
 
 #[test]
@@ -13,12 +14,7 @@ fn recovers_the_support_over_http_and_metrics_agree() {
     let dir = tempfile::tempdir().unwrap();
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 42);
     let config = test_config(dir.path(), "k = 5\nlambda = 0.01\ntol = 1e-9", "");
-    let d = Daemon::start(&[
-        "--config",
-        config.to_str().unwrap(),
-        "--data-dir",
-        dir.path().join("data").to_str().unwrap(),
-    ]);
+    let d = Daemon::start(&serve_args(&config, &dir.path().join("data")));
     assert_eq!(d.get("/healthz").0, 200);
     assert_eq!(d.get("/readyz").0, 503, "not ready before a model");
     for chunk in data.samples.chunks(500) {
@@ -334,12 +330,7 @@ fn a_full_queue_gets_503_and_nothing_enters() {
         "[ingest]\nqueue_capacity = 2\ndrain = false",
     );
     let data_dir = dir.path().join("data");
-    let args = [
-        "--config",
-        config.to_str().unwrap(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let d = Daemon::start(&args);
     for _ in 0..2 {
         assert_eq!(d.post("/v1/samples", "text/plain", "1 1:1\n2 2:1\n").0, 202);
@@ -374,12 +365,7 @@ fn restart_restores_the_model_and_bad_checkpoints_stop_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let config = test_config(dir.path(), "k = 4\ntol = 1e-7", "");
-    let args = [
-        "--config",
-        config.to_str().unwrap(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let data = sparse_stream(1500, 300, 4, 12, 0.01, false, 5);
     let d = Daemon::start(&args);
     let ndjson: String = data
@@ -570,12 +556,7 @@ fn a_panicking_learner_stops_the_daemon_and_keeps_the_last_good_checkpoint() {
         "name = \"steady\"\nk = 3\n[[learner]]\nname = \"fragile\"\nk = 3\nblocks = 1",
         "[checkpoint]\ninterval_s = 86400",
     );
-    let args = [
-        "--config",
-        config.to_str().unwrap(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let data = sparse_stream(600, 60, 3, 8, 0.01, false, 11);
     // A good checkpoint from a clean run.
     let d = Daemon::start(&args);

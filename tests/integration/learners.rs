@@ -6,7 +6,7 @@ use std::path::Path;
 
 use thresher::synth::{sparse_stream, to_libsvm};
 
-use crate::common::{relative_gap, support, write, Daemon};
+use crate::common::{relative_gap, serve_args, support, write, Daemon};
 
 /// `config/two-learners.toml` with test sizes (small window, fast snapshots, k = 5).
 fn two_learner_config(dir: &Path, extra_learner: &str) -> String {
@@ -44,12 +44,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = two_learner_config(dir.path(), "");
     let data_dir = dir.path().join("data");
-    let args = [
-        "--config",
-        config.as_str(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 42);
     let truth = data.true_support();
     let d = Daemon::start(&args);
@@ -135,12 +130,7 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
         ),
     );
     let data_dir = dir.path().join("data");
-    let args = [
-        "--config",
-        config.as_str(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let d = Daemon::start(&args);
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 7);
     let truth = data.true_support();
