@@ -22,6 +22,7 @@
 //! (the learner's state may be half-updated; the last good checkpoint stays) and `run` returns an error.
 
 pub mod checkpoint;
+pub mod fault;
 
 /// Niceness of the throughput threads (learners, body parsers) relative to the HTTP workers.
 const BACKGROUND_NICE: i32 = 10;
@@ -184,7 +185,11 @@ pub async fn run(
         let saved = restored
             .as_ref()
             .and_then(|c| c.learners.iter().find(|l| l.identity.name == lc.name));
-        let learner = build(lc, config.window_capacity, saved.map(|s| s.state.clone()));
+        let learner = fault::arm(build(
+            lc,
+            config.window_capacity,
+            saved.map(|s| s.state.clone()),
+        ));
         let cell = Arc::new(ModelCell::new(
             &lc.name,
             saved.and_then(|s| s.snapshot.clone()),
@@ -347,8 +352,9 @@ pub async fn run(
     let _ = tokio::task::spawn_blocking(move || {
         let _ = router_thread.join();
         for (name, handle) in learner_threads {
-            if handle.join().is_err() {
-                tracing::error!(learner = %name, "learner thread ended by panic");
+            if let Err(payload) = handle.join() {
+                let panic = fault::panic_message(payload.as_ref());
+                tracing::error!(learner = %name, panic, "learner thread ended by panic");
             }
         }
         tracing::info!("learners stopped");

@@ -1,35 +1,17 @@
 //! `thresher fit` / `thresher predict` end to end through the binary.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, write, FitFiles};
 
 #[test]
 fn fit_then_predict_recovers_a_planted_support() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
-    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
-    let model_path = dir.path().join("model.json");
-    let trace_path = dir.path().join("trace.csv");
+    let files = FitFiles::new(&problem.samples);
     for solver in ["diht", "sdiht", "iht", "htp"] {
         let out = thresher(&[
             "fit",
-            &data,
+            &files.data,
             "--loss",
             "squared",
             "-k",
@@ -43,17 +25,16 @@ fn fit_then_predict_recovers_a_planted_support() {
             "--tol",
             "1e-8",
             "--out",
-            model_path.to_str().unwrap(),
+            &files.model,
             "--trace",
-            trace_path.to_str().unwrap(),
+            &files.trace,
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{solver}: {stderr}");
+        let stderr = assert_succeeded(&out, solver);
         assert!(
             stderr.contains(&format!("solver={solver} ")) && stderr.contains("stop="),
             "{stderr}"
         );
-        let model = Model::load(&model_path).unwrap();
+        let model = files.load_model();
         assert_eq!(model.support, problem.true_support(), "{solver}");
         assert_eq!(model.solver, solver);
         assert!(
@@ -61,7 +42,7 @@ fn fit_then_predict_recovers_a_planted_support() {
             "{solver}: {:?}",
             model.certificate
         );
-        let trace = std::fs::read_to_string(&trace_path).unwrap();
+        let trace = files.read_trace();
         let mut lines = trace.lines();
         assert_eq!(
             lines.next(),
@@ -69,14 +50,13 @@ fn fit_then_predict_recovers_a_planted_support() {
         );
         assert!(lines.all(|l| l.split(',').count() == 7));
     }
-    let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
-    assert!(out.status.success());
+    let out = thresher(&["predict", "--model", &files.model, &files.data]);
+    let stderr = assert_succeeded(&out, "predict");
     let predictions: Vec<f64> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| l.parse().unwrap())
         .collect();
     assert_eq!(predictions.len(), 400);
-    let stderr = String::from_utf8_lossy(&out.stderr);
     let mse: f64 = stderr
         .trim()
         .rsplit("mse=")
@@ -89,14 +69,12 @@ fn fit_then_predict_recovers_a_planted_support() {
 
 #[test]
 fn classification_fit_and_predict_report_accuracy() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(600, 40, 4, 8, 0.0, true, 5);
-    let data = write(dir.path(), "train.svm", &synth::to_libsvm(&problem.samples));
-    let model_path = dir.path().join("m.json");
+    let files = FitFiles::new(&problem.samples);
     for loss in ["huber", "hinge", "logistic"] {
         let out = thresher(&[
             "fit",
-            &data,
+            &files.data,
             "--loss",
             loss,
             "-k",
@@ -111,15 +89,11 @@ fn classification_fit_and_predict_report_accuracy() {
             "--epochs",
             "200",
             "--out",
-            model_path.to_str().unwrap(),
+            &files.model,
         ]);
-        assert!(
-            out.status.success(),
-            "{loss}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &data]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_succeeded(&out, loss);
+        let out = thresher(&["predict", "--model", &files.model, &files.data]);
+        let stderr = assert_succeeded(&out, loss);
         let accuracy: f64 = stderr
             .trim()
             .rsplit("accuracy=")
@@ -135,7 +109,6 @@ fn classification_fit_and_predict_report_accuracy() {
 
 #[test]
 fn json_lines_input_and_unlabelled_prediction() {
-    let dir = tempfile::tempdir().unwrap();
     let lines: String = (0..50)
         .map(|i| {
             let x = (i as f64) / 10.0;
@@ -145,11 +118,10 @@ fn json_lines_input_and_unlabelled_prediction() {
             )
         })
         .collect();
-    let data = write(dir.path(), "train.jsonl", &lines);
-    let model_path = dir.path().join("m.json");
+    let files = FitFiles::with_data("train.jsonl", &lines);
     let out = thresher(&[
         "fit",
-        &data,
+        &files.data,
         "--loss",
         "squared",
         "-k",
@@ -157,23 +129,19 @@ fn json_lines_input_and_unlabelled_prediction() {
         "--lambda",
         "1e-4",
         "--out",
-        model_path.to_str().unwrap(),
+        &files.model,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let model = Model::load(&model_path).unwrap();
+    assert_succeeded(&out, "fit on JSON lines");
+    let model = files.load_model();
     assert_eq!(model.support, vec![1], "indices are kept exactly as given");
     assert!((model.weights[0] - 2.0).abs() < 0.01, "{:?}", model.weights);
     let query = write(
-        dir.path(),
+        files.dir.path(),
         "q.jsonl",
         "{\"indices\": [1], \"values\": [1.5]}\n",
     );
-    let out = thresher(&["predict", "--model", model_path.to_str().unwrap(), &query]);
-    assert!(out.status.success());
+    let out = thresher(&["predict", "--model", &files.model, &query]);
+    assert_succeeded(&out, "predict unlabelled");
     let y: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!((y - 3.0).abs() < 0.02, "{y}");
 }
@@ -214,41 +182,29 @@ fn bad_input_is_a_clear_error_naming_file_and_line() {
         let out = thresher(&[
             "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0.1",
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{name}");
-        assert!(
-            stderr.contains(&format!("{name}{line}")),
-            "{name}: {stderr}"
-        );
-        assert!(stderr.contains(message), "{name}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_failed_with(&out, &format!("{name}{line}"));
+        assert_failed_with(&out, message);
     }
     let data = write(dir.path(), "three.svm", "3 1:1\n1 2:1\n");
     let out = thresher(&[
         "fit", &data, "--loss", "hinge", "-k", "1", "--lambda", "0.1",
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("label 3 is not valid for hinge"),
-        "{stderr}"
-    );
+    assert_failed_with(&out, "label 3 is not valid for hinge");
     let out = thresher(&[
         "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0",
     ]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lambda must be finite and > 0"));
+    assert_failed_with(&out, "lambda must be finite and > 0");
     let out = thresher(&["predict", "--model", &data, &data]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a thresher model"));
+    assert_failed_with(&out, "not a thresher model");
 }
 
 #[test]
 fn a_diverging_step_is_an_error_not_a_model() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::paper_ridge(60, 50, 10, 3);
-    let data = write(dir.path(), "ridge.svm", &synth::to_libsvm(&problem.samples));
-    let model_path = dir.path().join("m.json");
+    let files = FitFiles::new(&problem.samples);
     let out = thresher(&[
         "fit",
-        &data,
+        &files.data,
         "--loss",
         "squared",
         "-k",
@@ -260,18 +216,16 @@ fn a_diverging_step_is_an_error_not_a_model() {
         "--epochs",
         "200",
         "--out",
-        model_path.to_str().unwrap(),
+        &files.model,
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("diverged at epoch"), "{stderr}");
+    assert_failed_with(&out, "diverged at epoch");
     assert!(
-        !model_path.exists(),
+        !std::path::Path::new(&files.model).exists(),
         "no model is written for a diverged run"
     );
     let out = thresher(&[
         "fit",
-        &data,
+        &files.data,
         "--loss",
         "squared",
         "-k",
@@ -281,11 +235,7 @@ fn a_diverging_step_is_an_error_not_a_model() {
         "--epochs",
         "200",
         "--out",
-        model_path.to_str().unwrap(),
+        &files.model,
     ]);
-    assert!(
-        out.status.success(),
-        "the default step converges: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out, "the default step converges");
 }

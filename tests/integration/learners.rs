@@ -3,12 +3,10 @@
 //! and restart/restore of a primal learner.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use thresher::synth::{sparse_stream, to_libsvm};
 
-use crate::daemon::Daemon;
+use crate::common::{relative_gap, serve_args, support, write, Daemon};
 
 /// `config/two-learners.toml` with test sizes (small window, fast snapshots, k = 5).
 fn two_learner_config(dir: &Path, extra_learner: &str) -> String {
@@ -25,45 +23,7 @@ fn two_learner_config(dir: &Path, extra_learner: &str) -> String {
         text, shipped,
         "the shipped file changed shape; update this test"
     );
-    let path = dir.join("two.toml");
-    std::fs::write(&path, format!("{text}\n{extra_learner}")).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-fn named(d: &Daemon, name: &str) -> Option<Value> {
-    let (status, body) = d.get(&format!("/v1/models/{name}"));
-    (status == 200).then(|| serde_json::from_str(&body).unwrap())
-}
-
-fn support(m: &Value) -> Vec<u32> {
-    m["support"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn relative_gap(m: &Value) -> f64 {
-    let c = &m["certificate"];
-    c["gap"].as_f64().unwrap() / c["primal"].as_f64().unwrap().abs().max(1.0)
-}
-
-/// Waits until learner `name`'s published version stops moving for 400 ms (bounded by the harness).
-fn settled(d: &Daemon, name: &str) -> Value {
-    let mut last: Option<(u64, Instant)> = None;
-    d.wait_for(&format!("a settled {name} model"), |d| {
-        let m = named(d, name)?;
-        let v = m["version"].as_u64().unwrap();
-        match last {
-            Some((lv, since)) if lv == v && since.elapsed() > Duration::from_millis(400) => Some(m),
-            Some((lv, _)) if lv == v => None,
-            _ => {
-                last = Some((v, Instant::now()));
-                None
-            }
-        }
-    })
+    write(dir, "two.toml", &format!("{text}\n{extra_learner}"))
 }
 
 /// `P(0) - D(alpha(0))` over `samples` (squared loss).
@@ -84,12 +44,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let config = two_learner_config(dir.path(), "");
     let data_dir = dir.path().join("data");
-    let args = [
-        "--config",
-        config.as_str(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 42);
     let truth = data.true_support();
     let d = Daemon::start(&args);
@@ -97,14 +52,14 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     // can lock into a wrong support: see solver::stream::mirror, "Known limit").
     let (status, _, _) = d.post("/v1/samples", "text/plain", to_libsvm(&data.samples[..500]));
     assert_eq!(status, 202);
-    d.wait_for("a first mirror model", |d| named(d, "mirror"));
+    d.wait_for("a first mirror model", |d| d.learner_model("mirror"));
     for chunk in data.samples[500..].chunks(500) {
         assert_eq!(d.post("/v1/samples", "text/plain", to_libsvm(chunk)).0, 202);
     }
     // The mirror learner's support reaches the truth; once it idles its gap is below the first published
     // one (which already had a few passes: the first snapshot comes up to 50 ms after the insert).
     let mirror = d.wait_for("mirror: the true support on the full window", |d| {
-        let m = named(d, "mirror")?;
+        let m = d.learner_model("mirror")?;
         (m["samples_seen"] == 3000 && support(&m) == truth).then_some(m)
     });
     assert_eq!(mirror["solver"], "mirror-hypentropy");
@@ -112,7 +67,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     let c = &mirror["certificate"];
     assert!(c["gap"].as_f64().unwrap() >= 0.0, "{mirror}");
     let sdiht = d.wait_for("sdiht: the true support", |d| {
-        let m = named(d, "sdiht")?;
+        let m = d.learner_model("sdiht")?;
         (support(&m) == truth && relative_gap(&m) < 1e-6).then_some(m)
     });
     assert_eq!(sdiht["solver"], "sdiht");
@@ -125,7 +80,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
             0.0
         );
     }
-    let before = settled(&d, "mirror");
+    let before = d.wait_until_learner_settled("mirror");
     assert_eq!(support(&before), truth);
     // The gap the learner started from: w = 0 on the final window (samples 1000..3000), by the same
     // certificate functions the daemon uses.
@@ -139,12 +94,14 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     assert!(status.success(), "{log}");
 
     let d = Daemon::start(&args);
-    let after = named(&d, "mirror").expect("the mirror model is restored at once");
+    let after = d
+        .learner_model("mirror")
+        .expect("the mirror model is restored at once");
     for field in ["version", "support", "weights", "samples_seen", "solver"] {
         assert_eq!(after[field], before[field], "{field}");
     }
     // The restored learner resumes exactly where it stopped: idle, the same model.
-    let again = settled(&d, "mirror");
+    let again = d.wait_until_learner_settled("mirror");
     assert_eq!(again["version"], before["version"]);
     // And it keeps learning on new data.
     assert_eq!(
@@ -153,7 +110,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
         202
     );
     let moved = d.wait_for("mirror learns after the restart", |d| {
-        let m = named(d, "mirror")?;
+        let m = d.learner_model("mirror")?;
         (m["samples_seen"] == 3100).then_some(m)
     });
     assert_eq!(support(&moved), truth);
@@ -173,12 +130,7 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
         ),
     );
     let data_dir = dir.path().join("data");
-    let args = [
-        "--config",
-        config.as_str(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-    ];
+    let args = serve_args(&config, &data_dir);
     let d = Daemon::start(&args);
     let data = sparse_stream(3000, 500, 5, 20, 0.01, false, 7);
     let truth = data.true_support();
@@ -186,7 +138,7 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
         assert_eq!(d.post("/v1/samples", "text/plain", to_libsvm(chunk)).0, 202);
     }
     let best = d.wait_for("subset: the true support with a small gap", |d| {
-        let m = named(d, "best")?;
+        let m = d.learner_model("best")?;
         let c = &m["certificate"];
         let (gap, primal) = (c["gap"].as_f64()?, c["primal"].as_f64()?);
         (m["samples_seen"] == 3000
@@ -203,7 +155,7 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
     assert!((0.0..=500.0).contains(&screened), "{screened}");
     // SMIDAS: not k-sparse; certified at k' = max(k, support size), so weak duality holds.
     let l1 = d.wait_for("smidas: every true feature in its support", |d| {
-        let m = named(d, "l1")?;
+        let m = d.learner_model("l1")?;
         let s = support(&m);
         (m["samples_seen"] == 3000 && truth.iter().all(|j| s.contains(j))).then_some(m)
     });
@@ -214,15 +166,20 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
         support(&l1).len().max(5)
     );
     // A restart restores the subset learner's model and resumes it idle.
-    let before = settled(&d, "best");
+    let before = d.wait_until_learner_settled("best");
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
     let d = Daemon::start(&args);
-    let after = named(&d, "best").expect("the subset model is restored at once");
+    let after = d
+        .learner_model("best")
+        .expect("the subset model is restored at once");
     for field in ["version", "support", "weights", "certificate"] {
         assert_eq!(after[field], before[field], "{field}");
     }
-    assert_eq!(settled(&d, "best")["version"], before["version"]);
+    assert_eq!(
+        d.wait_until_learner_settled("best")["version"],
+        before["version"]
+    );
     assert!(d.metric("thresher_active_set_size{learner=\"best\"}") >= truth.len() as f64);
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");

@@ -1,6 +1,7 @@
 //! The one integration-test binary: runs the real `thresher` executable (fit, predict, serve).
 
 mod cli;
+mod common;
 mod daemon;
 mod learners;
 mod mirror;

@@ -1,25 +1,14 @@
 //! `thresher fit --solver mirror|smidas` end to end through the binary.
 
-use std::process::{Command, Output};
-
 use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, FitFiles};
 
 #[test]
 fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(1500, 100, 6, 12, 0.05, false, 42);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
-    let model_path = dir.path().join("model.json");
-    let trace_path = dir.path().join("trace.csv");
+    let files = FitFiles::new(&problem.samples);
     for (mirror, constraint) in [
         ("euclidean", "none"),
         ("hypentropy", "box:3"),
@@ -27,7 +16,7 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
     ] {
         let out = thresher(&[
             "fit",
-            data.to_str().unwrap(),
+            &files.data,
             "--loss",
             "squared",
             "-k",
@@ -47,15 +36,14 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
             "--tol",
             "0",
             "--out",
-            model_path.to_str().unwrap(),
+            &files.model,
             "--trace",
-            trace_path.to_str().unwrap(),
+            &files.trace,
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mirror} {constraint}: {stderr}");
+        let stderr = assert_succeeded(&out, &format!("{mirror} {constraint}"));
         let name = format!("mirror-{mirror}");
         assert!(stderr.contains(&format!("solver={name} ")), "{stderr}");
-        let model = Model::load(&model_path).unwrap();
+        let model = files.load_model();
         assert_eq!(model.solver, name);
         assert_eq!(
             model.support,
@@ -67,24 +55,21 @@ fn fit_with_mirror_descent_recovers_a_planted_support_and_certifies_it() {
             c.gap >= -1e-12 && c.relative_gap() < 0.05,
             "{mirror} {constraint}: {c:?}"
         );
-        let trace = std::fs::read_to_string(&trace_path).unwrap();
+        let trace = files.read_trace();
         assert_eq!(trace.lines().count(), 16, "{trace}");
     }
 }
 
 #[test]
 fn fit_with_smidas_reports_its_support_and_bad_mirror_arguments_fail_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(300, 40, 4, 8, 0.05, false, 7);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
-    let data = data.to_str().unwrap();
+    let files = FitFiles::new(&problem.samples);
+    let data = files.data.as_str();
     let base = [
         "fit", data, "--loss", "squared", "-k", "4", "--lambda", "0.01", "--epochs", "3",
     ];
     let out = thresher(&[&base[..], &["--solver", "smidas", "--l1", "0.3"]].concat());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = assert_succeeded(&out, "smidas");
     assert!(
         stderr.contains("solver=smidas ") && stderr.contains(" support="),
         "{stderr}"
@@ -112,9 +97,6 @@ fn fit_with_smidas_reports_its_support_and_bad_mirror_arguments_fail_cleanly() {
         ),
         (&["--solver", "mirror", "--batch", "0"][..], "batch"),
     ] {
-        let out = thresher(&[&base[..], extra].concat());
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{extra:?} should fail");
-        assert!(stderr.contains(message), "{extra:?}: {stderr}");
+        assert_failed_with(&thresher(&[&base[..], extra].concat()), message);
     }
 }

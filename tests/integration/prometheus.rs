@@ -2,14 +2,15 @@
 //! expression of the shipped Grafana dashboard must return data.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use thresher::synth::{sparse_stream, to_libsvm};
 
-use crate::daemon::{test_config, Daemon};
+use crate::common::{poll, test_config, Daemon};
 
-const WAIT: Duration = Duration::from_secs(30);
+/// Bound on each query's wait for data (scrapes every 200 ms; rate() needs two of them).
+const PROMETHEUS_WAIT: Duration = Duration::from_secs(30);
 
 struct Prometheus {
     child: Child,
@@ -74,28 +75,27 @@ fn query_until_data(
     prom: &Prometheus,
     expr: &str,
 ) -> Vec<Value> {
-    let start = Instant::now();
-    let mut last = String::new();
-    loop {
-        let resp = client
-            .get(format!("{}/api/v1/query", prom.base))
-            .query(&[("query", expr)])
-            .send();
-        if let Ok(r) = resp {
-            last = r.text().unwrap_or_default();
-            if let Ok(v) = serde_json::from_str::<Value>(&last) {
-                assert_ne!(v["status"], "error", "Prometheus rejects {expr:?}: {v}");
-                if let Some(result) = v["data"]["result"].as_array().filter(|r| !r.is_empty()) {
-                    return result.clone();
-                }
-            }
-        }
-        assert!(
-            start.elapsed() < WAIT,
-            "no data for {expr:?} within {WAIT:?}; last answer: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let last = std::cell::RefCell::new(String::new());
+    poll(
+        &format!("data for {expr:?}"),
+        PROMETHEUS_WAIT,
+        Duration::from_millis(100),
+        || {
+            let r = client
+                .get(format!("{}/api/v1/query", prom.base))
+                .query(&[("query", expr)])
+                .send()
+                .ok()?;
+            let text = r.text().unwrap_or_default();
+            let v = serde_json::from_str::<Value>(&text);
+            *last.borrow_mut() = text;
+            let v = v.ok()?;
+            assert_ne!(v["status"], "error", "Prometheus rejects {expr:?}: {v}");
+            let result = v["data"]["result"].as_array().filter(|r| !r.is_empty())?;
+            Some(result.clone())
+        },
+        || format!("last answer: {}", last.borrow()),
+    )
 }
 
 /// Every `expr` in the dashboard's panels.

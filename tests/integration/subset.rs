@@ -1,35 +1,21 @@
 //! `thresher fit --solver subset` (and `--path`, `dual-ast`) end to end through the binary.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use thresher::model::Model;
 use thresher::synth;
 
-fn thresher(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_thresher"))
-        .args(args)
-        .output()
-        .expect("run thresher")
-}
+use crate::common::{assert_failed_with, assert_succeeded, thresher, write, FitFiles};
 
-fn planted(dir: &Path) -> (String, synth::Synthetic) {
+fn planted() -> (FitFiles, synth::Synthetic) {
     let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
-    let path = dir.join("train.svm");
-    std::fs::write(&path, synth::to_libsvm(&problem.samples)).unwrap();
-    (path.to_str().unwrap().to_string(), problem)
+    (FitFiles::new(&problem.samples), problem)
 }
 
 #[test]
 fn subset_fit_recovers_the_planted_support_with_a_certificate_and_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, problem) = planted(dir.path());
-    let model_path = dir.path().join("model.json");
-    let trace_path = dir.path().join("trace.csv");
+    let (files, problem) = planted();
     for solver in ["subset", "dual-ast"] {
         let out = thresher(&[
             "fit",
-            &data,
+            &files.data,
             "--solver",
             solver,
             "--lambda0",
@@ -39,17 +25,16 @@ fn subset_fit_recovers_the_planted_support_with_a_certificate_and_trace() {
             "--lambda2",
             "0.01",
             "--out",
-            model_path.to_str().unwrap(),
+            &files.model,
             "--trace",
-            trace_path.to_str().unwrap(),
+            &files.trace,
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{solver}: {stderr}");
+        let stderr = assert_succeeded(&out, solver);
         assert!(
             stderr.contains(&format!("solver={solver} ")) && stderr.contains("screened="),
             "{stderr}"
         );
-        let model = Model::load(&model_path).unwrap();
+        let model = files.load_model();
         assert_eq!(model.solver, solver);
         assert_eq!(model.support, problem.true_support(), "{solver}");
         assert_eq!(
@@ -69,7 +54,7 @@ fn subset_fit_recovers_the_planted_support_with_a_certificate_and_trace() {
                 "{solver} feature {j}: {w} vs {truth}"
             );
         }
-        let trace = std::fs::read_to_string(&trace_path).unwrap();
+        let trace = files.read_trace();
         let mut lines = trace.lines();
         assert_eq!(
             lines.next().unwrap(),
@@ -94,12 +79,10 @@ fn subset_fit_recovers_the_planted_support_with_a_certificate_and_trace() {
 
 #[test]
 fn subset_path_walks_lambda0_down_from_the_empty_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, problem) = planted(dir.path());
-    let model_path = dir.path().join("model.json");
+    let (files, problem) = planted();
     let out = thresher(&[
         "fit",
-        &data,
+        &files.data,
         "--solver",
         "subset",
         "--lambda0",
@@ -112,10 +95,9 @@ fn subset_path_walks_lambda0_down_from_the_empty_model() {
         "--path-steps",
         "6",
         "--out",
-        model_path.to_str().unwrap(),
+        &files.model,
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert_succeeded(&out, "subset --path");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let mut lines = stdout.lines();
     assert_eq!(
@@ -138,23 +120,20 @@ fn subset_path_walks_lambda0_down_from_the_empty_model() {
     for r in &rows {
         assert!(r[4].parse::<f64>().unwrap() >= -1e-9, "{stdout}");
     }
-    let model = Model::load(&model_path).unwrap();
+    let model = files.load_model();
     assert_eq!(model.support, problem.true_support());
     assert_eq!(model.lambda0, Some(1.0));
 }
 
 #[test]
 fn subset_and_k_sparse_flags_are_checked() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, _) = planted(dir.path());
-    let out = thresher(&["fit", &data, "--solver", "subset", "--lambda2", "1"]);
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--lambda0 is required for --solver subset")
-    );
+    let (files, _) = planted();
+    let data = files.data.as_str();
+    let out = thresher(&["fit", data, "--solver", "subset", "--lambda2", "1"]);
+    assert_failed_with(&out, "--lambda0 is required for --solver subset");
     let out = thresher(&[
         "fit",
-        &data,
+        data,
         "--solver",
         "subset",
         "--lambda0",
@@ -162,16 +141,14 @@ fn subset_and_k_sparse_flags_are_checked() {
         "--lambda2",
         "0",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("lambda2 must be finite and > 0"));
+    assert_failed_with(&out, "lambda2 must be finite and > 0");
     let out = thresher(&[
-        "fit", &data, "--solver", "diht", "--loss", "squared", "--lambda", "0.1",
+        "fit", data, "--solver", "diht", "--loss", "squared", "--lambda", "0.1",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("-k/--k is required for --solver diht"));
+    assert_failed_with(&out, "-k/--k is required for --solver diht");
     let out = thresher(&[
         "fit",
-        &data,
+        data,
         "--solver",
         "subset",
         "--loss",
@@ -181,21 +158,16 @@ fn subset_and_k_sparse_flags_are_checked() {
         "--lambda2",
         "1",
     ]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("squared or logistic only"));
+    assert_failed_with(&out, "squared or logistic only");
 }
 
 #[test]
 fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
-    let dir = tempfile::tempdir().unwrap();
     let problem = synth::sparse_stream(600, 50, 5, 10, 0.0, true, 7);
-    let data = dir.path().join("train.svm");
-    std::fs::write(&data, synth::to_libsvm(&problem.samples)).unwrap();
-    let model_path = dir.path().join("model.json");
-    let trace_path = dir.path().join("trace.csv");
+    let files = FitFiles::new(&problem.samples);
     let out = thresher(&[
         "fit",
-        data.to_str().unwrap(),
+        &files.data,
         "--solver",
         "subset",
         "--loss",
@@ -207,13 +179,12 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
         "--lambda2",
         "0.05",
         "--out",
-        model_path.to_str().unwrap(),
+        &files.model,
         "--trace",
-        trace_path.to_str().unwrap(),
+        &files.trace,
     ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let model = Model::load(&model_path).unwrap();
+    let stderr = assert_succeeded(&out, "subset logistic");
+    let model = files.load_model();
     assert_eq!(model.loss, thresher::loss::LossKind::Logistic);
     assert_eq!(model.support, problem.true_support(), "{stderr}");
     assert!(
@@ -245,14 +216,13 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
         })
         .count();
     assert!(correct >= 570, "{correct} of 600 correct");
-    let trace = std::fs::read_to_string(&trace_path).unwrap();
+    let trace = files.read_trace();
     assert!(trace.lines().count() >= 2, "{trace}");
     // Labels other than +-1 are a clear error.
-    let bad = dir.path().join("bad.svm");
-    std::fs::write(&bad, "0.5 1:1\n-1 2:1\n").unwrap();
+    let bad = write(files.dir.path(), "bad.svm", "0.5 1:1\n-1 2:1\n");
     let out = thresher(&[
         "fit",
-        bad.to_str().unwrap(),
+        &bad,
         "--solver",
         "subset",
         "--loss",
@@ -262,7 +232,5 @@ fn subset_fit_with_logistic_loss_finds_the_planted_support_and_classifies() {
         "--lambda2",
         "1",
     ]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("labels -1 or +1"), "{stderr}");
+    assert_failed_with(&out, "labels -1 or +1");
 }
