@@ -12,7 +12,8 @@ target/release/examples/loadgen --format "$FORMAT" --batch 10000 --samples "$SAM
 LOADGEN=$!
 PID=""
 for _ in $(seq 100); do
-  PID=$(pgrep -n -f "thresher serve --listen 127.0.0.1:0 --fresh" || true)
+  # The daemon loadgen spawned (its child), not any other thresher on the machine.
+  PID=$(pgrep -P "$LOADGEN" -f "thresher serve" || true)
   [ -n "$PID" ] && break; sleep 0.1
 done
 START=$(date +%s)

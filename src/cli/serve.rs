@@ -29,6 +29,7 @@ pub struct ServeArgs {
 }
 
 pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
+    crate::daemon::limit_malloc_arenas();
     let filter = tracing_subscriber::EnvFilter::try_from_env("THRESHER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
