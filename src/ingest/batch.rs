@@ -230,8 +230,11 @@ pub fn parse_body(
 }
 
 fn parse_libsvm_for(line: &str, predict: bool) -> Result<Sample, LineError> {
-    let first = line.split_ascii_whitespace().next().unwrap_or("");
-    if predict && first.contains(':') {
+    let first_has_colon = || {
+        let first = line.split_ascii_whitespace().next().unwrap_or("");
+        first.contains(':')
+    };
+    if predict && first_has_colon() {
         // No label: predict bodies may leave it out.
         return parse_libsvm_line(&format!("0 {line}"));
     }
