@@ -6,6 +6,7 @@
 //! exactly as written.
 
 pub mod batch;
+mod json_plain;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -169,7 +170,7 @@ fn parse_libsvm_plain(line: &[u8]) -> Option<Sample> {
 
 /// How many times `needle` occurs in `haystack`. Counted per 255-byte chunk in a `u8` so the loop
 /// vectorizes to byte compares and adds (a plain `filter().count()` widens every byte to 64 bits).
-fn count_byte(haystack: &[u8], needle: u8) -> usize {
+pub(crate) fn count_byte(haystack: &[u8], needle: u8) -> usize {
     haystack
         .chunks(255)
         .map(|chunk| {
@@ -211,6 +212,77 @@ fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
     Some((acc as u32, i))
 }
 
+/// Reads the decimal digits at `bytes[*at..]` onto `acc` (`acc = 10 acc + d` each), advancing `*at`;
+/// returns how many were read, or `None` once `acc` would overflow `u64`. `held` is how many digits
+/// `acc` already holds (so `acc < 10^held`): up to 19 digits cannot overflow, so those take the cheap
+/// path, eight at a time where the bytes allow, and only later digits pay for checked arithmetic.
+/// Shared by the LIBSVM and JSON fast paths, whose long fractions (`{:?}` of an `f64` writes 17
+/// significant digits) made the serial one-digit loop their main cost.
+#[inline]
+pub(crate) fn read_digits(
+    bytes: &[u8],
+    at: &mut usize,
+    acc: &mut u64,
+    held: usize,
+) -> Option<usize> {
+    let start = *at;
+    let mut i = *at;
+    let mut value = *acc;
+    let mut held = held;
+    while held + 8 <= 19 {
+        let Some(chunk) = bytes.get(i..i + 8) else {
+            break;
+        };
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        if !is_eight_digits(word) {
+            break;
+        }
+        value = value * 100_000_000 + eight_digits(word);
+        i += 8;
+        held += 8;
+    }
+    while let Some(&c) = bytes.get(i) {
+        let d = u64::from(c.wrapping_sub(b'0'));
+        if d > 9 {
+            break;
+        }
+        value = if held < 19 {
+            value * 10 + d
+        } else {
+            value.checked_mul(10)?.checked_add(d)?
+        };
+        i += 1;
+        held += 1;
+    }
+    *at = i;
+    *acc = value;
+    Some(i - start)
+}
+
+/// Are all eight bytes of `word` ASCII digits? (Each byte plus 0x46 stays below 0x80 only if it is at
+/// most `'9'`, and minus 0x30 does not borrow only if it is at least `'0'`.)
+#[inline]
+fn is_eight_digits(word: u64) -> bool {
+    let above = word.wrapping_add(0x4646_4646_4646_4646);
+    let below = word.wrapping_sub(0x3030_3030_3030_3030);
+    (above | below) & 0x8080_8080_8080_8080 == 0
+}
+
+/// The value of eight ASCII digits loaded little-endian (first digit in the low byte), by pairing
+/// neighbours into 2-digit, then 4-digit, then 8-digit numbers in three multiplies (the SWAR method of
+/// fast_float / simdjson).
+#[inline]
+fn eight_digits(word: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let mut v = word - 0x3030_3030_3030_3030;
+    v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    let v1 = (v & MASK).wrapping_mul(MUL1);
+    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
+    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+}
+
 /// `2^53`: every integer up to it is exact in `f64`.
 const MAX_EXACT_INTEGER: u64 = 1 << 53;
 
@@ -218,8 +290,8 @@ const MAX_EXACT_INTEGER: u64 = 1 << 53;
 /// the offset just past it, converted by Clinger's fast path: when the digits read as an integer `m`
 /// are at most 2^53 and there are at most 22 fraction digits `f`, both `m` and `10^f` are exact in
 /// `f64`, so the single correctly rounded division `m / 10^f` is the correctly rounded value, bit for
-/// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, more than 19 digits,
-/// `m > 2^53`, a token that goes on with other bytes).
+/// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, `m > 2^53`, more than
+/// 22 fraction digits, a token that goes on with other bytes).
 #[inline]
 fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
     let mut i = at;
@@ -234,28 +306,15 @@ fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
         }
         _ => false,
     };
+    // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
     let mut mantissa: u64 = 0;
-    // Wrapping: more than 19 digits may overflow, and such tokens are refused below anyway.
-    let mut digits = |i: &mut usize| {
-        let start = *i;
-        while let Some(&c) = b.get(*i) {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d));
-            *i += 1;
-        }
-        *i - start
-    };
-    let integer_digits = digits(&mut i);
+    let integer_digits = read_digits(b, &mut i, &mut mantissa, 0)?;
     let mut fraction_digits = 0;
     if b.get(i) == Some(&b'.') {
         i += 1;
-        fraction_digits = digits(&mut i);
+        fraction_digits = read_digits(b, &mut i, &mut mantissa, integer_digits)?;
     }
-    let total = integer_digits + fraction_digits;
-    if total == 0 || total > 19 || mantissa > MAX_EXACT_INTEGER {
+    if integer_digits + fraction_digits == 0 || mantissa > MAX_EXACT_INTEGER {
         return None;
     }
     if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
