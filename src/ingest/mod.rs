@@ -181,7 +181,7 @@ pub(crate) fn count_byte(haystack: &[u8], needle: u8) -> usize {
         .sum()
 }
 
-#[inline]
+#[inline(always)]
 fn skip_ascii_whitespace(b: &[u8], mut at: usize) -> usize {
     while at < b.len() && b[at].is_ascii_whitespace() {
         at += 1;
@@ -191,7 +191,7 @@ fn skip_ascii_whitespace(b: &[u8], mut at: usize) -> usize {
 
 /// A bare-digit index at `b[at..]` (1 to 10 digits, below 2^32) and the offset just past it; `None` for
 /// anything else, including what `u32::from_str` would still accept (`+7`, long runs of leading zeros).
-#[inline]
+#[inline(always)]
 fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
     let mut acc: u64 = 0;
     let mut i = at;
@@ -218,7 +218,7 @@ fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
 /// path, eight at a time where the bytes allow, and only later digits pay for checked arithmetic.
 /// Shared by the LIBSVM and JSON fast paths, whose long fractions (`{:?}` of an `f64` writes 17
 /// significant digits) made the serial one-digit loop their main cost.
-#[inline]
+#[inline(always)]
 pub(crate) fn read_digits(
     bytes: &[u8],
     at: &mut usize,
@@ -292,7 +292,7 @@ const MAX_EXACT_INTEGER: u64 = 1 << 53;
 /// `f64`, so the single correctly rounded division `m / 10^f` is the correctly rounded value, bit for
 /// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, `m > 2^53`, more than
 /// 22 fraction digits, a token that goes on with other bytes).
-#[inline]
+#[inline(always)]
 fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
     let mut i = at;
     let negative = match b.get(i) {
