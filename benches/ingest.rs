@@ -1,6 +1,7 @@
 //! Criterion benchmark of the daemon's ingest parser: `parse_body` on one 10 000-sample request body
 //! with 40 nonzeros per sample at d = 2^20 (the load generator's stream, `examples/loadgen.rs`), as
-//! LIBSVM lines and as JSON lines. Throughput is in samples. Figures are for ratios on one machine.
+//! LIBSVM lines, as JSON lines and as one JSON array. Throughput is in samples. Figures are for
+//! ratios on one machine.
 //!
 //! ```sh
 //! cargo bench --bench ingest
@@ -18,9 +19,16 @@ use thresher::synth::sparse_stream;
 
 const SAMPLES: usize = 10_000;
 
-fn body(samples: &[Sample], json: bool) -> String {
+fn body(samples: &[Sample], format: BodyFormat) -> String {
+    let json = format != BodyFormat::Libsvm;
     let mut out = String::new();
-    for s in samples {
+    if format == BodyFormat::JsonArray {
+        out.push('[');
+    }
+    for (n, s) in samples.iter().enumerate() {
+        if format == BodyFormat::JsonArray && n > 0 {
+            out.push(',');
+        }
         if json {
             let _ = write!(
                 out,
@@ -34,6 +42,9 @@ fn body(samples: &[Sample], json: bool) -> String {
             }
         }
         out.push('\n');
+    }
+    if format == BodyFormat::JsonArray {
+        out.push(']');
     }
     out
 }
@@ -51,11 +62,12 @@ fn ingest(c: &mut Criterion) {
         .throughput(Throughput::Elements(SAMPLES as u64))
         .sample_size(20)
         .measurement_time(Duration::from_secs(4));
-    for (name, format, json) in [
-        ("libsvm_10k_x40", BodyFormat::Libsvm, false),
-        ("ndjson_10k_x40", BodyFormat::Ndjson, true),
+    for (name, format) in [
+        ("libsvm_10k_x40", BodyFormat::Libsvm),
+        ("ndjson_10k_x40", BodyFormat::Ndjson),
+        ("json_array_10k_x40", BodyFormat::JsonArray),
     ] {
-        let text = body(&data.samples, json);
+        let text = body(&data.samples, format);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let s = parse_body(format, &text, &rules, &dict).unwrap();

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use parking_lot::RwLock;
 use serde::Deserialize;
 
-use super::{is_skippable, parse_libsvm_line, LineError};
+use super::json_plain::{self, PlainJsonSample};
+use super::{count_byte, is_skippable, parse_libsvm_line, LineError};
 use crate::loss::Loss;
 use crate::sample::Sample;
 
@@ -123,14 +124,27 @@ impl FeatureDictionary {
     }
 }
 
+/// One sample object as `serde` reads it (the reference for the fast reader in `json_plain`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WireSample {
-    label: Option<f64>,
-    indices: Option<Vec<u32>>,
-    values: Option<Vec<f64>>,
-    features: Option<BTreeMap<String, f64>>,
-    weight: Option<f64>,
+pub(super) struct WireSample {
+    pub(super) label: Option<f64>,
+    pub(super) indices: Option<Vec<u32>>,
+    pub(super) values: Option<Vec<f64>>,
+    pub(super) features: Option<BTreeMap<String, f64>>,
+    pub(super) weight: Option<f64>,
+}
+
+impl From<PlainJsonSample> for WireSample {
+    fn from(plain: PlainJsonSample) -> WireSample {
+        WireSample {
+            label: plain.label,
+            indices: plain.indices,
+            values: plain.values,
+            features: None,
+            weight: plain.weight,
+        }
+    }
 }
 
 /// A sample whose named features are not resolved yet.
@@ -151,7 +165,15 @@ pub fn parse_body(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<Vec<Sample>, BatchError> {
-    let mut pending: Vec<(usize, Pending)> = Vec::new();
+    // One slot per line is at most a few percent too many (blank and comment lines) and saves the
+    // regrowth copies of a vector that holds every sample of the body.
+    let mut pending: Vec<(usize, Pending)> = match format {
+        BodyFormat::Libsvm | BodyFormat::Ndjson => {
+            Vec::with_capacity(count_byte(body.as_bytes(), b'\n') + 1)
+        }
+        BodyFormat::JsonArray => Vec::new(),
+    };
+    let mut scratch = json_plain::Scratch::default();
     let fail = |line: usize, message: String, samples: usize| BatchError {
         line: Some(line),
         message,
@@ -168,15 +190,31 @@ pub fn parse_body(
                 let parsed = if format == BodyFormat::Libsvm {
                     parse_libsvm_for(line, rules.predict).map(Pending::Ready)
                 } else {
-                    serde_json::from_str::<WireSample>(line)
-                        .map_err(|e| LineError::Json(e.to_string()))
-                        .and_then(|w| wire_to_pending(w, rules.predict))
+                    // The plain shape is read directly; anything else (and every error) by serde.
+                    match json_plain::parse_line(line, &mut scratch) {
+                        Some(plain) => Ok(plain.into()),
+                        None => serde_json::from_str::<WireSample>(line)
+                            .map_err(|e| LineError::Json(e.to_string())),
+                    }
+                    .and_then(|w| wire_to_pending(w, rules.predict))
                 };
                 let p = parsed.map_err(|e| fail(n + 1, e.to_string(), total()))?;
                 pending.push((n + 1, p));
             }
         }
         BodyFormat::JsonArray => {
+            // An array of plain objects is read directly: such items are valid for serde too, so
+            // only the sample checks in `wire_to_pending` can fail, exactly as on the serde path.
+            if let Some(items) = json_plain::parse_array(body, &mut scratch) {
+                let total = items.len();
+                pending.reserve_exact(total);
+                for (n, item) in items.into_iter().enumerate() {
+                    let p = wire_to_pending(item.into(), rules.predict)
+                        .map_err(|e| fail(n + 1, e.to_string(), total))?;
+                    pending.push((n + 1, p));
+                }
+                return finish(pending, rules, dict);
+            }
             let items: Vec<serde_json::Value> =
                 serde_json::from_str(body).map_err(|e| BatchError {
                     line: None,
@@ -193,6 +231,20 @@ pub fn parse_body(
             }
         }
     }
+    finish(pending, rules, dict)
+}
+
+/// The checks that need the whole body, then name resolution.
+fn finish(
+    pending: Vec<(usize, Pending)>,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+) -> Result<Vec<Sample>, BatchError> {
+    let fail = |line: usize, message: String, samples: usize| BatchError {
+        line: Some(line),
+        message,
+        samples,
+    };
     if pending.is_empty() {
         return Err(BatchError {
             line: None,
@@ -230,8 +282,11 @@ pub fn parse_body(
 }
 
 fn parse_libsvm_for(line: &str, predict: bool) -> Result<Sample, LineError> {
-    let first = line.split_ascii_whitespace().next().unwrap_or("");
-    if predict && first.contains(':') {
+    let first_has_colon = || {
+        let first = line.split_ascii_whitespace().next().unwrap_or("");
+        first.contains(':')
+    };
+    if predict && first_has_colon() {
         // No label: predict bodies may leave it out.
         return parse_libsvm_line(&format!("0 {line}"));
     }

@@ -6,6 +6,7 @@
 //! exactly as written.
 
 pub mod batch;
+mod json_plain;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -71,11 +72,21 @@ pub fn is_skippable(line: &str) -> bool {
 /// Parses one LIBSVM line (not blank, not a comment). A trailing `# comment` is allowed.
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
-/// This is the daemon's ingest hot path, so it is one hand-written pass over the bytes: tokens split on
-/// ASCII whitespace up to the first `#`, indices parsed by `parse_index` (the grammar of
-/// `u32::from_str`) and values by [`parse_f64`] (plain decimals exactly, everything else through
-/// `f64::from_str`); the same values and the same errors as the obvious `split`/`parse` version.
+/// This is the daemon's ingest hot path. The common shape (`label idx:val idx:val ...` with plain
+/// decimals, strictly increasing indices) is read in one pass over the bytes by [`parse_libsvm_plain`];
+/// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
+/// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
+    match parse_libsvm_plain(line.as_bytes()) {
+        Some(sample) => Ok(sample),
+        None => parse_libsvm_general(line),
+    }
+}
+
+/// The general LIBSVM parser behind [`parse_libsvm_line`]: tokens split on ASCII whitespace up to the
+/// first `#`, indices parsed by `parse_index` (the grammar of `u32::from_str`) and values by
+/// [`parse_f64`]; the same values and the same errors as the obvious `split`/`parse` version.
+pub fn parse_libsvm_general(line: &str) -> Result<Sample, LineError> {
     let bytes = line.as_bytes();
     let (mut at, mut comment) = (0, false);
     // The next whitespace-separated token before any `#`, with the offset of its first ':' if any.
@@ -123,6 +134,194 @@ pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
         values.push(value);
     }
     Ok(Sample::new(indices, values, label, None)?)
+}
+
+/// The fast path of [`parse_libsvm_line`], one pass over the bytes with no tokenizer: `None` unless the
+/// whole line is `label idx:val idx:val ...` with ASCII whitespace between tokens, a label and values
+/// that [`plain_decimal`] converts exactly, bare-digit `u32` indices, strictly increasing. On such a
+/// line the general parser gives this same sample (the values are `from_str`'s, bit for bit); on any
+/// other line (comments, `qid`, exponents, `inf`, long mantissas, `+` on an index, errors of any kind)
+/// it is the general parser that decides, so this path never has to produce an error itself.
+fn parse_libsvm_plain(line: &[u8]) -> Option<Sample> {
+    let (label, mut at) = plain_decimal(line, skip_ascii_whitespace(line, 0))?;
+    // Every pair holds exactly one ':', so on the lines this path accepts the count sizes both vectors
+    // exactly: no regrowth while parsing, and no slack carried into the learners' windows.
+    let pairs = count_byte(line, b':');
+    let mut indices: Vec<u32> = Vec::with_capacity(pairs);
+    let mut values: Vec<f64> = Vec::with_capacity(pairs);
+    loop {
+        // `at` is just past a token: at the end or on whitespace (`plain_decimal` checks that).
+        at = skip_ascii_whitespace(line, at);
+        if at == line.len() {
+            break;
+        }
+        let (index, colon) = plain_index(line, at)?;
+        if line.get(colon) != Some(&b':') || indices.last().is_some_and(|&last| index <= last) {
+            return None;
+        }
+        let (value, end) = plain_decimal(line, colon + 1)?;
+        indices.push(index);
+        values.push(value);
+        at = end;
+    }
+    // Cannot fail (sorted, finite, same lengths), but the invariants stay checked in one place.
+    Sample::new(indices, values, label, None).ok()
+}
+
+/// How many times `needle` occurs in `haystack`. Counted per 255-byte chunk in a `u8` so the loop
+/// vectorizes to byte compares and adds (a plain `filter().count()` widens every byte to 64 bits).
+pub(crate) fn count_byte(haystack: &[u8], needle: u8) -> usize {
+    haystack
+        .chunks(255)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .fold(0u8, |n, &c| n.wrapping_add(u8::from(c == needle))) as usize
+        })
+        .sum()
+}
+
+#[inline(always)]
+fn skip_ascii_whitespace(b: &[u8], mut at: usize) -> usize {
+    while at < b.len() && b[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// A bare-digit index at `b[at..]` (1 to 10 digits, below 2^32) and the offset just past it; `None` for
+/// anything else, including what `u32::from_str` would still accept (`+7`, long runs of leading zeros).
+#[inline(always)]
+fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
+    let mut acc: u64 = 0;
+    let mut i = at;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if i - at == 10 {
+            return None;
+        }
+        acc = acc * 10 + u64::from(d);
+        i += 1;
+    }
+    if i == at || acc > u64::from(u32::MAX) {
+        return None;
+    }
+    Some((acc as u32, i))
+}
+
+/// Reads the decimal digits at `bytes[*at..]` onto `acc` (`acc = 10 acc + d` each), advancing `*at`;
+/// returns how many were read, or `None` once `acc` would overflow `u64`. `held` is how many digits
+/// `acc` already holds (so `acc < 10^held`): up to 19 digits cannot overflow, so those take the cheap
+/// path, eight at a time where the bytes allow, and only later digits pay for checked arithmetic.
+/// Shared by the LIBSVM and JSON fast paths, whose long fractions (`{:?}` of an `f64` writes 17
+/// significant digits) made the serial one-digit loop their main cost.
+#[inline(always)]
+pub(crate) fn read_digits(
+    bytes: &[u8],
+    at: &mut usize,
+    acc: &mut u64,
+    held: usize,
+) -> Option<usize> {
+    let start = *at;
+    let mut i = *at;
+    let mut value = *acc;
+    let mut held = held;
+    while held + 8 <= 19 {
+        let Some(chunk) = bytes.get(i..i + 8) else {
+            break;
+        };
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        if !is_eight_digits(word) {
+            break;
+        }
+        value = value * 100_000_000 + eight_digits(word);
+        i += 8;
+        held += 8;
+    }
+    while let Some(&c) = bytes.get(i) {
+        let d = u64::from(c.wrapping_sub(b'0'));
+        if d > 9 {
+            break;
+        }
+        value = if held < 19 {
+            value * 10 + d
+        } else {
+            value.checked_mul(10)?.checked_add(d)?
+        };
+        i += 1;
+        held += 1;
+    }
+    *at = i;
+    *acc = value;
+    Some(i - start)
+}
+
+/// Are all eight bytes of `word` ASCII digits? (Each byte plus 0x46 stays below 0x80 only if it is at
+/// most `'9'`, and minus 0x30 does not borrow only if it is at least `'0'`.)
+#[inline]
+fn is_eight_digits(word: u64) -> bool {
+    let above = word.wrapping_add(0x4646_4646_4646_4646);
+    let below = word.wrapping_sub(0x3030_3030_3030_3030);
+    (above | below) & 0x8080_8080_8080_8080 == 0
+}
+
+/// The value of eight ASCII digits loaded little-endian (first digit in the low byte), by pairing
+/// neighbours into 2-digit, then 4-digit, then 8-digit numbers in three multiplies (the SWAR method of
+/// fast_float / simdjson).
+#[inline]
+fn eight_digits(word: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let mut v = word - 0x3030_3030_3030_3030;
+    v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    let v1 = (v & MASK).wrapping_mul(MUL1);
+    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
+    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+}
+
+/// `2^53`: every integer up to it is exact in `f64`.
+const MAX_EXACT_INTEGER: u64 = 1 << 53;
+
+/// A plain decimal `[+-]digits[.digits]` at `b[at..]` ending at whitespace or the end of the line, and
+/// the offset just past it, converted by Clinger's fast path: when the digits read as an integer `m`
+/// are at most 2^53 and there are at most 22 fraction digits `f`, both `m` and `10^f` are exact in
+/// `f64`, so the single correctly rounded division `m / 10^f` is the correctly rounded value, bit for
+/// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, `m > 2^53`, more than
+/// 22 fraction digits, a token that goes on with other bytes).
+#[inline(always)]
+fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
+    let mut i = at;
+    let negative = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
+    let mut mantissa: u64 = 0;
+    let integer_digits = read_digits(b, &mut i, &mut mantissa, 0)?;
+    let mut fraction_digits = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        fraction_digits = read_digits(b, &mut i, &mut mantissa, integer_digits)?;
+    }
+    if integer_digits + fraction_digits == 0 || mantissa > MAX_EXACT_INTEGER {
+        return None;
+    }
+    if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+        return None;
+    }
+    let magnitude = mantissa as f64 / *EXACT_POWERS_OF_TEN.get(fraction_digits)?;
+    Some((if negative { -magnitude } else { magnitude }, i))
 }
 
 /// `u32::from_str` without its generic overhead: an optional `+`, then 1+ decimal digits, below 2^32.
@@ -392,6 +591,156 @@ mod tests {
         // Tabs and other ASCII whitespace separate tokens; `#` cuts the line even inside a token.
         let s = parse_libsvm_line("1\t2:0.5\x0c3:1#4:1 5:1").unwrap();
         assert_eq!((s.indices, s.values), (vec![2, 3], vec![0.5, 1.0]));
+    }
+
+    /// A random LIBSVM-ish line: mostly the plain shape the fast path takes, salted with everything
+    /// it must hand to the general parser (exponents, long mantissas, subnormals, overflow, `inf`,
+    /// `+`/`.5`/`5.` spellings, odd whitespace, CR, comments, `qid`, unsorted or huge indices, junk).
+    fn random_libsvm_line(rng: &mut impl rand::Rng) -> String {
+        fn number(rng: &mut impl rand::Rng) -> String {
+            let x: f64 = rng.gen_range(-1e3..1e3) * 10f64.powi(rng.gen_range(-8..8));
+            match rng.gen_range(0..60) {
+                0 => format!("{x:e}"),
+                1 => format!("{x:?}"),
+                2 => format!("{x:.25}"),
+                3 => ["1e-320", "-4.9e-324", "1.7976931348623157e308", "1e400"]
+                    [rng.gen_range(0..4)]
+                .into(),
+                4 => [
+                    "inf", "-inf", "NaN", "infinity", "0x1", "1_0", "", "-", ".", "1.2.3", "é",
+                ][rng.gen_range(0..11)]
+                .into(),
+                5 => format!("+{:.3}", x.abs()),
+                6 => format!(".{}", rng.gen_range(0..100_000)),
+                7 => format!("{}.", rng.gen::<i32>()),
+                8 => format!("-.{}", rng.gen_range(0..1000)),
+                9 => format!("{}", rng.gen::<i64>()),
+                10 => format!("{}", rng.gen::<u64>()),
+                11 => format!("{:.*}", rng.gen_range(15..23), x / 1e6),
+                12 => format!("9007199254740{}", rng.gen_range(990..999)),
+                13 => format!(
+                    "0.{}{}",
+                    "0".repeat(rng.gen_range(0..25)),
+                    rng.gen_range(1..1000)
+                ),
+                _ => format!("{x:.*}", rng.gen_range(0..8)),
+            }
+        }
+        fn separator(rng: &mut impl rand::Rng) -> &'static str {
+            match rng.gen_range(0..30) {
+                0 => "\t",
+                1 => "  ",
+                2 => "\x0c",
+                3 => " \r ",
+                _ => " ",
+            }
+        }
+        let mut line = String::new();
+        if rng.gen_range(0..20) == 0 {
+            line.push(' ');
+        }
+        line.push_str(&match rng.gen_range(0..10) {
+            0 => number(rng),
+            1 => "+1".into(),
+            2 => "-1".into(),
+            3 => "1".into(),
+            _ => format!("{}", rng.gen_range(-3..4)),
+        });
+        let mut index: u64 = rng.gen_range(0..5);
+        for _ in 0..rng.gen_range(0..12) {
+            line.push_str(separator(rng));
+            index += rng.gen_range(1..1000);
+            let shown = match rng.gen_range(0..60) {
+                0 => "qid".to_string(),
+                1 => format!("+{index}"),
+                2 => format!("0{index}"),
+                3 => format!("{}", index.saturating_sub(2000)),
+                4 => format!("{}", index + (1u64 << 32)),
+                5 => "-3".into(),
+                6 => String::new(),
+                _ => index.to_string(),
+            };
+            match rng.gen_range(0..80) {
+                0 => line.push_str(&shown),
+                1 => line.push_str(&format!("{shown}:{}:1", number(rng))),
+                _ => line.push_str(&format!("{shown}:{}", number(rng))),
+            }
+        }
+        match rng.gen_range(0..25) {
+            0 => line.push_str(" # comment 7:1"),
+            1 => line.push_str("#x"),
+            2 => line.push('\r'),
+            3 => line.push_str(" \t"),
+            _ => {}
+        }
+        line
+    }
+
+    /// Bits, not `==`: `-0.0`, NaN inside errors and the last ulp all count.
+    fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
+        match parsed {
+            Ok(s) => format!(
+                "ok {:x} {:?} {:x?} {:?}",
+                s.label.to_bits(),
+                s.indices,
+                s.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                s.weight.map(f64::to_bits)
+            ),
+            Err(e) => format!("err {e:?} / {e}"),
+        }
+    }
+
+    /// The one-pass fast path changes nothing: on every line `parse_libsvm_line` gives exactly what
+    /// the general parser gives (same bits, same error), and the fast path does take most plain lines.
+    #[test]
+    fn libsvm_fast_path_matches_the_general_parser() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut fast = 0;
+        let lines = 30_000;
+        for _ in 0..lines {
+            let line = random_libsvm_line(&mut rng);
+            let general = libsvm_outcome(parse_libsvm_general(&line));
+            assert_eq!(
+                libsvm_outcome(parse_libsvm_line(&line)),
+                general,
+                "{line:?}"
+            );
+            if let Some(s) = parse_libsvm_plain(line.as_bytes()) {
+                assert_eq!(libsvm_outcome(Ok(s)), general, "{line:?}");
+                fast += 1;
+            }
+        }
+        assert!(
+            fast > lines / 5,
+            "fast path took only {fast} of {lines} lines"
+        );
+        // Exactly the shapes the daemon sees most go the fast way, and edge values stay exact.
+        for line in [
+            "1 3:0.5 17:-1.25 1048575:123456.789012",
+            "-1 0:1 1:2. 2:.5 3:-.5 4:+0.25",
+            "+1 7:0.1 8:9007199254740992 9:0.000000000000000001",
+            "0.3\t5:-0.000000",
+            "2 4294967295:1",
+        ] {
+            let s = parse_libsvm_plain(line.as_bytes()).expect(line);
+            assert_eq!(
+                libsvm_outcome(Ok(s)),
+                libsvm_outcome(parse_libsvm_general(line))
+            );
+        }
+        for line in [
+            "1 3:1e-3",
+            "1 9007199254740993:1",
+            "1 3:9007199254740993",
+            "1 3:0.00000000000000000000001",
+            "1 +3:1",
+            "1 qid:2 3:1",
+            "1 3:1 # c",
+            "1 3:1 3:2",
+        ] {
+            assert!(parse_libsvm_plain(line.as_bytes()).is_none(), "{line}");
+        }
     }
 
     #[test]

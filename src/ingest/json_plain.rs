@@ -1,0 +1,458 @@
+//! A one-pass reader for the one JSON sample shape the daemon sees almost always:
+//! `{"label": y, "indices": [...], "values": [...], "weight": c}` (keys in any order, any of them
+//! absent, JSON whitespace anywhere), as one NDJSON line or as the items of a JSON array body.
+//!
+//! It never decides anything on its own: it either reads exactly what `serde_json` would read into the
+//! wire struct (same numbers, bit for bit) or says `None`, and the caller then runs the `serde_json`
+//! path, which produces the value or the error message. Everything outside the plain shape goes that
+//! way: `"features"`, unknown or duplicate keys, escapes in keys, `null`, exponents, significands
+//! beyond `u64`, more than 22 fraction digits, malformed JSON.
+//!
+//! Numbers are converted the way `serde_json` (without its `float_roundtrip` feature) converts them, so
+//! the two paths agree to the last bit: the digits as an integer `m` (exact while it fits `u64`),
+//! then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is exact), or `m as
+//! f64` for an integer. That is correctly rounded when `m <= 2^53` and within one ulp beyond.
+
+use super::read_digits;
+
+/// The fields of one sample object, as the `serde` wire struct would hold them.
+#[derive(Debug, Default)]
+pub(crate) struct PlainJsonSample {
+    pub label: Option<f64>,
+    pub indices: Option<Vec<u32>>,
+    pub values: Option<Vec<f64>>,
+    pub weight: Option<f64>,
+}
+
+/// Buffers reused across the samples of one body, so each sample's vectors are allocated once at their
+/// exact length instead of grown by doubling.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    indices: Vec<u32>,
+    values: Vec<f64>,
+}
+
+/// One NDJSON line holding one plain sample object (and only JSON whitespace around it).
+pub(crate) fn parse_line(line: &str, scratch: &mut Scratch) -> Option<PlainJsonSample> {
+    let mut c = Cursor::new(line.as_bytes());
+    c.skip_whitespace();
+    let sample = c.object(scratch)?;
+    c.skip_whitespace();
+    c.at_end().then_some(sample)
+}
+
+/// A whole `application/json` body: one array of plain sample objects.
+pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<PlainJsonSample>> {
+    let mut c = Cursor::new(body.as_bytes());
+    c.skip_whitespace();
+    c.expect(b'[')?;
+    c.skip_whitespace();
+    let mut items = Vec::new();
+    if !c.eat(b']') {
+        loop {
+            items.push(c.object(scratch)?);
+            c.skip_whitespace();
+            if c.eat(b']') {
+                break;
+            }
+            c.expect(b',')?;
+            c.skip_whitespace();
+        }
+    }
+    c.skip_whitespace();
+    c.at_end().then_some(items)
+}
+
+/// Powers of ten exactly representable as `f64` (the first entries of `serde_json`'s table).
+const EXACT_POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+enum Field {
+    Label,
+    Indices,
+    Values,
+    Weight,
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(bytes: &'a [u8]) -> Cursor<'a> {
+        Cursor { bytes, at: 0 }
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn at_end(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+
+    /// JSON whitespace only (not form feed and the like, which `serde_json` refuses).
+    #[inline(always)]
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    #[inline(always)]
+    fn eat(&mut self, byte: u8) -> bool {
+        let hit = self.peek() == Some(byte);
+        self.at += usize::from(hit);
+        hit
+    }
+
+    #[inline(always)]
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.eat(byte).then_some(())
+    }
+
+    fn object(&mut self, scratch: &mut Scratch) -> Option<PlainJsonSample> {
+        self.expect(b'{')?;
+        self.skip_whitespace();
+        let mut sample = PlainJsonSample::default();
+        if self.eat(b'}') {
+            return Some(sample);
+        }
+        loop {
+            let field = self.key()?;
+            self.skip_whitespace();
+            self.expect(b':')?;
+            self.skip_whitespace();
+            // A repeated key is a `serde` error ("duplicate field"): leave it to that path.
+            match field {
+                Field::Label if sample.label.is_none() => sample.label = Some(self.number()?),
+                Field::Weight if sample.weight.is_none() => sample.weight = Some(self.number()?),
+                Field::Indices if sample.indices.is_none() => {
+                    sample.indices = Some(self.list(&mut scratch.indices, Self::index)?)
+                }
+                Field::Values if sample.values.is_none() => {
+                    sample.values = Some(self.list(&mut scratch.values, Self::number)?)
+                }
+                _ => return None,
+            }
+            self.skip_whitespace();
+            if self.eat(b'}') {
+                return Some(sample);
+            }
+            self.expect(b',')?;
+            self.skip_whitespace();
+        }
+    }
+
+    /// A key without escapes, one of the four plain fields.
+    fn key(&mut self) -> Option<Field> {
+        self.expect(b'"')?;
+        let rest = &self.bytes[self.at..];
+        let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+        let field = match &rest[..len] {
+            b"label" => Field::Label,
+            b"indices" => Field::Indices,
+            b"values" => Field::Values,
+            b"weight" => Field::Weight,
+            _ => return None,
+        };
+        self.at += len;
+        self.expect(b'"')?;
+        Some(field)
+    }
+
+    /// `[item, item, ...]`, collected in `buffer` and copied out at its exact length.
+    #[inline(always)]
+    fn list<T: Copy>(
+        &mut self,
+        buffer: &mut Vec<T>,
+        mut item: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        self.expect(b'[')?;
+        self.skip_whitespace();
+        buffer.clear();
+        if !self.eat(b']') {
+            loop {
+                buffer.push(item(self)?);
+                self.skip_whitespace();
+                if self.eat(b']') {
+                    break;
+                }
+                self.expect(b',')?;
+                self.skip_whitespace();
+            }
+        }
+        Some(buffer.to_vec())
+    }
+
+    /// Decimal digits onto `acc`, which holds `held` digits; how many were read, `None` if `acc` would
+    /// overflow `u64` (where `serde_json` switches method).
+    #[inline(always)]
+    fn digits(&mut self, acc: &mut u64, held: usize) -> Option<usize> {
+        read_digits(self.bytes, &mut self.at, acc, held)
+    }
+
+    /// A feature index: `0` or a digit run without a leading zero, below 2^32 (what `serde_json`
+    /// reads as a `u32`; a sign, fraction or exponent is left to it).
+    #[inline(always)]
+    fn index(&mut self) -> Option<u32> {
+        let first = self.peek()?;
+        let mut acc = 0;
+        let digits = self.digits(&mut acc, 0)?;
+        if digits == 0 || digits > 10 || (first == b'0' && digits > 1) {
+            return None;
+        }
+        u32::try_from(acc).ok()
+    }
+
+    /// A JSON number without exponent, with a significand that fits `u64` and at most 22 fraction
+    /// digits, as `serde_json` makes it an `f64` (see the module notes).
+    #[inline(always)]
+    fn number(&mut self) -> Option<f64> {
+        let negative = self.eat(b'-');
+        let first = self.peek()?;
+        let mut significand = 0;
+        let integer_digits = self.digits(&mut significand, 0)?;
+        if integer_digits == 0 || (first == b'0' && integer_digits > 1) {
+            return None;
+        }
+        let mut fraction_digits = 0;
+        if self.eat(b'.') {
+            fraction_digits = self.digits(&mut significand, integer_digits)?;
+            if fraction_digits == 0 {
+                return None;
+            }
+        }
+        let mut exponent = -(fraction_digits as i64);
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            exponent += self.exponent()?;
+        }
+        // serde_json: an integer becomes `u64`/`i64` then `as f64`; otherwise `m as f64` times or over
+        // `10^|e|`. Negation commutes with these roundings, and `-0` is `-0.0` either way.
+        let power = EXACT_POWERS_OF_TEN.get(exponent.unsigned_abs() as usize)?;
+        let magnitude = if exponent >= 0 {
+            significand as f64 * power
+        } else {
+            significand as f64 / power
+        };
+        Some(if negative { -magnitude } else { magnitude })
+    }
+
+    /// `e` or `E`, an optional sign, 1+ digits: the signed exponent, `None` beyond the range where
+    /// [`Cursor::number`] can use an exact power anyway.
+    fn exponent(&mut self) -> Option<i64> {
+        self.at += 1;
+        let negative = self.eat(b'-');
+        if !negative {
+            self.eat(b'+');
+        }
+        let mut value = 0;
+        let digits = self.digits(&mut value, 0)?;
+        if digits == 0 || value > 1000 {
+            return None;
+        }
+        Some(if negative {
+            -(value as i64)
+        } else {
+            value as i64
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::ingest::batch::WireSample;
+
+    /// Bits, not `==`: `-0.0` and the last ulp count.
+    fn fingerprint(
+        label: Option<f64>,
+        indices: &Option<Vec<u32>>,
+        values: &Option<Vec<f64>>,
+        weight: Option<f64>,
+    ) -> String {
+        let values = values
+            .as_ref()
+            .map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        format!(
+            "{:?} {indices:?} {values:x?} {:?}",
+            label.map(f64::to_bits),
+            weight.map(f64::to_bits)
+        )
+    }
+
+    fn of_plain(p: &PlainJsonSample) -> String {
+        fingerprint(p.label, &p.indices, &p.values, p.weight)
+    }
+
+    fn of_wire(w: &WireSample) -> String {
+        assert!(w.features.is_none());
+        fingerprint(w.label, &w.indices, &w.values, w.weight)
+    }
+
+    fn number(rng: &mut impl Rng) -> String {
+        let x: f64 = rng.gen_range(-1e3..1e3) * 10f64.powi(rng.gen_range(-9..9));
+        match rng.gen_range(0..40) {
+            0 => format!("{x:e}"),
+            1 => format!("{x:E}"),
+            2 => format!("{:.30}", x),
+            3 => format!("{}", rng.gen::<u64>()),
+            4 => format!("{}", rng.gen::<i64>()),
+            5 => format!("{}0", rng.gen::<u64>()),
+            6 => [
+                "-0", "0", "-0.0", "0.0", "1e400", "-1e-400", "1e22", "1e23", "1e-22",
+            ][rng.gen_range(0..9)]
+            .into(),
+            7 => [
+                "01", "1.", ".5", "+1", "NaN", "null", "true", "\"1\"", "1e", "1e+", "--1", "-",
+            ][rng.gen_range(0..12)]
+            .into(),
+            8 => format!("{}e{}", rng.gen_range(-99..99), rng.gen_range(-30..30)),
+            9 => format!("{x:.0}"),
+            10 => format!("0.{}{}", "0".repeat(rng.gen_range(0..25)), rng.gen::<u32>()),
+            11..=14 => format!("{}", rng.gen_range(-3i32..4)),
+            _ => format!("{x:?}"),
+        }
+    }
+
+    fn index(rng: &mut impl Rng, at: &mut u64) -> String {
+        *at += rng.gen_range(1..100_000);
+        match rng.gen_range(0..60) {
+            0 => format!("-{at}"),
+            1 => format!("{at}.0"),
+            2 => format!("0{at}"),
+            3 => format!("{}", *at + (1 << 32)),
+            4 => format!("{at}e0"),
+            5 => "4294967295".into(),
+            _ => at.to_string(),
+        }
+    }
+
+    fn space(rng: &mut impl Rng) -> &'static str {
+        match rng.gen_range(0..40) {
+            0 => " ",
+            1 => "\t",
+            2 => "\n",
+            3 => "\r",
+            4 => "  ",
+            5 => "\x0c",
+            _ => "",
+        }
+    }
+
+    /// A random sample object: mostly the plain shape, salted with whatever must go to serde.
+    fn object(rng: &mut impl Rng) -> String {
+        let n = rng.gen_range(0..8);
+        let mut keys = vec!["label", "indices", "values", "weight"];
+        keys.truncate(rng.gen_range(1..5));
+        if rng.gen_range(0..30) == 0 {
+            keys.push(["features", "extra", "label", "lab\\u0065l", "values"][rng.gen_range(0..5)]);
+        }
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, rng.gen_range(0..=i));
+        }
+        let mut out = format!("{{{}", space(rng));
+        for (k, key) in keys.iter().enumerate() {
+            if k > 0 {
+                out.push_str(&format!("{},{}", space(rng), space(rng)));
+            }
+            let mut at = 0;
+            let value = match *key {
+                "indices" => {
+                    let items: Vec<String> = (0..n).map(|_| index(rng, &mut at)).collect();
+                    format!("[{}]", items.join(", "))
+                }
+                "values" => {
+                    let items: Vec<String> = (0..n).map(|_| number(rng)).collect();
+                    format!("[{}]", items.join(", "))
+                }
+                "features" => "{\"a\": 1}".into(),
+                _ => number(rng),
+            };
+            out.push_str(&format!("\"{key}\"{}:{}{value}", space(rng), space(rng)));
+        }
+        if rng.gen_range(0..50) == 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("{}}}", space(rng)));
+        out
+    }
+
+    /// Whatever the fast reader accepts, serde reads into the same wire struct, bit for bit; and it
+    /// does accept most plain objects, so the comparison is not vacuous.
+    #[test]
+    fn fast_reader_agrees_with_serde() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut scratch = Scratch::default();
+        let (mut fast, lines) = (0, 20_000);
+        for _ in 0..lines {
+            let mut line = object(&mut rng);
+            if rng.gen_range(0..50) == 0 {
+                line.push_str([" x", "}", " \t", "\r"][rng.gen_range(0..4)]);
+            }
+            if let Some(plain) = parse_line(&line, &mut scratch) {
+                let wire: WireSample = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("fast accepted what serde refuses ({e}): {line}"));
+                assert_eq!(of_plain(&plain), of_wire(&wire), "{line}");
+                fast += 1;
+            }
+        }
+        assert!(fast > lines / 4, "fast path took only {fast} of {lines}");
+        let mut arrays_fast = 0;
+        for _ in 0..500 {
+            let items: Vec<String> = (0..rng.gen_range(0..6)).map(|_| object(&mut rng)).collect();
+            let body = format!(
+                "{}[{}]{}",
+                space(&mut rng),
+                items.join(","),
+                space(&mut rng)
+            );
+            if let Some(plain) = parse_array(&body, &mut scratch) {
+                let values: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+                assert_eq!(plain.len(), values.len(), "{body}");
+                for (p, v) in plain.iter().zip(values) {
+                    let wire: WireSample = serde_json::from_value(v).unwrap();
+                    assert_eq!(of_plain(p), of_wire(&wire), "{body}");
+                }
+                arrays_fast += 1;
+            }
+        }
+        assert!(arrays_fast > 50, "fast path took only {arrays_fast} arrays");
+    }
+
+    /// Exactly the `{:?}` floats the load generator writes, including 17-digit ones, small ones in
+    /// exponent form and long-mantissa cases where serde's conversion is not correctly rounded.
+    #[test]
+    fn takes_the_common_shapes() {
+        let mut scratch = Scratch::default();
+        for line in [
+            r#"{"label":-1,"indices":[1431, 27773],"values":[-0.8444218515250481, -5.2858625144693133e-5]}"#,
+            r#" { "values" : [ 1 , -0 ] , "label" : 0.5 , "indices" : [ 0 , 4294967295 ] , "weight" : 2 } "#,
+            r#"{"label":1,"indices":[],"values":[]}"#,
+            r#"{"label":1,"values":[9007199254740993, 0.30000000000000004, 12345678901234567890]}"#,
+            r#"{}"#,
+        ] {
+            let plain = parse_line(line, &mut scratch).expect(line);
+            let wire: WireSample = serde_json::from_str(line).unwrap();
+            assert_eq!(of_plain(&plain), of_wire(&wire), "{line}");
+        }
+        for line in [
+            r#"{"label":1,"label":1}"#,
+            r#"{"label":null}"#,
+            r#"{"label":1,"features":{"a":1}}"#,
+            r#"{"label":1e23}"#,
+            r#"{"label":1,}"#,
+            r#"{"label":1} x"#,
+            r#"{"indices":[01]}"#,
+            r#"{"values":[1,]}"#,
+        ] {
+            assert!(parse_line(line, &mut scratch).is_none(), "{line}");
+        }
+    }
+}
