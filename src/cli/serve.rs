@@ -78,8 +78,11 @@ fn realtime_worker_once() {
     #[cfg(target_os = "linux")]
     {
         let param = libc::sched_param { sched_priority: 1 };
+        // RESET_ON_FORK: threads a worker spawns (the blocking pool that parses bodies) start under the
+        // default policy instead of inheriting FIFO.
+        let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
         // SAFETY: `0` is the calling thread; `param` is a valid sched_param for the call's duration.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
             tracing::warn!(
                 error = %std::io::Error::last_os_error(),
                 "server.realtime_http: cannot switch an HTTP worker to SCHED_FIFO; it keeps the default policy"
