@@ -4,6 +4,11 @@
 //! - `GET /v1/model` latency p50/p99 under that load (only requests issued while senders are posting),
 //!   with the same figures for the idle daemon before the load (`idle_get_*`) and for the catch-up after
 //!   it, when the learner drains the queue but nothing is posted (`catchup_get_*`), to attribute the tail,
+//! - the daemon's own handler time for those GETs (`daemon_get_p99_ms`, the upper bound of the histogram
+//!   bucket holding the p99, from `thresher_http_request_duration_seconds`): when it is far below the
+//!   client's p99, the tail is time spent waiting for a CPU or a worker, not in the handler,
+//! - the 1-minute load average when the load starts (`loadavg_1m`): on a shared machine other
+//!   processes' run-queue time lands in the p99,
 //! - the sustained accept rate (`sustained_samples_per_s`: samples accepted over the second half of the
 //!   sending period; a short run mostly measures the burst that fills the ingest queue) and 503 count,
 //! - model staleness (time from a batch's `202` to the first snapshot whose `samples_seen` covers it),
@@ -465,6 +470,10 @@ fn main() {
 
     std::thread::sleep(Duration::from_millis(args.idle_ms));
     let handler_before = get_model_histogram(&client, &base);
+    let loadavg = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "-".into());
     let load_start = started.elapsed().as_secs_f64();
     let stop_at =
         (args.duration > 0.0).then(|| Instant::now() + Duration::from_secs_f64(args.duration));
@@ -592,7 +601,7 @@ fn main() {
          sustained_samples_per_s={:.0} http_503={} model_get_p50_ms={:.3} model_get_p99_ms={:.3} \
          model_get_max_ms={:.3} model_gets={} idle_get_p50_ms={:.3} idle_get_p99_ms={:.3} \
          idle_get_max_ms={:.3} idle_gets={} catchup_get_p50_ms={:.3} catchup_get_p99_ms={:.3} \
-         catchup_get_max_ms={:.3} catchup_gets={} daemon_get_p99_ms={} probe_priority={} staleness_p50_ms={:.0} \
+         catchup_get_max_ms={:.3} catchup_gets={} daemon_get_p99_ms={} probe_priority={} loadavg_1m={} staleness_p50_ms={:.0} \
          staleness_p99_ms={:.0} solver_steps={} rss_start_mib={:.0} rss_end_mib={:.0} rss_peak_mib={:.0} \
          heldout_accuracy={:.4} support={} daemon_cpu_s={:.2}",
         args.format,
@@ -618,6 +627,7 @@ fn main() {
         catchup_n,
         handler_p99,
         args.probe_priority,
+        loadavg,
         percentile(&staleness, 0.5),
         percentile(&staleness, 0.99),
         steps,
