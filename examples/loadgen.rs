@@ -77,8 +77,9 @@ struct Args {
     /// Milliseconds the probe measures the idle daemon (after a warm-up batch has been learned).
     #[arg(long, default_value_t = 1000)]
     idle_ms: u64,
-    /// Extra `KEY=VALUE` environment for the daemon (repeatable), e.g. `THRESHER_INGEST_DRAIN=false`
-    /// to measure HTTP + parsing without learning.
+    /// Extra `KEY=VALUE` environment for the daemon (repeatable), e.g.
+    /// `THRESHER_SERVER_REALTIME_HTTP=true`. (`THRESHER_INGEST_DRAIN=false` cannot work here: the run
+    /// needs a published model first.)
     #[arg(long = "daemon-env")]
     daemon_env: Vec<String>,
     /// Write the stream (train.svm, the 200k distinct samples in send order; heldout.svm) here and exit,
