@@ -11,6 +11,7 @@
 //! | --- | --- | --- | --- | --- |
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
+//! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
 //! | `ingest.queue_capacity` | 32 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
@@ -131,6 +132,8 @@ pub struct LearnerConfig {
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit_bytes: usize,
+    /// Run the HTTP worker threads under SCHED_FIFO (best effort; see `cli::serve`).
+    pub realtime_http: bool,
     pub queue_capacity: usize,
     pub max_dim: usize,
     pub max_named_features: usize,
@@ -257,6 +260,7 @@ impl Config {
         Ok(Config {
             listen,
             body_limit_bytes: r.int("server", "body_limit_bytes", 1, 1 << 32)? as usize,
+            realtime_http: r.bool("server", "realtime_http")?,
             queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
             max_dim,
             max_named_features: r.int("ingest", "max_named_features", 0, max_dim as i64)? as usize,
