@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::json_plain::{self, PlainJsonSample};
-use super::{count_byte, is_skippable, parse_libsvm_line, LineError};
+use super::{count_byte, is_skippable, parse_libsvm_general, parse_libsvm_line, LineError};
 use crate::loss::Loss;
 use crate::sample::Sample;
 
@@ -165,6 +165,18 @@ pub fn parse_body(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<Vec<Sample>, BatchError> {
+    parse_body_with(format, body, rules, dict, true)
+}
+
+/// [`parse_body`], with the one-pass readers for plain lines and objects switched on (`fast`) or off:
+/// off is the general path alone, kept callable so the tests can check the readers change nothing.
+fn parse_body_with(
+    format: BodyFormat,
+    body: &str,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    fast: bool,
+) -> Result<Vec<Sample>, BatchError> {
     // One slot per line is at most a few percent too many (blank and comment lines) and saves the
     // regrowth copies of a vector that holds every sample of the body.
     let mut pending: Vec<(usize, Pending)> = match format {
@@ -188,10 +200,13 @@ pub fn parse_body(
                     continue;
                 }
                 let parsed = if format == BodyFormat::Libsvm {
-                    parse_libsvm_for(line, rules.predict).map(Pending::Ready)
+                    parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
                 } else {
                     // The plain shape is read directly; anything else (and every error) by serde.
-                    match json_plain::parse_line(line, &mut scratch) {
+                    match fast
+                        .then(|| json_plain::parse_line(line, &mut scratch))
+                        .flatten()
+                    {
                         Some(plain) => Ok(plain.into()),
                         None => serde_json::from_str::<WireSample>(line)
                             .map_err(|e| LineError::Json(e.to_string())),
@@ -205,7 +220,10 @@ pub fn parse_body(
         BodyFormat::JsonArray => {
             // An array of plain objects is read directly: such items are valid for serde too, so
             // only the sample checks in `wire_to_pending` can fail, exactly as on the serde path.
-            if let Some(items) = json_plain::parse_array(body, &mut scratch) {
+            if let Some(items) = fast
+                .then(|| json_plain::parse_array(body, &mut scratch))
+                .flatten()
+            {
                 let total = items.len();
                 pending.reserve_exact(total);
                 for (n, item) in items.into_iter().enumerate() {
@@ -281,16 +299,21 @@ fn finish(
     resolve_names(pending, rules, dict)
 }
 
-fn parse_libsvm_for(line: &str, predict: bool) -> Result<Sample, LineError> {
+fn parse_libsvm_for(line: &str, predict: bool, fast: bool) -> Result<Sample, LineError> {
+    let parse = if fast {
+        parse_libsvm_line
+    } else {
+        parse_libsvm_general
+    };
     let first_has_colon = || {
         let first = line.split_ascii_whitespace().next().unwrap_or("");
         first.contains(':')
     };
     if predict && first_has_colon() {
         // No label: predict bodies may leave it out.
-        return parse_libsvm_line(&format!("0 {line}"));
+        return parse(&format!("0 {line}"));
     }
-    parse_libsvm_line(line)
+    parse(line)
 }
 
 fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
@@ -493,5 +516,66 @@ mod tests {
             Some(BodyFormat::Libsvm)
         );
         assert_eq!(BodyFormat::from_content_type("text/csv"), None);
+    }
+
+    /// Whole bodies give the same result with the one-pass readers as without them: the same samples
+    /// bit for bit, or the same error (line, message and sample count), for every format, training
+    /// and prediction rules, label and `max_dim` checks, named features included.
+    #[test]
+    fn fast_readers_change_no_body_outcome() {
+        use rand::{Rng, SeedableRng};
+
+        use crate::ingest::json_plain::tests::random_object;
+        use crate::ingest::tests::random_libsvm_line;
+
+        fn outcome(r: Result<Vec<Sample>, BatchError>) -> String {
+            match r {
+                Ok(samples) => samples
+                    .iter()
+                    .map(|s| {
+                        let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();
+                        format!(
+                            "{:x} {:?} {bits:x?} {:?};",
+                            s.label.to_bits(),
+                            s.indices,
+                            s.weight.map(f64::to_bits)
+                        )
+                    })
+                    .collect(),
+                Err(e) => format!("{e:?}"),
+            }
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let mut fast_ok = 0;
+        for round in 0..3000 {
+            let format = [
+                BodyFormat::Libsvm,
+                BodyFormat::Ndjson,
+                BodyFormat::JsonArray,
+            ][round % 3];
+            let items: Vec<String> = (0..rng.gen_range(0..5))
+                .map(|_| match format {
+                    BodyFormat::Libsvm => random_libsvm_line(&mut rng),
+                    _ => random_object(&mut rng),
+                })
+                .collect();
+            let body = match format {
+                BodyFormat::JsonArray => format!("[{}]", items.join(",")),
+                _ => items.join(["\n", "\r\n", "\n\n# c\n"][rng.gen_range(0..3)]),
+            };
+            let kind = [LossKind::Squared, LossKind::Hinge][rng.gen_range(0..2)];
+            let rules = Rules {
+                losses: vec![Loss::new(kind, 0.25).unwrap()],
+                max_dim: [100_000, 1 << 30][rng.gen_range(0..2)],
+                predict: rng.gen_range(0..4) == 0,
+            };
+            let (fast_dict, general_dict) = (FeatureDictionary::new(2), FeatureDictionary::new(2));
+            let fast = outcome(parse_body_with(format, &body, &rules, &fast_dict, true));
+            let general = outcome(parse_body_with(format, &body, &rules, &general_dict, false));
+            assert_eq!(fast, general, "{format:?} {rules:?}\n{body}");
+            assert_eq!(fast_dict.names(), general_dict.names());
+            fast_ok += usize::from(!fast.starts_with("BatchError"));
+        }
+        assert!(fast_ok > 200, "only {fast_ok} bodies were accepted");
     }
 }

@@ -264,7 +264,7 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
@@ -347,7 +347,7 @@ mod tests {
     }
 
     /// A random sample object: mostly the plain shape, salted with whatever must go to serde.
-    fn object(rng: &mut impl Rng) -> String {
+    pub(in crate::ingest) fn random_object(rng: &mut impl Rng) -> String {
         let n = rng.gen_range(0..8);
         let mut keys = vec!["label", "indices", "values", "weight"];
         keys.truncate(rng.gen_range(1..5));
@@ -392,7 +392,7 @@ mod tests {
         let mut scratch = Scratch::default();
         let (mut fast, lines) = (0, 20_000);
         for _ in 0..lines {
-            let mut line = object(&mut rng);
+            let mut line = random_object(&mut rng);
             if rng.gen_range(0..50) == 0 {
                 line.push_str([" x", "}", " \t", "\r"][rng.gen_range(0..4)]);
             }
@@ -406,7 +406,9 @@ mod tests {
         assert!(fast > lines / 4, "fast path took only {fast} of {lines}");
         let mut arrays_fast = 0;
         for _ in 0..500 {
-            let items: Vec<String> = (0..rng.gen_range(0..6)).map(|_| object(&mut rng)).collect();
+            let items: Vec<String> = (0..rng.gen_range(0..6))
+                .map(|_| random_object(&mut rng))
+                .collect();
             let body = format!(
                 "{}[{}]{}",
                 space(&mut rng),

@@ -477,7 +477,7 @@ pub fn read_file(path: &Path, format: Format) -> Result<Vec<Sample>, ReadError> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn libsvm_err(line: &str) -> LineError {
@@ -596,7 +596,7 @@ mod tests {
     /// A random LIBSVM-ish line: mostly the plain shape the fast path takes, salted with everything
     /// it must hand to the general parser (exponents, long mantissas, subnormals, overflow, `inf`,
     /// `+`/`.5`/`5.` spellings, odd whitespace, CR, comments, `qid`, unsorted or huge indices, junk).
-    fn random_libsvm_line(rng: &mut impl rand::Rng) -> String {
+    pub(in crate::ingest) fn random_libsvm_line(rng: &mut impl rand::Rng) -> String {
         fn number(rng: &mut impl rand::Rng) -> String {
             let x: f64 = rng.gen_range(-1e3..1e3) * 10f64.powi(rng.gen_range(-8..8));
             match rng.gen_range(0..60) {
