@@ -13,7 +13,7 @@
 //! then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is exact), or `m as
 //! f64` for an integer. That is correctly rounded when `m <= 2^53` and within one ulp beyond.
 
-use super::read_digits;
+use super::{read_digits, with_sign};
 
 /// The fields of one sample object, as the `serde` wire struct would hold them.
 #[derive(Debug, Default)]
@@ -239,7 +239,7 @@ impl<'a> Cursor<'a> {
         } else {
             significand as f64 / power
         };
-        Some(if negative { -magnitude } else { magnitude })
+        Some(with_sign(magnitude, negative))
     }
 
     /// `e` or `E`, an optional sign, 1+ digits: the signed exponent, `None` beyond the range where
