@@ -73,7 +73,7 @@ pub fn is_skippable(line: &str) -> bool {
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
 /// This is the daemon's ingest hot path. The common shape (`label idx:val idx:val ...` with plain
-/// decimals, strictly increasing indices) is read in one pass over the bytes by [`parse_libsvm_plain`];
+/// decimals, strictly increasing indices) is read in one pass over the bytes by `parse_libsvm_plain`;
 /// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
 /// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
