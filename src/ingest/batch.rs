@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::json_plain::{self, PlainJsonSample};
-use super::{count_byte, is_skippable, parse_libsvm_line, LineError};
+use super::{count_byte, is_skippable, parse_libsvm_general, parse_libsvm_line, LineError};
 use crate::loss::Loss;
 use crate::sample::Sample;
 
@@ -157,6 +157,58 @@ enum Pending {
     },
 }
 
+/// The samples of a body in order, each with its line. A named-feature sample sits in `samples` as a
+/// placeholder (its label, no features) until [`resolve_names`] builds it, so a body without names is
+/// returned as is: no second vector of every sample, no copy.
+struct Parsed {
+    samples: Vec<Sample>,
+    lines: Vec<usize>,
+    named: Vec<NamedSlot>,
+}
+
+/// Named features waiting for indices, for `samples[slot]`.
+struct NamedSlot {
+    slot: usize,
+    features: Vec<(String, f64)>,
+    weight: Option<f64>,
+}
+
+impl Parsed {
+    fn with_capacity(capacity: usize) -> Parsed {
+        Parsed {
+            samples: Vec::with_capacity(capacity),
+            lines: Vec::with_capacity(capacity),
+            named: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, line: usize, pending: Pending) {
+        let sample = match pending {
+            Pending::Ready(sample) => sample,
+            Pending::Named {
+                features,
+                label,
+                weight,
+            } => {
+                self.named.push(NamedSlot {
+                    slot: self.samples.len(),
+                    features,
+                    weight,
+                });
+                // Never handed out: replaced by the resolved sample or dropped with the error.
+                Sample {
+                    indices: Vec::new(),
+                    values: Vec::new(),
+                    label,
+                    weight: None,
+                }
+            }
+        };
+        self.samples.push(sample);
+        self.lines.push(line);
+    }
+}
+
 /// Parses and validates a whole body. On success every sample is valid and new feature names are
 /// registered; on failure nothing is registered.
 pub fn parse_body(
@@ -165,13 +217,25 @@ pub fn parse_body(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<Vec<Sample>, BatchError> {
+    parse_body_with(format, body, rules, dict, true)
+}
+
+/// [`parse_body`], with the one-pass readers for plain lines and objects switched on (`fast`) or off:
+/// off is the general path alone, kept callable so the tests can check the readers change nothing.
+fn parse_body_with(
+    format: BodyFormat,
+    body: &str,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    fast: bool,
+) -> Result<Vec<Sample>, BatchError> {
     // One slot per line is at most a few percent too many (blank and comment lines) and saves the
     // regrowth copies of a vector that holds every sample of the body.
-    let mut pending: Vec<(usize, Pending)> = match format {
+    let mut parsed = match format {
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            Vec::with_capacity(count_byte(body.as_bytes(), b'\n') + 1)
+            Parsed::with_capacity(count_byte(body.as_bytes(), b'\n') + 1)
         }
-        BodyFormat::JsonArray => Vec::new(),
+        BodyFormat::JsonArray => Parsed::with_capacity(0),
     };
     let mut scratch = json_plain::Scratch::default();
     let fail = |line: usize, message: String, samples: usize| BatchError {
@@ -187,33 +251,40 @@ pub fn parse_body(
                 if is_skippable(line) {
                     continue;
                 }
-                let parsed = if format == BodyFormat::Libsvm {
-                    parse_libsvm_for(line, rules.predict).map(Pending::Ready)
+                let outcome = if format == BodyFormat::Libsvm {
+                    parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
                 } else {
                     // The plain shape is read directly; anything else (and every error) by serde.
-                    match json_plain::parse_line(line, &mut scratch) {
+                    match fast
+                        .then(|| json_plain::parse_line(line, &mut scratch))
+                        .flatten()
+                    {
                         Some(plain) => Ok(plain.into()),
                         None => serde_json::from_str::<WireSample>(line)
                             .map_err(|e| LineError::Json(e.to_string())),
                     }
                     .and_then(|w| wire_to_pending(w, rules.predict))
                 };
-                let p = parsed.map_err(|e| fail(n + 1, e.to_string(), total()))?;
-                pending.push((n + 1, p));
+                let p = outcome.map_err(|e| fail(n + 1, e.to_string(), total()))?;
+                parsed.push(n + 1, p);
             }
         }
         BodyFormat::JsonArray => {
             // An array of plain objects is read directly: such items are valid for serde too, so
             // only the sample checks in `wire_to_pending` can fail, exactly as on the serde path.
-            if let Some(items) = json_plain::parse_array(body, &mut scratch) {
+            if let Some(items) = fast
+                .then(|| json_plain::parse_array(body, &mut scratch))
+                .flatten()
+            {
                 let total = items.len();
-                pending.reserve_exact(total);
+                parsed.samples.reserve_exact(total);
+                parsed.lines.reserve_exact(total);
                 for (n, item) in items.into_iter().enumerate() {
                     let p = wire_to_pending(item.into(), rules.predict)
                         .map_err(|e| fail(n + 1, e.to_string(), total))?;
-                    pending.push((n + 1, p));
+                    parsed.push(n + 1, p);
                 }
-                return finish(pending, rules, dict);
+                return finish(parsed, rules, dict);
             }
             let items: Vec<serde_json::Value> =
                 serde_json::from_str(body).map_err(|e| BatchError {
@@ -227,16 +298,16 @@ pub fn parse_body(
                     .map_err(|e| LineError::Json(e.to_string()))
                     .and_then(|w| wire_to_pending(w, rules.predict))
                     .map_err(|e| fail(n + 1, e.to_string(), total))?;
-                pending.push((n + 1, p));
+                parsed.push(n + 1, p);
             }
         }
     }
-    finish(pending, rules, dict)
+    finish(parsed, rules, dict)
 }
 
 /// The checks that need the whole body, then name resolution.
 fn finish(
-    pending: Vec<(usize, Pending)>,
+    parsed: Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<Vec<Sample>, BatchError> {
@@ -245,20 +316,18 @@ fn finish(
         message,
         samples,
     };
-    if pending.is_empty() {
+    if parsed.samples.is_empty() {
         return Err(BatchError {
             line: None,
             message: "empty body: no samples".into(),
             samples: 0,
         });
     }
-    let total = pending.len();
-    // Check everything that does not need the dictionary before touching it.
-    for (line, p) in &pending {
-        let (label, indices): (f64, &[u32]) = match p {
-            Pending::Ready(s) => (s.label, &s.indices),
-            Pending::Named { label, .. } => (*label, &[]),
-        };
+    let total = parsed.samples.len();
+    // Check everything that does not need the dictionary before touching it (a named sample's
+    // placeholder has its label and no indices yet).
+    for (sample, line) in parsed.samples.iter().zip(&parsed.lines) {
+        let (label, indices) = (sample.label, &sample.indices);
         if !rules.predict {
             for loss in &rules.losses {
                 loss.check_label(label)
@@ -278,19 +347,24 @@ fn finish(
             }
         }
     }
-    resolve_names(pending, rules, dict)
+    resolve_names(parsed, rules, dict)
 }
 
-fn parse_libsvm_for(line: &str, predict: bool) -> Result<Sample, LineError> {
+fn parse_libsvm_for(line: &str, predict: bool, fast: bool) -> Result<Sample, LineError> {
+    let parse = if fast {
+        parse_libsvm_line
+    } else {
+        parse_libsvm_general
+    };
     let first_has_colon = || {
         let first = line.split_ascii_whitespace().next().unwrap_or("");
         first.contains(':')
     };
     if predict && first_has_colon() {
         // No label: predict bodies may leave it out.
-        return parse_libsvm_line(&format!("0 {line}"));
+        return parse(&format!("0 {line}"));
     }
-    parse_libsvm_line(line)
+    parse(line)
 }
 
 fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
@@ -328,36 +402,29 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
 /// the write lock so concurrent requests cannot hand out the same index); prediction bodies drop names
 /// the dictionary does not know (their weight is 0 anyway).
 fn resolve_names(
-    pending: Vec<(usize, Pending)>,
+    parsed: Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<Vec<Sample>, BatchError> {
-    let total = pending.len();
-    if pending.iter().all(|(_, p)| matches!(p, Pending::Ready(_))) {
-        return Ok(pending
-            .into_iter()
-            .map(|(_, p)| match p {
-                Pending::Ready(s) => s,
-                Pending::Named { .. } => unreachable!(),
-            })
-            .collect());
+    let Parsed {
+        samples: mut out,
+        lines,
+        named,
+    } = parsed;
+    if named.is_empty() {
+        return Ok(out);
     }
+    let total = out.len();
     let mut inner = dict.inner.write();
     let mut added: Vec<String> = Vec::new();
-    let mut out = Vec::with_capacity(total);
     let mut result: Result<(), BatchError> = Ok(());
-    for (line, p) in pending {
-        let (features, label, weight) = match p {
-            Pending::Ready(s) => {
-                out.push(s);
-                continue;
-            }
-            Pending::Named {
-                features,
-                label,
-                weight,
-            } => (features, label, weight),
-        };
+    for NamedSlot {
+        slot,
+        features,
+        weight,
+    } in named
+    {
+        let (line, label) = (lines[slot], out[slot].label);
         let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (name, value) in features {
             let index = match inner.by_name.get(&name) {
@@ -390,7 +457,7 @@ fn resolve_names(
         pairs.sort_unstable_by_key(|p| p.0);
         let (indices, values) = pairs.into_iter().unzip();
         match Sample::new(indices, values, label, weight) {
-            Ok(s) => out.push(s),
+            Ok(s) => out[slot] = s,
             Err(e) => {
                 result = Err(BatchError {
                     line: Some(line),
@@ -493,5 +560,66 @@ mod tests {
             Some(BodyFormat::Libsvm)
         );
         assert_eq!(BodyFormat::from_content_type("text/csv"), None);
+    }
+
+    /// Whole bodies give the same result with the one-pass readers as without them: the same samples
+    /// bit for bit, or the same error (line, message and sample count), for every format, training
+    /// and prediction rules, label and `max_dim` checks, named features included.
+    #[test]
+    fn fast_readers_change_no_body_outcome() {
+        use rand::{Rng, SeedableRng};
+
+        use crate::ingest::json_plain::tests::random_object;
+        use crate::ingest::tests::random_libsvm_line;
+
+        fn outcome(r: Result<Vec<Sample>, BatchError>) -> String {
+            match r {
+                Ok(samples) => samples
+                    .iter()
+                    .map(|s| {
+                        let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();
+                        format!(
+                            "{:x} {:?} {bits:x?} {:?};",
+                            s.label.to_bits(),
+                            s.indices,
+                            s.weight.map(f64::to_bits)
+                        )
+                    })
+                    .collect(),
+                Err(e) => format!("{e:?}"),
+            }
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let mut fast_ok = 0;
+        for round in 0..3000 {
+            let format = [
+                BodyFormat::Libsvm,
+                BodyFormat::Ndjson,
+                BodyFormat::JsonArray,
+            ][round % 3];
+            let items: Vec<String> = (0..rng.gen_range(0..5))
+                .map(|_| match format {
+                    BodyFormat::Libsvm => random_libsvm_line(&mut rng),
+                    _ => random_object(&mut rng),
+                })
+                .collect();
+            let body = match format {
+                BodyFormat::JsonArray => format!("[{}]", items.join(",")),
+                _ => items.join(["\n", "\r\n", "\n\n# c\n"][rng.gen_range(0..3)]),
+            };
+            let kind = [LossKind::Squared, LossKind::Hinge][rng.gen_range(0..2)];
+            let rules = Rules {
+                losses: vec![Loss::new(kind, 0.25).unwrap()],
+                max_dim: [100_000, 1 << 30][rng.gen_range(0..2)],
+                predict: rng.gen_range(0..4) == 0,
+            };
+            let (fast_dict, general_dict) = (FeatureDictionary::new(2), FeatureDictionary::new(2));
+            let fast = outcome(parse_body_with(format, &body, &rules, &fast_dict, true));
+            let general = outcome(parse_body_with(format, &body, &rules, &general_dict, false));
+            assert_eq!(fast, general, "{format:?} {rules:?}\n{body}");
+            assert_eq!(fast_dict.names(), general_dict.names());
+            fast_ok += usize::from(!fast.starts_with("BatchError"));
+        }
+        assert!(fast_ok > 200, "only {fast_ok} bodies were accepted");
     }
 }

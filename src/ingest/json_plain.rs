@@ -13,7 +13,7 @@
 //! then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is exact), or `m as
 //! f64` for an integer. That is correctly rounded when `m <= 2^53` and within one ulp beyond.
 
-use super::read_digits;
+use super::{read_digits, with_sign};
 
 /// The fields of one sample object, as the `serde` wire struct would hold them.
 #[derive(Debug, Default)]
@@ -239,7 +239,7 @@ impl<'a> Cursor<'a> {
         } else {
             significand as f64 / power
         };
-        Some(if negative { -magnitude } else { magnitude })
+        Some(with_sign(magnitude, negative))
     }
 
     /// `e` or `E`, an optional sign, 1+ digits: the signed exponent, `None` beyond the range where
@@ -264,7 +264,7 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
@@ -347,7 +347,7 @@ mod tests {
     }
 
     /// A random sample object: mostly the plain shape, salted with whatever must go to serde.
-    fn object(rng: &mut impl Rng) -> String {
+    pub(in crate::ingest) fn random_object(rng: &mut impl Rng) -> String {
         let n = rng.gen_range(0..8);
         let mut keys = vec!["label", "indices", "values", "weight"];
         keys.truncate(rng.gen_range(1..5));
@@ -392,7 +392,7 @@ mod tests {
         let mut scratch = Scratch::default();
         let (mut fast, lines) = (0, 20_000);
         for _ in 0..lines {
-            let mut line = object(&mut rng);
+            let mut line = random_object(&mut rng);
             if rng.gen_range(0..50) == 0 {
                 line.push_str([" x", "}", " \t", "\r"][rng.gen_range(0..4)]);
             }
@@ -406,7 +406,9 @@ mod tests {
         assert!(fast > lines / 4, "fast path took only {fast} of {lines}");
         let mut arrays_fast = 0;
         for _ in 0..500 {
-            let items: Vec<String> = (0..rng.gen_range(0..6)).map(|_| object(&mut rng)).collect();
+            let items: Vec<String> = (0..rng.gen_range(0..6))
+                .map(|_| random_object(&mut rng))
+                .collect();
             let body = format!(
                 "{}[{}]{}",
                 space(&mut rng),

@@ -73,7 +73,7 @@ pub fn is_skippable(line: &str) -> bool {
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
 /// This is the daemon's ingest hot path. The common shape (`label idx:val idx:val ...` with plain
-/// decimals, strictly increasing indices) is read in one pass over the bytes by [`parse_libsvm_plain`];
+/// decimals, strictly increasing indices) is read in one pass over the bytes by `parse_libsvm_plain`;
 /// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
 /// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
@@ -294,18 +294,10 @@ const MAX_EXACT_INTEGER: u64 = 1 << 53;
 /// 22 fraction digits, a token that goes on with other bytes).
 #[inline(always)]
 fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
-    let mut i = at;
-    let negative = match b.get(i) {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
+    // The sign of feature values is a coin flip, so it is read without a branch to mispredict.
+    let first = b.get(at).copied().unwrap_or(0);
+    let negative = first == b'-';
+    let mut i = at + usize::from(negative || first == b'+');
     // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
     let mut mantissa: u64 = 0;
     let integer_digits = read_digits(b, &mut i, &mut mantissa, 0)?;
@@ -321,7 +313,14 @@ fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
         return None;
     }
     let magnitude = mantissa as f64 / *EXACT_POWERS_OF_TEN.get(fraction_digits)?;
-    Some((if negative { -magnitude } else { magnitude }, i))
+    Some((with_sign(magnitude, negative), i))
+}
+
+/// `-magnitude` if `negative`, else `magnitude`, for a `magnitude >= +0.0` (not NaN), without a branch:
+/// setting the sign bit is exactly IEEE negation there.
+#[inline(always)]
+pub(crate) fn with_sign(magnitude: f64, negative: bool) -> f64 {
+    f64::from_bits(magnitude.to_bits() | (u64::from(negative) << 63))
 }
 
 /// `u32::from_str` without its generic overhead: an optional `+`, then 1+ decimal digits, below 2^32.
@@ -477,7 +476,7 @@ pub fn read_file(path: &Path, format: Format) -> Result<Vec<Sample>, ReadError> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn libsvm_err(line: &str) -> LineError {
@@ -596,7 +595,7 @@ mod tests {
     /// A random LIBSVM-ish line: mostly the plain shape the fast path takes, salted with everything
     /// it must hand to the general parser (exponents, long mantissas, subnormals, overflow, `inf`,
     /// `+`/`.5`/`5.` spellings, odd whitespace, CR, comments, `qid`, unsorted or huge indices, junk).
-    fn random_libsvm_line(rng: &mut impl rand::Rng) -> String {
+    pub(in crate::ingest) fn random_libsvm_line(rng: &mut impl rand::Rng) -> String {
         fn number(rng: &mut impl rand::Rng) -> String {
             let x: f64 = rng.gen_range(-1e3..1e3) * 10f64.powi(rng.gen_range(-8..8));
             match rng.gen_range(0..60) {
