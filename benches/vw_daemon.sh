@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Side by side: thresher serve vs Vowpal Wabbit's daemon on the same stream (d = 2^20, 40 nonzeros per
-# sample, 100 true features, 1M samples from 200k distinct ones), one pass each.
+# sample, 100 true features, from 200k distinct samples): thresher under DURATION s of sustained load per
+# format and batch size (and with realtime HTTP workers), VW over one pass of SAMPLES samples.
 #   bash benches/vw_daemon.sh            (needs root for `unshare -n`; installs VW into bench-venv/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SAMPLES="${SAMPLES:-1000000}"
+SAMPLES="${SAMPLES:-1000000}"   # VW's one pass
+DURATION="${DURATION:-10}"      # seconds of sustained load per thresher row
 [ -x bench-venv/bin/python ] || python3 -m venv bench-venv
 bench-venv/bin/python -c "import vowpalwabbit" 2>/dev/null || bench-venv/bin/pip install -q vowpalwabbit
 cargo build --release --quiet --example loadgen
@@ -13,7 +15,12 @@ DATA=data/stream; mkdir -p "$DATA"
 [ -f "$DATA/train.svm" ] || target/release/examples/loadgen --dump "$DATA"
 echo "== thresher serve (loopback HTTP, LIBSVM and JSON bodies)"
 for fmt in libsvm json; do for batch in 1000 10000; do
-  target/release/examples/loadgen --format "$fmt" --batch "$batch" --samples "$SAMPLES"
+  target/release/examples/loadgen --format "$fmt" --batch "$batch" --duration "$DURATION"
 done; done
+echo "== thresher serve, server.realtime_http = true (GET probe at normal priority, then SCHED_FIFO)"
+for probe in normal fifo; do
+  target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
+    --daemon-env THRESHER_SERVER_REALTIME_HTTP=true --probe-priority "$probe"
+done
 echo "== Vowpal Wabbit daemon (inside a loopback-only network namespace)"
 unshare -n bash -c "ip link set lo up && bench-venv/bin/python benches/vw_daemon.py $DATA $SAMPLES"

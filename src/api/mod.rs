@@ -35,12 +35,14 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::ingest::batch::{parse_body, BatchError, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
 use crate::sample::Sample;
 use crate::snapshot::{rfc3339, set_gauges, ModelCell, Snapshot};
 
-/// A batch on its way from ingest to the learners (shared by all learners, never copied).
-pub type Batch = Arc<Vec<Sample>>;
+/// A batch on its way from ingest to the learners (shared by all learners, never copied), holding its
+/// share of the `ingest.queue_samples` budget until the last learner drops it.
+pub type Batch = Arc<QueuedBatch>;
 
 /// Seconds a client should wait after a 503 for a full queue.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
@@ -55,6 +57,8 @@ pub struct AppState {
     /// Why a lock around the sender: shutdown takes it out (closing ingest) while handlers may still be
     /// finishing; handlers hold the lock only for a non-blocking `try_send`.
     pub ingest: Mutex<Option<Sender<Batch>>>,
+    /// Samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
+    pub budget: Arc<SampleBudget>,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -288,7 +292,8 @@ async fn post_samples(
     // to drop them would take the CPU the learners need to catch up. (It may still fill during a parse;
     // then the parsed body is refused below. JSON arrays, whose samples only a parse can count, always
     // take that path.)
-    let queue_full = state.ingest.lock().as_ref().is_some_and(|tx| tx.is_full());
+    let queue_full = state.ingest.lock().as_ref().is_some_and(|tx| tx.is_full())
+        || state.budget.in_flight() >= state.budget.limit();
     if queue_full && format != BodyFormat::JsonArray {
         let n = tokio::task::spawn_blocking(move || content_lines(&join_chunks(chunks)))
             .await
@@ -312,9 +317,14 @@ async fn post_samples(
         }
     };
     let n = samples.len();
-    let sent = match state.ingest.lock().as_ref() {
-        None => Err(ApiError::ShuttingDown),
-        Some(tx) => match tx.try_send(Arc::new(samples)) {
+    let sent = match (
+        state.ingest.lock().as_ref(),
+        QueuedBatch::reserve(&state.budget, samples),
+    ) {
+        (None, _) => Err(ApiError::ShuttingDown),
+        (Some(_), Err(_)) => Err(ApiError::QueueFull),
+        // A refused batch is dropped with its reservation, which gives the samples back.
+        (Some(tx), Ok(batch)) => match tx.try_send(Arc::new(batch)) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => Err(ApiError::QueueFull),
             Err(TrySendError::Disconnected(_)) => Err(ApiError::ShuttingDown),
@@ -438,6 +448,10 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     }
     let depth = state.ingest.lock().as_ref().map_or(0, |tx| tx.len());
     state.metrics.queue_batches.set(depth as i64);
+    state
+        .metrics
+        .samples_in_flight
+        .set(state.budget.in_flight() as i64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

@@ -12,7 +12,8 @@
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
 //! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
-//! | `ingest.queue_capacity` | 32 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
+//! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
+//! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
@@ -135,6 +136,7 @@ pub struct Config {
     /// Run the HTTP worker threads under SCHED_FIFO (best effort; see `cli::serve`).
     pub realtime_http: bool,
     pub queue_capacity: usize,
+    pub queue_samples: usize,
     pub max_dim: usize,
     pub max_named_features: usize,
     pub drain: bool,
@@ -262,6 +264,7 @@ impl Config {
             body_limit_bytes: r.int("server", "body_limit_bytes", 1, 1 << 32)? as usize,
             realtime_http: r.bool("server", "realtime_http")?,
             queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
+            queue_samples: r.int("ingest", "queue_samples", 1, 1_000_000_000)? as usize,
             max_dim,
             max_named_features: r.int("ingest", "max_named_features", 0, max_dim as i64)? as usize,
             drain: r.bool("ingest", "drain")?,

@@ -71,6 +71,7 @@ use tokio::sync::Notify;
 use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
 use crate::snapshot::{
     publish, run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
@@ -222,6 +223,7 @@ pub async fn run(
 
     // Queues and threads.
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
+    let budget = SampleBudget::new(config.queue_samples);
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
@@ -304,10 +306,12 @@ pub async fn run(
             predict: true,
         },
         ingest: Mutex::new(Some(ingest_tx.clone())),
+        budget: budget.clone(),
     });
     if options.stdin {
-        let (tx, stop, metrics, dictionary) = (
+        let (tx, budget, stop, metrics, dictionary) = (
             ingest_tx.clone(),
+            budget.clone(),
             stop_router.clone(),
             metrics.clone(),
             dictionary.clone(),
@@ -315,7 +319,7 @@ pub async fn run(
         // Detached: a blocking stdin read cannot be interrupted; it checks `stop` between lines.
         std::thread::Builder::new()
             .name("stdin".into())
-            .spawn(move || stdin_loop(tx, &stop, &metrics, &ingest_rules, &dictionary))
+            .spawn(move || stdin_loop(tx, &budget, &stop, &metrics, &ingest_rules, &dictionary))
             .expect("spawn stdin thread");
     }
     drop(ingest_tx);
@@ -486,7 +490,7 @@ fn learner_loop(
         }
         if !waiting.is_empty() {
             let slices: Vec<&[crate::sample::Sample]> =
-                waiting.iter().map(|b| b.as_slice()).collect();
+                waiting.iter().map(|b| b.samples()).collect();
             learner.lock().insert_batches(&slices);
             drop(slices);
             waiting.clear();
@@ -507,7 +511,7 @@ fn learner_loop(
         };
         if let StepOutcome::Idle(_) = outcome {
             match rx.recv_timeout(IDLE_WAIT) {
-                Ok(batch) => learner.lock().insert(&batch),
+                Ok(batch) => learner.lock().insert(batch.samples()),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
@@ -519,6 +523,7 @@ fn learner_loop(
 /// number and counted; the rest go on. Lines are batched while more input is immediately available.
 fn stdin_loop(
     tx: Sender<Batch>,
+    budget: &Arc<SampleBudget>,
     stop: &AtomicBool,
     metrics: &Metrics,
     rules: &Rules,
@@ -534,8 +539,26 @@ fn stdin_loop(
             return;
         }
         let n = batch.len() as u64;
-        let mut item: Batch = Arc::new(std::mem::take(batch));
-        // Back-pressure: wait for room rather than drop (stdin can be paused), unless stopping.
+        // Back-pressure: wait for room (in the sample budget, then in the queue) rather than drop, since
+        // stdin can be paused; unless stopping.
+        let mut samples = std::mem::take(batch);
+        let queued = loop {
+            match QueuedBatch::reserve(budget, samples) {
+                Ok(queued) => break queued,
+                Err(back) if !stop.load(Ordering::Acquire) => {
+                    samples = back;
+                    std::thread::sleep(IDLE_WAIT);
+                }
+                Err(_) => {
+                    metrics
+                        .rejected
+                        .with_label_values(&[reason::QUEUE_FULL])
+                        .inc_by(n);
+                    return;
+                }
+            }
+        };
+        let mut item: Batch = Arc::new(queued);
         loop {
             match tx.send_timeout(item, IDLE_WAIT) {
                 Ok(()) => {
@@ -655,10 +678,10 @@ mod tests {
             name: "faulty".into(),
         };
         let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
-        tx.send(Arc::new(vec![
-            Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()
-        ]))
-        .unwrap();
+        let budget = SampleBudget::new(10);
+        let one = vec![Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()];
+        tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))
+            .unwrap();
         assert!(handle.join().is_err(), "the learner thread ends by panic");
         assert!(fatal.flag.load(Ordering::Acquire));
         assert_eq!(fatal.who.lock().as_deref(), Some("faulty"));

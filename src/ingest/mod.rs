@@ -6,6 +6,7 @@
 //! exactly as written.
 
 pub mod batch;
+pub mod budget;
 mod json_plain;
 
 use std::io::BufRead;

@@ -18,6 +18,7 @@
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
+//! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
 //! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
@@ -47,6 +48,7 @@ pub struct Metrics {
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
     pub queue_batches: IntGauge,
+    pub samples_in_flight: IntGauge,
     pub request_duration: HistogramVec,
 }
 
@@ -148,6 +150,17 @@ impl Metrics {
                 let g = IntGauge::new(
                     "thresher_ingest_queue_batches",
                     "Batches waiting in the ingest queue",
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(g.clone()))
+                    .expect("unique metric");
+                g
+            },
+            samples_in_flight: {
+                let g = IntGauge::new(
+                    "thresher_ingest_samples_in_flight",
+                    "Samples accepted and not yet absorbed by every learner",
                 )
                 .expect("valid metric");
                 registry

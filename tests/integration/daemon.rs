@@ -361,6 +361,57 @@ fn a_full_queue_gets_503_and_nothing_enters() {
     );
 }
 
+/// The sample budget (`ingest.queue_samples`) refuses what the batch-counted queue would still take: the
+/// early refusal (before any parse) and the one after it both count every sample and let nothing in.
+#[test]
+fn the_sample_budget_gets_503_and_nothing_enters() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "k = 2",
+        "[ingest]\nqueue_capacity = 100\nqueue_samples = 5\ndrain = false",
+    );
+    let data_dir = dir.path().join("data");
+    let args = serve_args(&config, &data_dir);
+    let d = Daemon::start(&args);
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", "1 1:1\n2 2:1\n3 3:1\n")
+            .0,
+        202
+    );
+    assert_eq!(d.metric("thresher_ingest_samples_in_flight"), 3.0);
+    // 3 + 3 > 5: refused after the parse (the budget still had room when the request came).
+    let (status, body, headers) = d.post("/v1/samples", "text/plain", "1 1:1\n# c\n2 2:1\n3 3:1\n");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    // 3 + 2 = 5 fits; then the budget is spent and a body is refused before parsing, counted by lines.
+    assert_eq!(d.post("/v1/samples", "text/plain", "1 1:1\n2 2:1\n").0, 202);
+    let (status, _, _) = d.post(
+        "/v1/samples",
+        "application/x-ndjson",
+        "{\"label\":1}\n\n{\"label\":2}\n",
+    );
+    assert_eq!(status, 503);
+    assert_eq!(
+        d.metric("thresher_samples_ingested_total{source=\"http\"}"),
+        5.0
+    );
+    assert_eq!(
+        d.metric("thresher_samples_rejected_total{reason=\"queue_full\"}"),
+        5.0
+    );
+    assert_eq!(d.metric("thresher_ingest_samples_in_flight"), 5.0);
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+    let d = Daemon::start(&args);
+    let m = d.model().expect("restored model");
+    assert_eq!(
+        (m["samples_seen"].as_u64(), m["window_samples"].as_u64()),
+        (Some(5), Some(5)),
+        "{m}"
+    );
+}
+
 #[test]
 fn restart_restores_the_model_and_bad_checkpoints_stop_the_start() {
     let dir = tempfile::tempdir().unwrap();

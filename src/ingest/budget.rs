@@ -1,0 +1,133 @@
+//! The ingest side's memory bound in samples: a [`SampleBudget`] that every accepted batch reserves from
+//! and gives back when the last learner has absorbed it.
+//!
+//! Why samples and not only batches: the queues count batches (one request = one batch), but a batch can
+//! hold one sample or fifty thousand. A bound in batches alone is either too small for small requests
+//! (32 batches of 1 000 samples fill in milliseconds and clients get 503s while memory sits idle) or too
+//! large for big ones. So the queues are deep in batches (`ingest.queue_capacity`) and the memory bound is
+//! `ingest.queue_samples`: a request whose samples would take the accepted-but-not-yet-learned total over
+//! it is refused with 503 (`queue_full`), like a full queue. A [`QueuedBatch`] carries its reservation as a
+//! [`Ticket`]; the batch is shared (`Arc`) by every learner, so the samples are given back exactly when
+//! the last learner drops it — when their memory is freed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::sample::Sample;
+
+/// Samples accepted and not yet absorbed by every learner, against a limit.
+#[derive(Debug)]
+pub struct SampleBudget {
+    limit: usize,
+    in_flight: AtomicUsize,
+}
+
+impl SampleBudget {
+    pub fn new(limit: usize) -> Arc<SampleBudget> {
+        Arc::new(SampleBudget {
+            limit,
+            in_flight: AtomicUsize::new(0),
+        })
+    }
+
+    /// Reserves `n` samples, or `None` if that would exceed the limit. A batch always fits an empty
+    /// budget, so a request larger than the limit alone is not refused forever (the body limit bounds it).
+    pub fn try_reserve(self: &Arc<Self>, n: usize) -> Option<Ticket> {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used == 0 || used.saturating_add(n) <= self.limit).then_some(used + n)
+            })
+            .ok()
+            .map(|_| Ticket {
+                budget: self.clone(),
+                samples: n,
+            })
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// A reservation of samples, given back on drop.
+#[derive(Debug)]
+pub struct Ticket {
+    budget: Arc<SampleBudget>,
+    samples: usize,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.budget
+            .in_flight
+            .fetch_sub(self.samples, Ordering::AcqRel);
+    }
+}
+
+/// A batch on its way from ingest to the learners, with the reservation it holds.
+#[derive(Debug)]
+pub struct QueuedBatch {
+    samples: Vec<Sample>,
+    _ticket: Ticket,
+}
+
+impl QueuedBatch {
+    /// Reserves room for `samples` and wraps them, or gives them back if the budget is full.
+    pub fn reserve(
+        budget: &Arc<SampleBudget>,
+        samples: Vec<Sample>,
+    ) -> Result<QueuedBatch, Vec<Sample>> {
+        match budget.try_reserve(samples.len()) {
+            Some(ticket) => Ok(QueuedBatch {
+                samples,
+                _ticket: ticket,
+            }),
+            None => Err(samples),
+        }
+    }
+
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(n: usize) -> Vec<Sample> {
+        (0..n)
+            .map(|i| Sample::new(vec![i as u32], vec![1.0], 1.0, None).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn reserves_up_to_the_limit_and_gives_back_when_the_last_holder_drops() {
+        let budget = SampleBudget::new(10);
+        let a = Arc::new(QueuedBatch::reserve(&budget, samples(6)).unwrap());
+        assert_eq!(budget.in_flight(), 6);
+        // 6 + 5 > 10: refused, and the samples come back untouched.
+        let back = QueuedBatch::reserve(&budget, samples(5)).unwrap_err();
+        assert_eq!(back.len(), 5);
+        assert_eq!(budget.in_flight(), 6);
+        let b = QueuedBatch::reserve(&budget, samples(4)).unwrap();
+        assert_eq!(budget.in_flight(), 10);
+        // Shared by two learners: given back only when both have dropped it.
+        let second_learner = a.clone();
+        drop(a);
+        assert_eq!(budget.in_flight(), 10);
+        drop(second_learner);
+        assert_eq!(budget.in_flight(), 4);
+        drop(b);
+        assert_eq!(budget.in_flight(), 0);
+        // A batch over the limit fits an empty budget, and only then.
+        let big = QueuedBatch::reserve(&budget, samples(25)).unwrap();
+        assert!(QueuedBatch::reserve(&budget, samples(1)).is_err());
+        drop(big);
+        assert_eq!(budget.in_flight(), 0);
+    }
+}
