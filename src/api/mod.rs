@@ -13,7 +13,7 @@
 //! solver state. Parsing runs on the blocking pool so large bodies do not stall the runtime, and the queue
 //! is fed with `try_send` only: when it is full the request gets 503 and nothing from it enters.
 //!
-//! `GET /v1/model` latency under ingest load: a request body is read chunk by chunk ([`read_chunks`]),
+//! `GET /v1/model` latency under ingest load: a request body is read chunk by chunk (`read_chunks`),
 //! yielding to the runtime after each chunk, and joined on the blocking pool. Why: with the stock `Bytes`
 //! extractor, hyper reads up to 16 chunks (most of a 6 MB, 10k-sample batch) in one poll of the
 //! connection task and axum then copies them into one buffer in the same poll, and a GET that arrived
