@@ -7,7 +7,6 @@
 //! cargo bench --bench ingest
 //! ```
 
-use std::fmt::Write;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -15,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::Sample;
-use thresher::synth::sparse_stream;
+use thresher::synth::{sparse_stream, write_wire_sample};
 
 const SAMPLES: usize = 10_000;
 
@@ -29,18 +28,7 @@ fn body(samples: &[Sample], format: BodyFormat) -> String {
         if format == BodyFormat::JsonArray && n > 0 {
             out.push(',');
         }
-        if json {
-            let _ = write!(
-                out,
-                "{{\"label\":{},\"indices\":{:?},\"values\":{:?}}}",
-                s.label, s.indices, s.values
-            );
-        } else {
-            let _ = write!(out, "{}", s.label);
-            for (j, v) in s.indices.iter().zip(&s.values) {
-                let _ = write!(out, " {j}:{v:.6}");
-            }
-        }
+        write_wire_sample(&mut out, s, json);
         out.push('\n');
     }
     if format == BodyFormat::JsonArray {

@@ -92,21 +92,9 @@ const DIM: usize = 1 << 20;
 const DISTINCT: usize = 200_000;
 
 fn serialise(samples: &[Sample], format: &str) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(samples.len() * 40 * 24);
     for s in samples {
-        if format == "json" {
-            let _ = write!(
-                out,
-                "{{\"label\":{},\"indices\":{:?},\"values\":{:?}}}",
-                s.label, s.indices, s.values
-            );
-        } else {
-            let _ = write!(out, "{}", s.label);
-            for (j, v) in s.indices.iter().zip(&s.values) {
-                let _ = write!(out, " {j}:{v:.6}");
-            }
-        }
+        thresher::synth::write_wire_sample(&mut out, s, format == "json");
         out.push('\n');
     }
     out

@@ -121,6 +121,24 @@ pub fn sparse_stream(
     Synthetic { samples, truth }
 }
 
+/// Appends one sample as the load generator and the ingest benchmark send it (no newline): a LIBSVM
+/// line with values to 6 decimals, or a JSON sample object `{"label", "indices", "values"}`.
+pub fn write_wire_sample(out: &mut String, s: &Sample, json: bool) {
+    use std::fmt::Write;
+    if json {
+        let _ = write!(
+            out,
+            "{{\"label\":{},\"indices\":{:?},\"values\":{:?}}}",
+            s.label, s.indices, s.values
+        );
+    } else {
+        let _ = write!(out, "{}", s.label);
+        for (j, v) in s.indices.iter().zip(&s.values) {
+            let _ = write!(out, " {j}:{v:.6}");
+        }
+    }
+}
+
 /// Writes samples as LIBSVM text.
 pub fn to_libsvm(samples: &[Sample]) -> String {
     use std::fmt::Write;
