@@ -28,6 +28,8 @@
 //!
 //! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated `Config`.
 //! - [`ingest::batch`] — request bodies to validated batches, all or nothing; the named-feature dictionary.
+//! - [`ingest::budget`] — the ingest memory bound in samples: a batch holds its reservation until the
+//!   last learner drops it.
 //! - [`ring`] — the bounded window of the last samples with their duals (a `SampleSet`).
 //! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
 //! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.

@@ -2,10 +2,11 @@
 //! order.
 //!
 //! ```text
-//!  HTTP POST /v1/samples ─┐ try_send (503 when full)
+//!  HTTP POST /v1/samples ─┐ reserve samples, try_send (503 when the budget or the queue is full)
 //!  --stdin reader ────────┴──▶ ingest queue (bounded, batches) ──▶ router thread ──▶ one bounded channel
-//!                                                                   per learner ──▶ learner thread
-//!                                                                   (insert / evict / step on its window;
+//!                              (samples in flight bounded by     per learner ──▶ learner thread
+//!                               ingest.queue_samples until the   (insert every waiting batch at once /
+//!                               last learner drops a batch)       evict / step on its window;
 //!                                                                   every interval_ms, between steps,
 //!                                                                   certify and publish an immutable
 //!                                                                   Arc<Snapshot> into its ModelCell)
