@@ -244,7 +244,7 @@ pub struct StreamSdiht {
     dual_scratch: DualScratch,
     alpha_from_primal: Vec<f64>,
     new_positions: Vec<usize>,
-    /// The new samples' `sum alpha_i x_i`; zero outside `batch_coords` between inserts.
+    /// The new samples' `sum alpha_i x_i` while a warm start collects it; all zero between inserts.
     dz: Vec<f64>,
     /// The coordinates a batch touches, each once, so the warm start costs O(batch), not O(d), per trial.
     batch_coords: Vec<u32>,
