@@ -255,21 +255,6 @@ async fn parse_off_runtime(
     })
 }
 
-/// The samples a line-format body holds if it is valid: its lines that are neither blank nor `#` comments
-/// (the lines `parse_body` reads), counted with a vectorised newline search instead of a parse.
-fn content_lines(body: &[u8]) -> usize {
-    let mut start = 0;
-    let mut count = 0;
-    for end in memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len())) {
-        let first = body[start..end].iter().find(|b| !b.is_ascii_whitespace());
-        if first.is_some_and(|&b| b != b'#') {
-            count += 1;
-        }
-        start = end + 1;
-    }
-    count
-}
-
 async fn post_samples(
     State(state): State<Arc<AppState>>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
@@ -295,9 +280,11 @@ async fn post_samples(
     let queue_full = state.ingest.lock().as_ref().is_some_and(|tx| tx.is_full())
         || state.budget.in_flight() >= state.budget.limit();
     if queue_full && format != BodyFormat::JsonArray {
-        let n = tokio::task::spawn_blocking(move || content_lines(&join_chunks(chunks)))
-            .await
-            .unwrap_or(0);
+        let n = tokio::task::spawn_blocking(move || {
+            crate::ingest::count_content_lines(&join_chunks(chunks))
+        })
+        .await
+        .unwrap_or(0);
         state
             .metrics
             .rejected
@@ -472,15 +459,6 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_lines_counts_what_the_parser_reads() {
-        let body = "1 1:2\n\n  # comment\n-1 3:4\r\n\t\n0 2:1";
-        assert_eq!(content_lines(body.as_bytes()), 3);
-        assert_eq!(content_lines(b""), 0);
-        assert_eq!(content_lines(b"\n\n"), 0);
-        assert_eq!(content_lines(b"{\"label\":1}\n"), 1);
-    }
 
     #[test]
     fn join_chunks_keeps_order_and_bytes() {

@@ -70,6 +70,22 @@ pub fn is_skippable(line: &str) -> bool {
     t.is_empty() || t.starts_with('#')
 }
 
+/// The samples a line-format body holds if it is valid: its lines that [`is_skippable`] lets through
+/// (neither blank nor `#` comments), counted with a vectorised newline search instead of a parse — for
+/// a body refused before parsing.
+pub fn count_content_lines(body: &[u8]) -> usize {
+    let mut start = 0;
+    let mut count = 0;
+    for end in memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len())) {
+        let first = body[start..end].iter().find(|b| !b.is_ascii_whitespace());
+        if first.is_some_and(|&b| b != b'#') {
+            count += 1;
+        }
+        start = end + 1;
+    }
+    count
+}
+
 /// Parses one LIBSVM line (not blank, not a comment). A trailing `# comment` is allowed.
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
@@ -479,6 +495,15 @@ pub fn read_file(path: &Path, format: Format) -> Result<Vec<Sample>, ReadError> 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn content_lines_counts_what_the_parser_reads() {
+        let body = "1 1:2\n\n  # comment\n-1 3:4\r\n\t\n0 2:1";
+        assert_eq!(count_content_lines(body.as_bytes()), 3);
+        assert_eq!(count_content_lines(b""), 0);
+        assert_eq!(count_content_lines(b"\n\n"), 0);
+        assert_eq!(count_content_lines(b"{\"label\":1}\n"), 1);
+    }
 
     fn libsvm_err(line: &str) -> LineError {
         parse_libsvm_line(line).unwrap_err()
