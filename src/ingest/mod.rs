@@ -94,10 +94,33 @@ pub fn count_content_lines(body: &[u8]) -> usize {
 /// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
 /// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
-    match parse_libsvm_plain(line.as_bytes()) {
-        Some(sample) => Ok(sample),
+    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    match parse_libsvm_plain_into(line.as_bytes(), &mut indices, &mut values) {
+        Some(label) => Ok(Sample {
+            indices,
+            values,
+            label,
+            weight: None,
+        }),
         None => parse_libsvm_general(line),
     }
+}
+
+/// [`parse_libsvm_line`] appending the pairs to `indices` and `values` (the columns of a batch being
+/// built) and returning the label: no vectors of its own on the fast path. On an error the columns are
+/// left as they were.
+pub fn parse_libsvm_append(
+    line: &str,
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Result<f64, LineError> {
+    if let Some(label) = parse_libsvm_plain_into(line.as_bytes(), indices, values) {
+        return Ok(label);
+    }
+    let sample = parse_libsvm_general(line)?;
+    indices.extend_from_slice(&sample.indices);
+    values.extend_from_slice(&sample.values);
+    Ok(sample.label)
 }
 
 /// The general LIBSVM parser behind [`parse_libsvm_line`]: tokens split on ASCII whitespace up to the
@@ -153,19 +176,37 @@ pub fn parse_libsvm_general(line: &str) -> Result<Sample, LineError> {
     Ok(Sample::new(indices, values, label, None)?)
 }
 
-/// The fast path of [`parse_libsvm_line`], one pass over the bytes with no tokenizer: `None` unless the
-/// whole line is `label idx:val idx:val ...` with ASCII whitespace between tokens, a label and values
-/// that [`plain_decimal`] converts exactly, bare-digit `u32` indices, strictly increasing. On such a
-/// line the general parser gives this same sample (the values are `from_str`'s, bit for bit); on any
-/// other line (comments, `qid`, exponents, `inf`, long mantissas, `+` on an index, errors of any kind)
-/// it is the general parser that decides, so this path never has to produce an error itself.
-fn parse_libsvm_plain(line: &[u8]) -> Option<Sample> {
+/// The fast path of [`parse_libsvm_line`], one pass over the bytes with no tokenizer: appends the
+/// pairs to `indices`/`values` and returns the label, or `None` (with the columns truncated back) unless
+/// the whole line is `label idx:val idx:val ...` with ASCII whitespace between tokens, a label and
+/// values that [`plain_decimal`] converts exactly, bare-digit `u32` indices, strictly increasing. On
+/// such a line the general parser gives this same sample (the values are `from_str`'s, bit for bit);
+/// on any other line (comments, `qid`, exponents, `inf`, long mantissas, `+` on an index, errors of any
+/// kind) it is the general parser that decides, so this path never has to produce an error itself.
+fn parse_libsvm_plain_into(
+    line: &[u8],
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Option<f64> {
+    let (start_indices, start_values) = (indices.len(), values.len());
+    let parsed = plain_pairs(line, indices, values);
+    if parsed.is_none() {
+        indices.truncate(start_indices);
+        values.truncate(start_values);
+    }
+    parsed
+}
+
+/// The body of [`parse_libsvm_plain_into`], which undoes a partial append when this gives up.
+#[inline(always)]
+fn plain_pairs(line: &[u8], indices: &mut Vec<u32>, values: &mut Vec<f64>) -> Option<f64> {
     let (label, mut at) = plain_decimal(line, skip_ascii_whitespace(line, 0))?;
-    // Every pair holds exactly one ':', so on the lines this path accepts the count sizes both vectors
+    // Every pair holds exactly one ':', so on the lines this path accepts the count sizes both columns
     // exactly: no regrowth while parsing, and no slack carried into the learners' windows.
     let pairs = count_byte(line, b':');
-    let mut indices: Vec<u32> = Vec::with_capacity(pairs);
-    let mut values: Vec<f64> = Vec::with_capacity(pairs);
+    indices.reserve_exact(pairs);
+    values.reserve_exact(pairs);
+    let first = indices.len();
     loop {
         // `at` is just past a token: at the end or on whitespace (`plain_decimal` checks that).
         at = skip_ascii_whitespace(line, at);
@@ -173,7 +214,9 @@ fn parse_libsvm_plain(line: &[u8]) -> Option<Sample> {
             break;
         }
         let (index, colon) = plain_index(line, at)?;
-        if line.get(colon) != Some(&b':') || indices.last().is_some_and(|&last| index <= last) {
+        if line.get(colon) != Some(&b':')
+            || (indices.len() > first && index <= indices[indices.len() - 1])
+        {
             return None;
         }
         let (value, end) = plain_decimal(line, colon + 1)?;
@@ -181,8 +224,7 @@ fn parse_libsvm_plain(line: &[u8]) -> Option<Sample> {
         values.push(value);
         at = end;
     }
-    // Cannot fail (sorted, finite, same lengths), but the invariants stay checked in one place.
-    Sample::new(indices, values, label, None).ok()
+    Some(label)
 }
 
 /// How many times `needle` occurs in `haystack`. Counted per 255-byte chunk in a `u8` so the loop
@@ -701,6 +743,26 @@ pub(crate) mod tests {
         line
     }
 
+    /// The fast path alone, appending after a sentinel pair: what it appends, and proof that it never
+    /// touches what the columns held before, nor leaves anything behind when it gives up.
+    fn plain_sample(line: &str) -> Option<Sample> {
+        let (mut indices, mut values) = (vec![u32::MAX], vec![-7.5]);
+        let label = parse_libsvm_plain_into(line.as_bytes(), &mut indices, &mut values);
+        assert_eq!((indices[0], values[0]), (u32::MAX, -7.5), "{line:?}");
+        match label {
+            None => {
+                assert_eq!((indices.len(), values.len()), (1, 1), "{line:?}");
+                None
+            }
+            Some(label) => Some(Sample {
+                indices: indices[1..].to_vec(),
+                values: values[1..].to_vec(),
+                label,
+                weight: None,
+            }),
+        }
+    }
+
     /// Bits, not `==`: `-0.0`, NaN inside errors and the last ulp all count.
     fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
         match parsed {
@@ -713,6 +775,29 @@ pub(crate) mod tests {
             ),
             Err(e) => format!("err {e:?} / {e}"),
         }
+    }
+
+    /// Appending: fast-path and general-path lines land after what the columns held, in order, and a
+    /// bad line leaves them as they were (even when it fails half way through its pairs).
+    #[test]
+    fn libsvm_append_extends_the_columns_or_leaves_them_alone() {
+        let (mut indices, mut values) = (Vec::new(), Vec::new());
+        assert_eq!(
+            parse_libsvm_append("1 2:0.5 9:-1", &mut indices, &mut values),
+            Ok(1.0)
+        );
+        assert_eq!(
+            parse_libsvm_append("-1 qid:4 3:2e-1 # general path", &mut indices, &mut values),
+            Ok(-1.0)
+        );
+        for bad in ["1 4:0.5 2:1", "1 4:0.5 5:x", "x 1:1", "1 4:0.5 5"] {
+            assert!(
+                parse_libsvm_append(bad, &mut indices, &mut values).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(indices, [2, 9, 3]);
+        assert_eq!(values, [0.5, -1.0, 0.2]);
     }
 
     /// The one-pass fast path changes nothing: on every line `parse_libsvm_line` gives exactly what
@@ -731,7 +816,7 @@ pub(crate) mod tests {
                 general,
                 "{line:?}"
             );
-            if let Some(s) = parse_libsvm_plain(line.as_bytes()) {
+            if let Some(s) = plain_sample(&line) {
                 assert_eq!(libsvm_outcome(Ok(s)), general, "{line:?}");
                 fast += 1;
             }
@@ -748,7 +833,7 @@ pub(crate) mod tests {
             "0.3\t5:-0.000000",
             "2 4294967295:1",
         ] {
-            let s = parse_libsvm_plain(line.as_bytes()).expect(line);
+            let s = plain_sample(line).expect(line);
             assert_eq!(
                 libsvm_outcome(Ok(s)),
                 libsvm_outcome(parse_libsvm_general(line))
@@ -764,7 +849,7 @@ pub(crate) mod tests {
             "1 3:1 # c",
             "1 3:1 3:2",
         ] {
-            assert!(parse_libsvm_plain(line.as_bytes()).is_none(), "{line}");
+            assert!(plain_sample(line).is_none(), "{line}");
         }
     }
 
