@@ -71,7 +71,8 @@ struct Args {
     /// A long run measures the sustained rate, not the burst that fills the ingest queue.
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
-    /// Scheduling of the GET probe thread: normal, nice (-10) or fifo (SCHED_FIFO 1; needs root).
+    /// Scheduling of the GET probe thread: normal, slice (the short EEVDF time slice the daemon's HTTP
+    /// workers ask for; no privilege needed), nice (-10) or fifo (SCHED_FIFO 1; needs root).
     #[arg(long, default_value = "normal")]
     probe_priority: String,
     /// Milliseconds the probe measures the idle daemon (after a warm-up batch has been learned).
@@ -260,11 +261,17 @@ fn set_probe_priority(priority: &str) {
         match priority {
             "normal" => 0,
             "nice" => libc::setpriority(libc::PRIO_PROCESS, 0, -10),
+            "slice" => {
+                match thresher::daemon::request_short_slice(thresher::daemon::LATENCY_SLICE_NS) {
+                    Ok(()) => 0,
+                    Err(_) => -1,
+                }
+            }
             "fifo" => {
                 let param = libc::sched_param { sched_priority: 1 };
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &param)
             }
-            other => panic!("--probe-priority: normal, nice or fifo, not {other:?}"),
+            other => panic!("--probe-priority: normal, slice, nice or fifo, not {other:?}"),
         }
     };
     assert_eq!(

@@ -42,17 +42,13 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
         data_dir: args.data_dir.clone(),
     };
     let config = Config::load_from_process(args.config.as_deref(), &overrides)?;
-    let realtime = config.realtime_http;
+    let (realtime, slice_ns) = (config.realtime_http, config.http_slice_ns);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("thresher-http")
         // Only worker threads park (the blocking pool, where bodies are parsed, does not), so this
         // reaches exactly the threads that serve requests.
-        .on_thread_park(move || {
-            if realtime {
-                realtime_worker_once();
-            }
-        })
+        .on_thread_park(move || latency_worker_once(realtime, slice_ns))
         .build()
         .map_err(|e| CliError::Argument(format!("cannot start the runtime: {e}")))?;
     let options = RunOptions {
@@ -63,17 +59,30 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Puts the calling HTTP worker under SCHED_FIFO (priority 1), once per thread. Why: on 2 busy cores a
+/// Sets the calling HTTP worker's scheduling, once per thread. With `server.realtime_http`: SCHED_FIFO
+/// (priority 1). Why: on 2 busy cores a
 /// worker woken for a `GET /v1/model` waited milliseconds in the run queue behind nice-0 work (the load
 /// generator, other processes); a FIFO thread runs at once. What bounds the risk: the workers only
 /// shuttle requests (parsing runs on the blocking pool, learning on nice +10 threads) and the kernel's
 /// RT throttling leaves 5% of each second to everything else. Best effort: without CAP_SYS_NICE it
 /// logs one warning per thread and the worker keeps the default policy.
-fn realtime_worker_once() {
+///
+/// Without it, each worker asks for a `server.http_slice_us` time slice
+/// ([`crate::daemon::request_short_slice`]), which needs no privilege.
+fn latency_worker_once(realtime: bool, slice_ns: u64) {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
     if DONE.with(|d| d.replace(true)) {
+        return;
+    }
+    if !realtime {
+        if slice_ns == 0 {
+            return;
+        }
+        if let Err(error) = crate::daemon::request_short_slice(slice_ns) {
+            tracing::debug!(%error, "cannot shorten an HTTP worker's time slice; it keeps the default");
+        }
         return;
     }
     #[cfg(target_os = "linux")]

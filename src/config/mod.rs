@@ -12,6 +12,7 @@
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
 //! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
+//! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
@@ -135,6 +136,8 @@ pub struct Config {
     pub body_limit_bytes: usize,
     /// Run the HTTP worker threads under SCHED_FIFO (best effort; see `cli::serve`).
     pub realtime_http: bool,
+    /// The scheduler time slice each HTTP worker asks for, nanoseconds; 0 leaves the kernel's default.
+    pub http_slice_ns: u64,
     pub queue_capacity: usize,
     pub queue_samples: usize,
     pub max_dim: usize,
@@ -263,6 +266,7 @@ impl Config {
             listen,
             body_limit_bytes: r.int("server", "body_limit_bytes", 1, 1 << 32)? as usize,
             realtime_http: r.bool("server", "realtime_http")?,
+            http_slice_ns: r.int("server", "http_slice_us", 0, 100_000)? as u64 * 1000,
             queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
             queue_samples: r.int("ingest", "queue_samples", 1, 1_000_000_000)? as usize,
             max_dim,
