@@ -53,7 +53,7 @@ use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, sparse_axpy, sparse_dot, top_k_indices, top_k_of_pairs, ThresholdScratch,
+    hard_threshold_paired, sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
 
 pub mod mirror;
@@ -476,10 +476,19 @@ impl StreamSdiht {
         self.old_alpha.clear();
         self.old_alpha
             .extend_from_slice(&self.window.alphas()[rows.clone()]);
+        // As in the intake: `w` is zero off its support, so the margins test the support's bit mask
+        // (cache resident) before reading `w` (8d bytes) — the same sums as `sparse_dot`.
+        for &j in &self.support {
+            self.coord_mask[j as usize / 64] |= 1 << (j % 64);
+        }
         self.margins.clear();
         for i in rows.clone() {
             let r = self.window.row(i);
-            self.margins.push(sparse_dot(r.indices, r.values, &self.w));
+            self.margins
+                .push(masked_dot(r.indices, r.values, &self.w, &self.coord_mask));
+        }
+        for &j in &self.support {
+            self.coord_mask[j as usize / 64] = 0;
         }
         let tries = if self.config.step == StepRule::Adaptive {
             MAX_BACKTRACK

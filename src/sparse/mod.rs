@@ -168,24 +168,33 @@ fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
         // Magnitude bits of the worst kept entry; an entry must beat it strictly, since every later
         // entry has a higher index and loses ties.
         let mut worst = 0u64;
-        for (j, v) in dense.iter().enumerate() {
-            let m = v.abs();
-            // `!(m > 0)` skips zeros and NaN; for non-negative floats the bit pattern orders as the value.
-            #[allow(clippy::neg_cmp_op_on_partial_ord)]
-            if !(m > 0.0) {
+        for (c, chunk) in dense.chunks(SCAN_CHUNK).enumerate() {
+            // Once the heap is full almost no entry beats the k-th magnitude: a chunk whose largest
+            // magnitude does not is skipped after a branch-free max the compiler vectorizes.
+            if heap.len() == k && largest_magnitude(chunk) <= f64::from_bits(worst) {
                 continue;
             }
-            let bits = m.to_bits();
-            if heap.len() < k {
-                heap.push(Reverse((bits, Reverse(j as u32))));
-                if heap.len() == k {
+            for (o, v) in chunk.iter().enumerate() {
+                let j = c * SCAN_CHUNK + o;
+                let m = v.abs();
+                // `!(m > 0)` skips zeros and NaN; for non-negative floats the bit pattern orders as the
+                // value.
+                #[allow(clippy::neg_cmp_op_on_partial_ord)]
+                if !(m > 0.0) {
+                    continue;
+                }
+                let bits = m.to_bits();
+                if heap.len() < k {
+                    heap.push(Reverse((bits, Reverse(j as u32))));
+                    if heap.len() == k {
+                        worst = heap.peek().map_or(0, |e| e.0 .0);
+                    }
+                } else if bits > worst {
+                    if let Some(mut top) = heap.peek_mut() {
+                        *top = Reverse((bits, Reverse(j as u32)));
+                    }
                     worst = heap.peek().map_or(0, |e| e.0 .0);
                 }
-            } else if bits > worst {
-                if let Some(mut top) = heap.peek_mut() {
-                    *top = Reverse((bits, Reverse(j as u32)));
-                }
-                worst = heap.peek().map_or(0, |e| e.0 .0);
             }
         }
         order.extend(heap.drain().map(|Reverse((_, Reverse(j)))| j));
@@ -217,6 +226,29 @@ fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
         }
         // The scan leaves `order` ascending.
     }
+}
+
+/// Entries per chunk of [`select_top_k`]'s skip test (512 bytes).
+const SCAN_CHUNK: usize = 64;
+
+/// The largest `|v|` in `chunk`, NaN ignored (so a chunk of NaN and zeros gives 0 and is skipped, as
+/// its entries would be). Eight running maxima, so the loop has no dependency chain and vectorizes.
+#[inline]
+fn largest_magnitude(chunk: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut eights = chunk.chunks_exact(8);
+    for eight in &mut eights {
+        for (lane, v) in lanes.iter_mut().zip(eight) {
+            let m = v.abs();
+            // `>` is false for NaN, which therefore never wins.
+            *lane = if m > *lane { m } else { *lane };
+        }
+    }
+    for v in eights.remainder() {
+        let m = v.abs();
+        lanes[0] = if m > lanes[0] { m } else { lanes[0] };
+    }
+    lanes.iter().fold(0.0, |a, &b| if b > a { b } else { a })
 }
 
 /// Number of positions where two ascending supports differ (size of the symmetric difference).
