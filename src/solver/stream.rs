@@ -370,17 +370,24 @@ impl StreamSdiht {
         if self.dz.len() < d {
             self.dz.resize(d, 0.0);
         }
-        // The batch's coordinates C (each once: the mask dedupes) and `dz = sum_new alpha_i x_i` on them.
-        self.batch_coords.clear();
+        // `dz = sum_new alpha_i x_i`, marking the batch's coordinates C in the mask.
         for (&at, &alpha) in self.new_positions.iter().zip(&self.new_alpha) {
             let r = self.window.row(at);
             for (&j, &v) in r.indices.iter().zip(r.values) {
-                let (word, bit) = (j as usize / 64, 1u64 << (j % 64));
-                if self.coord_mask[word] & bit == 0 {
-                    self.coord_mask[word] |= bit;
-                    self.batch_coords.push(j);
-                }
+                self.coord_mask[j as usize / 64] |= 1 << (j % 64);
                 self.dz[j as usize] += alpha * v;
+            }
+        }
+        // C in ascending order, read off the mask (d/64 words): the loops over C below then sweep `z`
+        // and `dz` front to back, which the hardware prefetches, instead of jumping at random — a
+        // large batch touches most of the d coordinates.
+        self.batch_coords.clear();
+        for (word_index, &word) in self.coord_mask.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                self.batch_coords
+                    .push((word_index * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
             }
         }
         // `z + t dz` differs from `z` only on C, so `H_k(z + t dz)` is the top k of (the top k of `z`
