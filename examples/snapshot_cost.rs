@@ -6,11 +6,21 @@
 //! ```sh
 //! cargo run --release --example snapshot_cost [sdiht|mirror|smidas]
 //! ```
-//! Each line: the solver, the window size, ms of CPU per snapshot (the median of `REPEATS`), and the
-//! certificate itself, so a change of kernel can be checked to leave the figures unchanged.
+//! Each line: the solver, the window size, ms of CPU per call (median [min, max] of `REPEATS`, runs
+//! interleaved so all three see the same machine load) of
+//! - `multi_pass`: the certificate as the sequence of `objective` calls (`primal_value`,
+//!   `dual_of_primal`, `dual_value` at its point, and for SDIHT `dual_value` at the window's duals),
+//! - `fused`: the same three values from `objective::fused_certificate` (asserted bit-equal),
+//! - `snapshot`: the whole `StreamingLearner::snapshot` (the fused kernel plus publishing the model),
+//!
+//! and the certificate itself.
 
 use thresher::config::{Config, StreamSolverKind};
 use thresher::loss::{Loss, LossKind};
+use thresher::sample::SampleSet;
+use thresher::solver::objective::{
+    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+};
 use thresher::solver::stream::build;
 use thresher::synth::sparse_stream;
 
@@ -53,24 +63,76 @@ fn main() {
         for _ in 0..4 {
             learner.step();
         }
-        let mut ms = Vec::with_capacity(REPEATS);
+        let sdiht = solver == StreamSolverKind::Sdiht;
+        let (mut multi_pass, mut fused, mut snapshot) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut alpha, mut dual_scratch) = (Vec::new(), DualScratch::default());
+        let mut scratch = CertificateScratch::default();
         let mut certificate = None;
         for _ in 0..REPEATS {
             let start = thread_cpu_ns();
             let snap = learner.snapshot();
-            ms.push((thread_cpu_ns() - start) as f64 / 1e6);
+            snapshot.push(ms_since(start));
             certificate = Some(snap.model.certificate);
+            // The published model, dense, as the learner holds it.
+            let window = learner.window();
+            let mut w = vec![0.0; window.dim()];
+            for (&j, &v) in snap.model.support.iter().zip(&snap.model.weights) {
+                w[j as usize] = v;
+            }
+            let (loss, lambda, k) = (&config.loss, config.lambda, snap.model.k);
+            let iterate = sdiht.then(|| window.alphas());
+
+            let start = thread_cpu_ns();
+            let primal = primal_value(window, loss, lambda, &w, 0.0);
+            let at_iterate = iterate
+                .map(|alphas| dual_value(window, loss, lambda, k, alphas, &mut dual_scratch));
+            dual_of_primal(window, loss, &w, 0.0, false, &mut alpha);
+            let at_primal = dual_value(window, loss, lambda, k, &alpha, &mut dual_scratch);
+            multi_pass.push(ms_since(start));
+
+            let start = thread_cpu_ns();
+            let values = fused_certificate(
+                window,
+                loss,
+                lambda,
+                k,
+                &w,
+                &snap.model.support,
+                iterate,
+                &mut scratch,
+            );
+            fused.push(ms_since(start));
+            assert_eq!(values.primal.to_bits(), primal.to_bits());
+            assert_eq!(values.dual_at_primal.to_bits(), at_primal.to_bits());
+            assert_eq!(
+                values.dual_at_iterate.map(f64::to_bits),
+                at_iterate.map(f64::to_bits)
+            );
         }
-        ms.sort_by(f64::total_cmp);
         let c = certificate.expect("REPEATS > 0");
         println!(
-            "solver={solver:?} window={} cpu_ms_per_snapshot={:.2} (min {:.2}, max {:.2}) primal={:e} dual={:e}",
+            "solver={solver:?} window={} cpu_ms multi_pass={} fused={} snapshot={} primal={:e} dual={:e}",
             c.samples,
-            ms[REPEATS / 2],
-            ms[0],
-            ms[REPEATS - 1],
+            summary(multi_pass),
+            summary(fused),
+            summary(snapshot),
             c.primal,
             c.dual,
         );
     }
+}
+
+fn ms_since(start_ns: u128) -> f64 {
+    (thread_cpu_ns() - start_ns) as f64 / 1e6
+}
+
+/// `median [min, max]` of CPU milliseconds.
+fn summary(mut ms: Vec<f64>) -> String {
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "{:.2} [{:.2}, {:.2}]",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1]
+    )
 }

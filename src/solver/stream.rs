@@ -46,14 +46,15 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::objective::{conjugate_sum, dual_of_primal, dual_value, primal_value, DualScratch};
+use super::objective::{conjugate_sum, fused_certificate, CertificateScratch};
 use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, sparse_axpy, sparse_dot, top_k_indices, top_k_of_pairs, ThresholdScratch,
+    hard_threshold_paired, masked_dot, sparse_axpy, sparse_dot, top_k_indices, top_k_of_pairs,
+    ThresholdScratch,
 };
 
 pub mod mirror;
@@ -241,8 +242,7 @@ pub struct StreamSdiht {
     trial_w: Vec<f64>,
     trial_support: Vec<u32>,
     threshold: ThresholdScratch,
-    dual_scratch: DualScratch,
-    alpha_from_primal: Vec<f64>,
+    certificate_scratch: CertificateScratch,
     new_positions: Vec<usize>,
     /// The new samples' `sum alpha_i x_i` while a warm start collects it; all zero between inserts.
     dz: Vec<f64>,
@@ -286,8 +286,7 @@ impl StreamSdiht {
             trial_w: Vec::new(),
             trial_support: Vec::new(),
             threshold: ThresholdScratch::default(),
-            dual_scratch: DualScratch::default(),
-            alpha_from_primal: Vec::new(),
+            certificate_scratch: CertificateScratch::default(),
             new_positions: Vec::new(),
             dz: Vec::new(),
             batch_coords: Vec::new(),
@@ -555,20 +554,6 @@ impl StreamSdiht {
 
 /// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
 /// as the dense `sq_norm`, without its O(d) pass).
-/// `w . x` for a sparse row `x` and a `w` that is zero outside the bits set in `mask`: the same sum as
-/// [`sparse_dot`] without its zero terms, so the 8d-byte `w` is only read on the support.
-#[inline]
-fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f64 {
-    let mut acc = 0.0;
-    for (&j, &v) in indices.iter().zip(values) {
-        let j = j as usize;
-        if mask[j / 64] & (1 << (j % 64)) != 0 {
-            acc += v * w[j];
-        }
-    }
-    acc
-}
-
 fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
     support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
 }
@@ -692,39 +677,24 @@ impl StreamingLearner for StreamSdiht {
     }
 
     /// `P(w)` against the larger of two feasible lower bounds, `D` at the dual iterate and `D` at the dual
-    /// point of `w` itself, both over the window from scratch.
+    /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
+    /// [`fused_certificate`].
     fn snapshot(&mut self) -> LearnerSnapshot {
         let c = &self.config;
         let certificate = if self.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
         } else {
-            let primal = primal_value(&self.window, &c.loss, c.lambda, &self.w, 0.0);
-            let alphas = self.window.alphas();
-            let at_iterate = dual_value(
+            fused_certificate(
                 &self.window,
                 &c.loss,
                 c.lambda,
                 c.k,
-                alphas,
-                &mut self.dual_scratch,
-            );
-            dual_of_primal(
-                &self.window,
-                &c.loss,
                 &self.w,
-                0.0,
-                false,
-                &mut self.alpha_from_primal,
-            );
-            let at_primal = dual_value(
-                &self.window,
-                &c.loss,
-                c.lambda,
-                c.k,
-                &self.alpha_from_primal,
-                &mut self.dual_scratch,
-            );
-            Certificate::new(primal, at_iterate.max(at_primal), self.window.len())
+                &self.support,
+                Some(self.window.alphas()),
+                &mut self.certificate_scratch,
+            )
+            .certificate(self.window.len())
         };
         self.last_certificate = Some(certificate);
         self.inserted_since_certificate = false;
