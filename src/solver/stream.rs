@@ -430,6 +430,14 @@ impl StreamSdiht {
             }
             -(this.conj_sum + conj_at(this, t)) / n - 0.5 * lambda * sq_norm
         };
+        // `dual_at` reuses `trial_support`, which pairs with `trial_w` (the block step's threshold clears
+        // `trial_w` on `trial_support` only): clear `trial_w` first, or its entries outside the support
+        // handed to it below would survive into a later `w`.
+        for &j in &self.trial_support {
+            if let Some(v) = self.trial_w.get_mut(j as usize) {
+                *v = 0.0;
+            }
+        }
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
         let mut accepted = None;
@@ -865,6 +873,46 @@ mod tests {
             }
         }
         assert_eq!(l.window().len(), 256);
+    }
+
+    /// The snapshot's certificate is, bit for bit, what the separate offline calls give over the
+    /// window: `P(w)` against the larger of `D` at the window's duals and `D` at `P_F(l'(w.x_i))`.
+    #[test]
+    fn snapshot_certificate_equals_the_separate_calls() {
+        use super::super::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+        for (kind, seed) in [
+            (LossKind::Squared, 1),
+            (LossKind::Huber, 2),
+            (LossKind::Hinge, 3),
+            (LossKind::Logistic, 4),
+        ] {
+            let data = sparse_stream(900, 400, 5, 12, 0.1, kind != LossKind::Squared, seed);
+            let mut l = StreamSdiht::new(config(kind, 5), 500, None);
+            for chunk in data.samples.chunks(150) {
+                l.insert(chunk);
+                for _ in 0..3 {
+                    l.step();
+                }
+                let snap = l.snapshot();
+                // The kernel reads `w` on its support only: `w` must be zero elsewhere.
+                for (j, &v) in l.w.iter().enumerate() {
+                    assert!(
+                        v == 0.0 || l.support.contains(&(j as u32)),
+                        "{kind:?} w[{j}]"
+                    );
+                }
+                let (c, window) = (&l.config, &l.window);
+                let mut scratch = DualScratch::default();
+                let primal = primal_value(window, &c.loss, c.lambda, &l.w, 0.0);
+                let alphas = window.alphas();
+                let at_iterate = dual_value(window, &c.loss, c.lambda, c.k, alphas, &mut scratch);
+                let mut alpha = Vec::new();
+                dual_of_primal(window, &c.loss, &l.w, 0.0, false, &mut alpha);
+                let at_primal = dual_value(window, &c.loss, c.lambda, c.k, &alpha, &mut scratch);
+                let expected = Certificate::new(primal, at_iterate.max(at_primal), window.len());
+                assert_eq!(snap.model.certificate, expected, "{kind:?}");
+            }
+        }
     }
 
     #[test]
