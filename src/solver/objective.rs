@@ -186,11 +186,12 @@ pub struct CertificateScratch {
 ///    scan of `w~` and `||H_k(w~)||^2` summed over the k kept entries alone, in ascending index order
 ///    as the dense norm does (its other terms are zeros; no thresholded d-vector is written).
 ///
-/// Why not one walk: the scatters are random writes into d-vectors (8 MiB at d = 2^20) and run at the
-/// speed of the cache misses in flight. Next to the per-row `exp`/`log` chains of walk 1, or next to
-/// each other (two d-vectors, or one interleaved 2d-vector), fewer misses overlap; measured on a
-/// 100k x 40 window at d = 2^20 (`examples/snapshot_cost.rs`), one walk was slower than the six
-/// separate ones, three walks are faster.
+/// Why not one walk: the scatters are random read-modify-writes into a d-vector (8 MiB at d = 2^20)
+/// and run at the speed of the cache misses in flight; beside walk 1's per-row `exp`/`log` chains, or
+/// beside each other (16 MiB of targets), they run slower. Measured on a 100k x 40 window at d = 2^20
+/// (`examples/snapshot_cost.rs`, thread CPU time, interleaved runs on a loaded 2-core machine): one
+/// walk with both scatters (two d-vectors or one interleaved 2d-vector) took 1.1-1.3x the six
+/// separate walks; walk 1 with the iterate's scatter in it, 0.9x; three walks, 0.7-0.85x.
 ///
 /// Bit-for-bit: every sum accumulates the same terms in row (or index) order from the same starting
 /// value as the function it replaces, and the top-k is the support [`hard_threshold`] picks.
