@@ -191,7 +191,7 @@ pub struct CertificateScratch {
 /// beside each other (16 MiB of targets), they run slower. Measured on a 100k x 40 window at d = 2^20
 /// (`examples/snapshot_cost.rs`, thread CPU time, interleaved runs on a loaded 2-core machine): one
 /// walk with both scatters (two d-vectors or one interleaved 2d-vector) took 1.1-1.3x the six
-/// separate walks; walk 1 with the iterate's scatter in it, 0.9x; three walks, 0.7-0.85x.
+/// separate walks; walk 1 with the iterate's scatter in it, 0.85-0.95x; three walks, 0.55-0.7x.
 ///
 /// Bit-for-bit: every sum accumulates the same terms in row (or index) order from the same starting
 /// value as the function it replaces, and the top-k is the support [`hard_threshold`] picks.
