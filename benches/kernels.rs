@@ -9,6 +9,11 @@
 //!   per sample over the same data. The ratio bare / SDIHT is the overhead of the algorithm (dual
 //!   bookkeeping, the `H_k` per block, the adaptive step's backtracking).
 //!
+//! - `certificate/*`: a streaming SDIHT learner's certificate over its window (100k samples x 40
+//!   nonzeros, d = 2^20, logistic loss, k = 100): `multi_pass`, the sequence of `objective` calls
+//!   (`primal_value`, `dual_value` at the window's duals, `dual_of_primal`, `dual_value` at its point),
+//!   against `fused`, `objective::fused_certificate` (the same values, bit for bit).
+//!
 //! Small sample sizes and measurement times keep `cargo bench --bench kernels` to a couple of minutes;
 //! the numbers are for ratios on one machine, never for assertions.
 
@@ -21,8 +26,12 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use thresher::loss::{Loss, LossKind};
+use thresher::ring::Window;
 use thresher::sample::{Dataset, SampleSet};
 use thresher::solver::dual::Sdiht;
+use thresher::solver::objective::{
+    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+};
 use thresher::solver::primal::Iht;
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
@@ -141,6 +150,58 @@ fn epochs(c: &mut Criterion) {
     group.finish();
 }
 
+fn certificate(c: &mut Criterion) {
+    const N: usize = 100_000;
+    const K: usize = 100;
+    let data = sparse_stream(N, 1 << 20, K, 40, 0.0, true, 7);
+    let loss = Loss::new(LossKind::Logistic, 0.25).expect("valid gamma");
+    let lambda = 1e-4;
+    // A k-sparse model near the truth, and the window's duals at a perturbed model's dual point (a
+    // feasible iterate that is not the model's own).
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let support = data.true_support();
+    let mut w = vec![0.0; data.truth.len()];
+    for &j in &support {
+        w[j as usize] = data.truth[j as usize] * rng.gen_range(0.5..1.0);
+    }
+    let mut window = Window::new(N);
+    for s in &data.samples {
+        let r = s.row();
+        let u = sparse_dot(r.indices, r.values, &w) * rng.gen_range(0.0..2.0);
+        window.push(s.clone(), loss.sample(r.label, r.weight).dual_of_margin(u));
+    }
+    let mut group = c.benchmark_group("certificate");
+    group.throughput(Throughput::Elements(N as u64));
+    let (mut alpha, mut dual_scratch) = (Vec::new(), DualScratch::default());
+    group.bench_function("multi_pass", |b| {
+        b.iter(|| {
+            let primal = primal_value(&window, &loss, lambda, &w, 0.0);
+            let alphas = window.alphas();
+            let at_iterate = dual_value(&window, &loss, lambda, K, alphas, &mut dual_scratch);
+            dual_of_primal(&window, &loss, &w, 0.0, false, &mut alpha);
+            let at_primal = dual_value(&window, &loss, lambda, K, &alpha, &mut dual_scratch);
+            black_box((primal, at_iterate, at_primal))
+        })
+    });
+    let mut scratch = CertificateScratch::default();
+    group.bench_function("fused", |b| {
+        b.iter(|| {
+            let iterate = Some(window.alphas());
+            fused_certificate(
+                &window,
+                &loss,
+                lambda,
+                K,
+                &w,
+                &support,
+                iterate,
+                &mut scratch,
+            )
+        })
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -151,6 +212,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = kernels;
     config = config();
-    targets = sparse_kernels, threshold, epochs
+    targets = sparse_kernels, threshold, epochs, certificate
 }
 criterion_main!(kernels);

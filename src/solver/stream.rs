@@ -46,14 +46,14 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::objective::{conjugate_sum, dual_of_primal, dual_value, primal_value, DualScratch};
+use super::objective::{conjugate_sum, fused_certificate, CertificateScratch};
 use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Sample, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
+    hard_threshold_paired, masked_dot, sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
 
 pub mod mirror;
@@ -241,8 +241,7 @@ pub struct StreamSdiht {
     trial_w: Vec<f64>,
     trial_support: Vec<u32>,
     threshold: ThresholdScratch,
-    dual_scratch: DualScratch,
-    alpha_from_primal: Vec<f64>,
+    certificate_scratch: CertificateScratch,
     new_positions: Vec<usize>,
     /// The new samples' `sum alpha_i x_i` while a warm start collects it; all zero between inserts.
     dz: Vec<f64>,
@@ -286,8 +285,7 @@ impl StreamSdiht {
             trial_w: Vec::new(),
             trial_support: Vec::new(),
             threshold: ThresholdScratch::default(),
-            dual_scratch: DualScratch::default(),
-            alpha_from_primal: Vec::new(),
+            certificate_scratch: CertificateScratch::default(),
             new_positions: Vec::new(),
             dz: Vec::new(),
             batch_coords: Vec::new(),
@@ -438,6 +436,14 @@ impl StreamSdiht {
             }
             -(this.conj_sum + conj_at(this, t)) / n - 0.5 * lambda * sq_norm
         };
+        // `dual_at` reuses `trial_support`, which pairs with `trial_w` (the block step's threshold clears
+        // `trial_w` on `trial_support` only): clear `trial_w` first, or its entries outside the support
+        // handed to it below would survive into a later `w`.
+        for &j in &self.trial_support {
+            if let Some(v) = self.trial_w.get_mut(j as usize) {
+                *v = 0.0;
+            }
+        }
         let floor = dual_at(self, 0.0);
         let mut t = 1.0;
         let mut accepted = None;
@@ -571,20 +577,6 @@ impl StreamSdiht {
 
 /// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
 /// as the dense `sq_norm`, without its O(d) pass).
-/// `w . x` for a sparse row `x` and a `w` that is zero outside the bits set in `mask`: the same sum as
-/// [`sparse_dot`] without its zero terms, so the 8d-byte `w` is only read on the support.
-#[inline]
-fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f64 {
-    let mut acc = 0.0;
-    for (&j, &v) in indices.iter().zip(values) {
-        let j = j as usize;
-        if mask[j / 64] & (1 << (j % 64)) != 0 {
-            acc += v * w[j];
-        }
-    }
-    acc
-}
-
 fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
     support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
 }
@@ -708,39 +700,24 @@ impl StreamingLearner for StreamSdiht {
     }
 
     /// `P(w)` against the larger of two feasible lower bounds, `D` at the dual iterate and `D` at the dual
-    /// point of `w` itself, both over the window from scratch.
+    /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
+    /// [`fused_certificate`].
     fn snapshot(&mut self) -> LearnerSnapshot {
         let c = &self.config;
         let certificate = if self.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
         } else {
-            let primal = primal_value(&self.window, &c.loss, c.lambda, &self.w, 0.0);
-            let alphas = self.window.alphas();
-            let at_iterate = dual_value(
+            fused_certificate(
                 &self.window,
                 &c.loss,
                 c.lambda,
                 c.k,
-                alphas,
-                &mut self.dual_scratch,
-            );
-            dual_of_primal(
-                &self.window,
-                &c.loss,
                 &self.w,
-                0.0,
-                false,
-                &mut self.alpha_from_primal,
-            );
-            let at_primal = dual_value(
-                &self.window,
-                &c.loss,
-                c.lambda,
-                c.k,
-                &self.alpha_from_primal,
-                &mut self.dual_scratch,
-            );
-            Certificate::new(primal, at_iterate.max(at_primal), self.window.len())
+                &self.support,
+                Some(self.window.alphas()),
+                &mut self.certificate_scratch,
+            )
+            .certificate(self.window.len())
         };
         self.last_certificate = Some(certificate);
         self.inserted_since_certificate = false;
@@ -911,6 +888,46 @@ mod tests {
             }
         }
         assert_eq!(l.window().len(), 256);
+    }
+
+    /// The snapshot's certificate is, bit for bit, what the separate offline calls give over the
+    /// window: `P(w)` against the larger of `D` at the window's duals and `D` at `P_F(l'(w.x_i))`.
+    #[test]
+    fn snapshot_certificate_equals_the_separate_calls() {
+        use super::super::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+        for (kind, seed) in [
+            (LossKind::Squared, 1),
+            (LossKind::Huber, 2),
+            (LossKind::Hinge, 3),
+            (LossKind::Logistic, 4),
+        ] {
+            let data = sparse_stream(900, 400, 5, 12, 0.1, kind != LossKind::Squared, seed);
+            let mut l = StreamSdiht::new(config(kind, 5), 500, None);
+            for chunk in data.samples.chunks(150) {
+                l.insert(chunk);
+                for _ in 0..3 {
+                    l.step();
+                }
+                let snap = l.snapshot();
+                // The kernel reads `w` on its support only: `w` must be zero elsewhere.
+                for (j, &v) in l.w.iter().enumerate() {
+                    assert!(
+                        v == 0.0 || l.support.contains(&(j as u32)),
+                        "{kind:?} w[{j}]"
+                    );
+                }
+                let (c, window) = (&l.config, &l.window);
+                let mut scratch = DualScratch::default();
+                let primal = primal_value(window, &c.loss, c.lambda, &l.w, 0.0);
+                let alphas = window.alphas();
+                let at_iterate = dual_value(window, &c.loss, c.lambda, c.k, alphas, &mut scratch);
+                let mut alpha = Vec::new();
+                dual_of_primal(window, &c.loss, &l.w, 0.0, false, &mut alpha);
+                let at_primal = dual_value(window, &c.loss, c.lambda, c.k, &alpha, &mut scratch);
+                let expected = Certificate::new(primal, at_iterate.max(at_primal), window.len());
+                assert_eq!(snap.model.certificate, expected, "{kind:?}");
+            }
+        }
     }
 
     #[test]

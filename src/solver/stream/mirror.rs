@@ -9,8 +9,9 @@
 //!   set `step` revisits and the certificate is taken over;
 //! - `step`: one pass of mirror steps over a random one of `blocks` contiguous blocks of the window,
 //!   rows in a seeded random order (mirror: mini-batches of `batch`);
-//! - `snapshot`: certified exactly like IHT over the window (`objective::dual_of_primal`, then
-//!   `dual_value` and `primal_value` from scratch). SMIDAS's model is not k-sparse: its dual takes
+//! - `snapshot`: certified exactly like IHT over the window, from scratch: `P(w)` against `D` at the
+//!   dual point `P_F(l'(w.x_i))` of `w` (`objective::fused_certificate`, bit for bit the values of
+//!   `primal_value`, `dual_of_primal` and `dual_value`). SMIDAS's model is not k-sparse: its dual takes
 //!   `H_k'` with `k' = max(k, |supp w|)` (as offline), so the gap stays a valid bound for the sparsity
 //!   SMIDAS actually uses. The certificate's dual point is written back into the window's duals, so a
 //!   checkpoint carries feasible duals.
@@ -46,7 +47,7 @@ use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleSet};
 use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
-use crate::solver::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
 
@@ -158,8 +159,7 @@ pub struct StreamPrimal<E: PrimalEngine> {
     last_certificate: Option<Certificate>,
     inserted_since_certificate: bool,
     order: Vec<usize>,
-    alpha: Vec<f64>,
-    dual_scratch: DualScratch,
+    certificate_scratch: CertificateScratch,
 }
 
 /// `solver = "mirror"`.
@@ -244,8 +244,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             last_certificate: None,
             inserted_since_certificate: false,
             order: Vec::new(),
-            alpha: Vec::new(),
-            dual_scratch: DualScratch::default(),
+            certificate_scratch: CertificateScratch::default(),
         };
         if let Some(state) = state {
             learner.window = Window::from_oldest_first(capacity, state.samples);
@@ -333,19 +332,21 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         let certificate = if self.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
         } else {
-            let w = self.engine.model().weights;
-            let primal = primal_value(&self.window, &c.loss, c.lambda, w, 0.0);
-            dual_of_primal(&self.window, &c.loss, w, 0.0, false, &mut self.alpha);
-            let dual = dual_value(
+            let model = self.engine.model();
+            let values = fused_certificate(
                 &self.window,
                 &c.loss,
                 c.lambda,
                 k,
-                &self.alpha,
-                &mut self.dual_scratch,
+                model.weights,
+                model.support,
+                None,
+                &mut self.certificate_scratch,
             );
-            self.window.alphas_mut().copy_from_slice(&self.alpha);
-            Certificate::new(primal, dual, self.window.len())
+            self.window
+                .alphas_mut()
+                .copy_from_slice(&self.certificate_scratch.alpha_from_primal);
+            values.certificate(self.window.len())
         };
         self.last_certificate = Some(certificate);
         self.inserted_since_certificate = false;
@@ -408,6 +409,7 @@ mod tests {
     use crate::config::{Config, StreamSolverKind};
     use crate::loss::{Loss, LossKind};
     use crate::solver::mirror::{Constraint, MirrorStep};
+    use crate::solver::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
     use crate::synth::sparse_stream;
 
     fn config(solver: StreamSolverKind, options: SolverOptions, k: usize) -> LearnerConfig {
@@ -451,12 +453,31 @@ mod tests {
     }
 
     /// Weak duality over the window at every snapshot, and the certificate is the one computed from
-    /// scratch by the offline functions.
+    /// scratch by the offline functions, bit for bit (as are the duals written back to the window).
     fn check_weak_duality(l: &mut dyn StreamingLearner) -> Certificate {
         let snap = l.snapshot();
         let c = snap.model.certificate;
         assert!(c.gap >= -1e-12 * c.primal.abs().max(1.0), "{c:?}");
         assert_eq!(c.samples, l.window().len());
+        let (window, config) = (l.window(), l.config());
+        let mut w = vec![0.0; window.dim()];
+        for (&j, &v) in snap.model.support.iter().zip(&snap.model.weights) {
+            w[j as usize] = v;
+        }
+        let (loss, lambda) = (&config.loss, config.lambda);
+        let primal = primal_value(window, loss, lambda, &w, 0.0);
+        let mut alpha = Vec::new();
+        dual_of_primal(window, loss, &w, 0.0, false, &mut alpha);
+        let dual = dual_value(
+            window,
+            loss,
+            lambda,
+            snap.model.k,
+            &alpha,
+            &mut DualScratch::default(),
+        );
+        assert_eq!(c, Certificate::new(primal, dual, window.len()));
+        assert_eq!(window.alphas(), &alpha[..]);
         c
     }
 

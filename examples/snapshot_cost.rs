@@ -1,0 +1,138 @@
+//! CPU cost of a streaming learner's certificate: `StreamingLearner::snapshot` (the primal, the dual and
+//! the gap recomputed from scratch over the whole window) on the load generator's stream (d = 2^20,
+//! 40 nonzeros per sample, 100 true features, logistic loss, k = 100, a full window of 100k samples), in
+//! thread CPU time per snapshot, so the figure holds on a busy machine too (wall time would not).
+//!
+//! ```sh
+//! cargo run --release --example snapshot_cost [sdiht|mirror|smidas]
+//! ```
+//! Each line: the solver, the window size, ms of CPU per call (median [min, max] of `REPEATS`, runs
+//! interleaved so all three see the same machine load) of
+//! - `multi_pass`: the certificate as the sequence of `objective` calls (`primal_value`,
+//!   `dual_of_primal`, `dual_value` at its point, and for SDIHT `dual_value` at the window's duals),
+//! - `fused`: the same three values from `objective::fused_certificate` (asserted bit-equal),
+//! - `snapshot`: the whole `StreamingLearner::snapshot` (the fused kernel plus publishing the model),
+//!
+//! and the certificate itself.
+
+use thresher::config::{Config, StreamSolverKind};
+use thresher::loss::{Loss, LossKind};
+use thresher::sample::SampleSet;
+use thresher::solver::objective::{
+    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+};
+use thresher::solver::stream::build;
+use thresher::synth::sparse_stream;
+
+const CAPACITY: usize = 100_000;
+const REPEATS: usize = 9;
+
+fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+fn main() {
+    let data = sparse_stream(CAPACITY, 1 << 20, 100, 40, 0.0, true, 7);
+    // An optional argument picks one solver, e.g. for a profile.
+    let only = std::env::args().nth(1);
+    for solver in [
+        StreamSolverKind::Sdiht,
+        StreamSolverKind::Mirror,
+        StreamSolverKind::Smidas,
+    ] {
+        if only
+            .as_deref()
+            .is_some_and(|o| !format!("{solver:?}").eq_ignore_ascii_case(o))
+        {
+            continue;
+        }
+        let mut config = Config::defaults().learners.remove(0);
+        config.solver = solver;
+        config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+        config.k = 100;
+        config.lambda = 1e-4;
+        let mut learner = build(&config, CAPACITY, None);
+        // The steady state: a full window and a model that has taken a few steps on it.
+        learner.insert(&data.samples);
+        for _ in 0..4 {
+            learner.step();
+        }
+        let sdiht = solver == StreamSolverKind::Sdiht;
+        let (mut multi_pass, mut fused, mut snapshot) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut alpha, mut dual_scratch) = (Vec::new(), DualScratch::default());
+        let mut scratch = CertificateScratch::default();
+        let mut certificate = None;
+        for _ in 0..REPEATS {
+            let start = thread_cpu_ns();
+            let snap = learner.snapshot();
+            snapshot.push(ms_since(start));
+            certificate = Some(snap.model.certificate);
+            // The published model, dense, as the learner holds it.
+            let window = learner.window();
+            let mut w = vec![0.0; window.dim()];
+            for (&j, &v) in snap.model.support.iter().zip(&snap.model.weights) {
+                w[j as usize] = v;
+            }
+            let (loss, lambda, k) = (&config.loss, config.lambda, snap.model.k);
+            let iterate = sdiht.then(|| window.alphas());
+
+            let start = thread_cpu_ns();
+            let primal = primal_value(window, loss, lambda, &w, 0.0);
+            let at_iterate = iterate
+                .map(|alphas| dual_value(window, loss, lambda, k, alphas, &mut dual_scratch));
+            dual_of_primal(window, loss, &w, 0.0, false, &mut alpha);
+            let at_primal = dual_value(window, loss, lambda, k, &alpha, &mut dual_scratch);
+            multi_pass.push(ms_since(start));
+
+            let start = thread_cpu_ns();
+            let values = fused_certificate(
+                window,
+                loss,
+                lambda,
+                k,
+                &w,
+                &snap.model.support,
+                iterate,
+                &mut scratch,
+            );
+            fused.push(ms_since(start));
+            assert_eq!(values.primal.to_bits(), primal.to_bits());
+            assert_eq!(values.dual_at_primal.to_bits(), at_primal.to_bits());
+            assert_eq!(
+                values.dual_at_iterate.map(f64::to_bits),
+                at_iterate.map(f64::to_bits)
+            );
+        }
+        let c = certificate.expect("REPEATS > 0");
+        println!(
+            "solver={solver:?} window={} cpu_ms multi_pass={} fused={} snapshot={} primal={:e} dual={:e}",
+            c.samples,
+            summary(multi_pass),
+            summary(fused),
+            summary(snapshot),
+            c.primal,
+            c.dual,
+        );
+    }
+}
+
+fn ms_since(start_ns: u128) -> f64 {
+    (thread_cpu_ns() - start_ns) as f64 / 1e6
+}
+
+/// `median [min, max]` of CPU milliseconds.
+fn summary(mut ms: Vec<f64>) -> String {
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "{:.2} [{:.2}, {:.2}]",
+        ms[ms.len() / 2],
+        ms[0],
+        ms[ms.len() - 1]
+    )
+}
