@@ -5,12 +5,15 @@
 //! ```sh
 //! cargo run --release --example learner_insert
 //! ```
-//! Each line: the solver, the samples handed over per call (a learner thread drains every waiting batch
+//! The stream is cut into 1 000-sample blocks (one HTTP request each under the load generator), and a
+//! call hands over as many blocks as `per_call` samples. Each line: the solver, the samples handed over per call (a learner thread drains every waiting batch
 //! in one call, so calls grow when it falls behind), ns of CPU per sample for the intake alone, and for
-//! intake plus 4 solver steps per call (as the daemon's learner loop interleaves them).
+//! intake plus 4 solver steps per call (as the daemon's learner loop interleaves them). The intake
+//! includes freeing the handed-over batches, which the daemon's learner thread does too.
 
 use thresher::config::{Config, StreamSolverKind};
 use thresher::loss::{Loss, LossKind};
+use thresher::sample::SampleBlock;
 use thresher::solver::stream::build;
 use thresher::synth::sparse_stream;
 
@@ -39,6 +42,13 @@ fn main() {
         }
         for per_call in [10_000usize, 100_000, 300_000] {
             for steps in [0usize, 4] {
+                // The daemon hands the learner blocks as they came off the wire (1 000-sample
+                // requests under the load generator): built before the clock starts, as the parser
+                // threads do, and dropped after each call on the clock, as the learner thread does.
+                let calls: Vec<Vec<SampleBlock>> = data.samples[CAPACITY..]
+                    .chunks(per_call)
+                    .map(|call| call.chunks(1000).map(SampleBlock::from_samples).collect())
+                    .collect();
                 let mut config = Config::defaults().learners.remove(0);
                 config.solver = solver;
                 config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
@@ -46,15 +56,18 @@ fn main() {
                 config.lambda = 1e-4;
                 let mut learner = build(&config, CAPACITY, None);
                 // Fill the window first: the steady state is a full window.
-                learner.insert(&data.samples[..CAPACITY]);
+                learner.insert_samples(&data.samples[..CAPACITY]);
                 let start = thread_cpu_ns();
                 let mut fed = 0;
-                for chunk in data.samples[CAPACITY..].chunks(per_call) {
-                    learner.insert(chunk);
+                for call in calls {
+                    let blocks: Vec<&SampleBlock> = call.iter().collect();
+                    learner.insert_batches(&blocks);
+                    fed += call.iter().map(SampleBlock::len).sum::<usize>();
+                    drop(blocks);
+                    drop(call);
                     for _ in 0..steps {
                         learner.step();
                     }
-                    fed += chunk.len();
                 }
                 let ns = (thread_cpu_ns() - start) as f64 / fed as f64;
                 println!(

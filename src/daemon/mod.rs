@@ -74,6 +74,7 @@ use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
+use crate::sample::SampleBlock;
 use crate::snapshot::{
     publish, run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
 };
@@ -490,10 +491,9 @@ fn learner_loop(
             }
         }
         if !waiting.is_empty() {
-            let slices: Vec<&[crate::sample::Sample]> =
-                waiting.iter().map(|b| b.samples()).collect();
-            learner.lock().insert_batches(&slices);
-            drop(slices);
+            let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
+            learner.lock().insert_batches(&blocks);
+            drop(blocks);
             waiting.clear();
         }
         if disconnected {
@@ -532,10 +532,10 @@ fn stdin_loop(
 ) {
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
-    let mut batch = Vec::new();
+    let mut batch = SampleBlock::new();
     let mut line = String::new();
     let mut number = 0usize;
-    let send = |batch: &mut Vec<crate::sample::Sample>| {
+    let send = |batch: &mut SampleBlock| {
         if batch.is_empty() {
             return;
         }
@@ -547,7 +547,7 @@ fn stdin_loop(
             match QueuedBatch::reserve(budget, samples) {
                 Ok(queued) => break queued,
                 Err(back) if !stop.load(Ordering::Acquire) => {
-                    samples = back;
+                    samples = *back;
                     std::thread::sleep(IDLE_WAIT);
                 }
                 Err(_) => {
@@ -602,7 +602,7 @@ fn stdin_loop(
                 BodyFormat::Libsvm
             };
             match parse_body(format, &line, rules, dictionary) {
-                Ok(mut s) => batch.append(&mut s),
+                Ok(s) => batch.extend_from_block(&s),
                 Err(e) => {
                     tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
                     metrics.rejected.with_label_values(&[reason::INVALID]).inc();
@@ -640,10 +640,10 @@ mod tests {
         fn config(&self) -> &LearnerConfig {
             &self.config
         }
-        fn insert_batches(&mut self, _: &[&[Sample]]) {
+        fn insert_batches(&mut self, _: &[&SampleBlock]) {
             panic!("injected fault");
         }
-        fn evict(&mut self, _: &Sample, _: f64) {}
+        fn evict(&mut self, _: crate::sample::Row<'_>, _: f64) {}
         fn step(&mut self) -> StepOutcome {
             StepOutcome::Idle(crate::solver::stream::Idle::EmptyWindow)
         }
@@ -680,7 +680,7 @@ mod tests {
         };
         let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
         let budget = SampleBudget::new(10);
-        let one = vec![Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()];
+        let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
         tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))
             .unwrap();
         assert!(handle.join().is_err(), "the learner thread ends by panic");

@@ -16,9 +16,12 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::json_plain::{self, PlainJsonSample};
-use super::{count_byte, is_skippable, parse_libsvm_general, parse_libsvm_line, LineError};
+use super::{
+    count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
+    LineError,
+};
 use crate::loss::Loss;
-use crate::sample::Sample;
+use crate::sample::{Sample, SampleBlock, SampleRef};
 
 /// The body formats `POST /v1/samples` and `POST /v1/predict` take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,16 +160,16 @@ enum Pending {
     },
 }
 
-/// The samples of a body in order, each with its line. A named-feature sample sits in `samples` as a
-/// placeholder (its label, no features) until [`resolve_names`] builds it, so a body without names is
-/// returned as is: no second vector of every sample, no copy.
+/// The samples of a body in order, each with its line, in one [`SampleBlock`]. A named-feature sample
+/// sits in the block as a placeholder (its label, no features) until [`resolve_names`] builds it, so a
+/// body without names is returned as is: no second copy of every sample.
 struct Parsed {
-    samples: Vec<Sample>,
+    samples: SampleBlock,
     lines: Vec<usize>,
     named: Vec<NamedSlot>,
 }
 
-/// Named features waiting for indices, for `samples[slot]`.
+/// Named features waiting for indices, for row `slot` of the block.
 struct NamedSlot {
     slot: usize,
     features: Vec<(String, f64)>,
@@ -174,17 +177,17 @@ struct NamedSlot {
 }
 
 impl Parsed {
-    fn with_capacity(capacity: usize) -> Parsed {
+    fn with_capacity(capacity: usize, nnz: usize) -> Parsed {
         Parsed {
-            samples: Vec::with_capacity(capacity),
+            samples: SampleBlock::with_capacity(capacity, nnz),
             lines: Vec::with_capacity(capacity),
             named: Vec::new(),
         }
     }
 
     fn push(&mut self, line: usize, pending: Pending) {
-        let sample = match pending {
-            Pending::Ready(sample) => sample,
+        match pending {
+            Pending::Ready(sample) => self.samples.push(&sample),
             Pending::Named {
                 features,
                 label,
@@ -196,16 +199,24 @@ impl Parsed {
                     weight,
                 });
                 // Never handed out: replaced by the resolved sample or dropped with the error.
-                Sample {
-                    indices: Vec::new(),
-                    values: Vec::new(),
+                self.samples.push_ref(SampleRef {
+                    indices: &[],
+                    values: &[],
                     label,
                     weight: None,
-                }
+                });
             }
-        };
-        self.samples.push(sample);
+        }
         self.lines.push(line);
+    }
+
+    /// One LIBSVM line straight into the block's columns (no vectors of its own).
+    fn push_libsvm(&mut self, line_number: usize, line: &str) -> Result<(), LineError> {
+        self.samples.push_with(None, |indices, values| {
+            parse_libsvm_append(line, indices, values)
+        })?;
+        self.lines.push(line_number);
+        Ok(())
     }
 }
 
@@ -216,7 +227,7 @@ pub fn parse_body(
     body: &str,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<SampleBlock, BatchError> {
     parse_body_with(format, body, rules, dict, true)
 }
 
@@ -228,14 +239,15 @@ fn parse_body_with(
     rules: &Rules,
     dict: &FeatureDictionary,
     fast: bool,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<SampleBlock, BatchError> {
     // One slot per line is at most a few percent too many (blank and comment lines) and saves the
-    // regrowth copies of a vector that holds every sample of the body.
+    // regrowth copies of the columns that hold every sample of the body. A LIBSVM pair (`123:0.5 `) is
+    // rarely under 8 bytes, so `len / 8` is room for every feature in the common case.
     let mut parsed = match format {
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            Parsed::with_capacity(count_byte(body.as_bytes(), b'\n') + 1)
+            Parsed::with_capacity(count_byte(body.as_bytes(), b'\n') + 1, body.len() / 8)
         }
-        BodyFormat::JsonArray => Parsed::with_capacity(0),
+        BodyFormat::JsonArray => Parsed::with_capacity(0, 0),
     };
     let mut scratch = json_plain::Scratch::default();
     let fail = |line: usize, message: String, samples: usize| BatchError {
@@ -249,6 +261,13 @@ fn parse_body_with(
             let total = || body.lines().filter(|l| !is_skippable(l)).count();
             for (n, line) in body.lines().enumerate() {
                 if is_skippable(line) {
+                    continue;
+                }
+                if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line))
+                {
+                    parsed
+                        .push_libsvm(n + 1, line)
+                        .map_err(|e| fail(n + 1, e.to_string(), total()))?;
                     continue;
                 }
                 let outcome = if format == BodyFormat::Libsvm {
@@ -277,7 +296,6 @@ fn parse_body_with(
                 .flatten()
             {
                 let total = items.len();
-                parsed.samples.reserve_exact(total);
                 parsed.lines.reserve_exact(total);
                 for (n, item) in items.into_iter().enumerate() {
                     let p = wire_to_pending(item.into(), rules.predict)
@@ -310,7 +328,7 @@ fn finish(
     parsed: Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<SampleBlock, BatchError> {
     let fail = |line: usize, message: String, samples: usize| BatchError {
         line: Some(line),
         message,
@@ -327,7 +345,7 @@ fn finish(
     // Check everything that does not need the dictionary before touching it (a named sample's
     // placeholder has its label and no indices yet).
     for (sample, line) in parsed.samples.iter().zip(&parsed.lines) {
-        let (label, indices) = (sample.label, &sample.indices);
+        let (label, indices) = (sample.label, sample.indices);
         if !rules.predict {
             for loss in &rules.losses {
                 loss.check_label(label)
@@ -356,15 +374,17 @@ fn parse_libsvm_for(line: &str, predict: bool, fast: bool) -> Result<Sample, Lin
     } else {
         parse_libsvm_general
     };
-    let first_has_colon = || {
-        let first = line.split_ascii_whitespace().next().unwrap_or("");
-        first.contains(':')
-    };
-    if predict && first_has_colon() {
+    if predict && first_has_colon(line) {
         // No label: predict bodies may leave it out.
         return parse(&format!("0 {line}"));
     }
     parse(line)
+}
+
+/// Does the line's first token hold a ':' (a feature, not a label)?
+fn first_has_colon(line: &str) -> bool {
+    let first = line.split_ascii_whitespace().next().unwrap_or("");
+    first.contains(':')
 }
 
 fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
@@ -405,16 +425,17 @@ fn resolve_names(
     parsed: Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<SampleBlock, BatchError> {
     let Parsed {
-        samples: mut out,
+        samples: placeholders,
         lines,
         named,
     } = parsed;
     if named.is_empty() {
-        return Ok(out);
+        return Ok(placeholders);
     }
-    let total = out.len();
+    let total = placeholders.len();
+    let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
     let mut inner = dict.inner.write();
     let mut added: Vec<String> = Vec::new();
     let mut result: Result<(), BatchError> = Ok(());
@@ -424,7 +445,11 @@ fn resolve_names(
         weight,
     } in named
     {
-        let (line, label) = (lines[slot], out[slot].label);
+        // The rows before this one are complete as they are.
+        for i in out.len()..slot {
+            out.push_ref(placeholders.get(i));
+        }
+        let (line, label) = (lines[slot], placeholders.get(slot).label);
         let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (name, value) in features {
             let index = match inner.by_name.get(&name) {
@@ -457,7 +482,7 @@ fn resolve_names(
         pairs.sort_unstable_by_key(|p| p.0);
         let (indices, values) = pairs.into_iter().unzip();
         match Sample::new(indices, values, label, weight) {
-            Ok(s) => out[slot] = s,
+            Ok(s) => out.push(&s),
             Err(e) => {
                 result = Err(BatchError {
                     line: Some(line),
@@ -476,6 +501,9 @@ fn resolve_names(
         let keep = inner.names.len() - added.len();
         inner.names.truncate(keep);
         return Err(e);
+    }
+    for i in out.len()..total {
+        out.push_ref(placeholders.get(i));
     }
     Ok(out)
 }
@@ -506,10 +534,10 @@ mod tests {
         assert!(e.message.contains("max_dim"), "{}", e.message);
         let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
         let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
-        assert_eq!(s[1].indices, vec![0, 1]);
+        assert_eq!(s.get(1).indices, &[0, 1]);
         assert_eq!(
-            s[1].values,
-            vec![2.0, 1.0],
+            s.get(1).values,
+            &[2.0, 1.0],
             "within an object, names are taken alphabetically"
         );
         assert_eq!(d.names(), vec!["a".to_string(), "b".to_string()]);
@@ -549,10 +577,10 @@ mod tests {
         assert!(d.is_empty());
         let p = Rules { predict: true, ..r };
         let s = parse_body(BodyFormat::Libsvm, "1:1 5:2\n", &p, &d).unwrap();
-        assert_eq!(s[0].indices, vec![1, 5]);
+        assert_eq!(s.get(0).indices, &[1, 5]);
         let s = parse_body(BodyFormat::Ndjson, "{\"features\": {\"zz\": 1}}", &p, &d).unwrap();
         assert!(
-            s[0].indices.is_empty() && d.is_empty(),
+            s.get(0).indices.is_empty() && d.is_empty(),
             "predict never registers names"
         );
         assert_eq!(
@@ -572,9 +600,10 @@ mod tests {
         use crate::ingest::json_plain::tests::random_object;
         use crate::ingest::tests::random_libsvm_line;
 
-        fn outcome(r: Result<Vec<Sample>, BatchError>) -> String {
+        fn outcome(r: Result<SampleBlock, BatchError>) -> String {
             match r {
                 Ok(samples) => samples
+                    .to_samples()
                     .iter()
                     .map(|s| {
                         let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();

@@ -5,9 +5,10 @@
 //! A learner owns its window and is driven by one OS thread (the daemon's learner worker) through four
 //! operations, each short so the worker can interleave them with ingest:
 //!
-//! - [`StreamingLearner::insert`] — add a batch; each sample is first *predicted* with the current model
-//!   (its loss feeds progressive validation), then enters the window with a warm-start state; when the
-//!   window is full the oldest sample is removed through [`StreamingLearner::evict`];
+//! - [`StreamingLearner::insert`] — add a batch (a [`SampleBlock`]); each sample is first *predicted*
+//!   with the current model (its loss feeds progressive validation), then enters the window with a
+//!   warm-start state; when the window is full the oldest sample is removed through
+//!   [`StreamingLearner::evict`] *before* the new row overwrites its slot;
 //! - [`StreamingLearner::evict`] — remove one sample's contribution from the learner's state;
 //! - [`StreamingLearner::step`] — one unit of optimisation over the window, or a reason to idle;
 //! - [`StreamingLearner::snapshot`] — the current k-sparse model with its certificate (`primal`, `dual`,
@@ -51,7 +52,7 @@ use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
-use crate::sample::{Sample, SampleSet};
+use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::sparse::{
     hard_threshold_paired, sparse_axpy, sparse_dot, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
@@ -171,13 +172,17 @@ pub trait StreamingLearner: Send {
     fn config(&self) -> &LearnerConfig;
     /// Predicts, then learns, each sample of `batches` in order. One call may carry several queued
     /// batches so the per-insert work (re-thresholding) is paid once for all of them.
-    fn insert_batches(&mut self, batches: &[&[Sample]]);
+    fn insert_batches(&mut self, batches: &[&SampleBlock]);
     /// [`StreamingLearner::insert_batches`] with one batch.
-    fn insert(&mut self, batch: &[Sample]) {
+    fn insert(&mut self, batch: &SampleBlock) {
         self.insert_batches(&[batch]);
     }
+    /// [`StreamingLearner::insert`] with owned samples (offline callers and tests).
+    fn insert_samples(&mut self, samples: &[Sample]) {
+        self.insert(&SampleBlock::from_samples(samples));
+    }
     /// Removes the contribution of a sample leaving the window (with the dual it had).
-    fn evict(&mut self, sample: &Sample, alpha: f64);
+    fn evict(&mut self, sample: Row<'_>, alpha: f64);
     /// One unit of optimisation over the window.
     fn step(&mut self) -> StepOutcome;
     /// The model with its certificate computed exactly over the current window.
@@ -553,8 +558,6 @@ impl StreamSdiht {
     }
 }
 
-/// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
-/// as the dense `sq_norm`, without its O(d) pass).
 /// `w . x` for a sparse row `x` and a `w` that is zero outside the bits set in `mask`: the same sum as
 /// [`sparse_dot`] without its zero terms, so the 8d-byte `w` is only read on the support.
 #[inline]
@@ -569,6 +572,20 @@ fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f64 {
     acc
 }
 
+/// Takes a sample leaving the window out of `z = sum_i alpha_i x_i` and `sum_i l_i*(alpha_i)`.
+fn remove_contribution(
+    loss: &crate::loss::Loss,
+    r: Row<'_>,
+    alpha: f64,
+    z: &mut [f64],
+    conj_sum: &mut f64,
+) {
+    sparse_axpy(-alpha, r.indices, r.values, z);
+    *conj_sum -= loss.sample(r.label, r.weight).conjugate(alpha);
+}
+
+/// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
+/// as the dense `sq_norm`, without its O(d) pass).
 fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
     support.iter().map(|&j| w[j as usize] * w[j as usize]).sum()
 }
@@ -594,19 +611,14 @@ impl StreamingLearner for StreamSdiht {
         &self.config
     }
 
-    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         let total: usize = batches.iter().map(|b| b.len()).sum();
         if total == 0 {
             return;
         }
         let loss = self.config.loss;
         let capacity = self.window.capacity();
-        let dim = batches
-            .iter()
-            .flat_map(|b| b.iter())
-            .map(Sample::dim)
-            .max()
-            .unwrap_or(0);
+        let dim = batches.iter().map(|b| b.dim()).max().unwrap_or(0);
         self.ensure_dim(dim);
         // Only the newest `capacity` samples of this call can still be in the window afterwards; the
         // others would enter and leave within the call, touching nothing but the progressive loss. So
@@ -637,10 +649,11 @@ impl StreamingLearner for StreamSdiht {
                 continue;
             }
             let alpha = l.dual_of_margin(u);
-            let (at, evicted) = self.window.push_at(sample.clone(), alpha);
-            if let Some((old, old_alpha)) = evicted {
-                self.evict(&old, old_alpha);
+            // The oldest sample leaves before its slot takes the new row's features.
+            if let Some((old, old_alpha)) = self.window.oldest_if_full() {
+                remove_contribution(&loss, old, old_alpha, &mut self.z, &mut self.conj_sum);
             }
+            let at = self.window.push_ref(sample, alpha);
             self.new_positions.push(at);
             self.new_alpha.push(alpha);
         }
@@ -653,10 +666,14 @@ impl StreamingLearner for StreamSdiht {
         self.steps_since_insert = 0;
     }
 
-    fn evict(&mut self, sample: &Sample, alpha: f64) {
-        let r = sample.row();
-        sparse_axpy(-alpha, r.indices, r.values, &mut self.z);
-        self.conj_sum -= self.config.loss.sample(r.label, r.weight).conjugate(alpha);
+    fn evict(&mut self, sample: Row<'_>, alpha: f64) {
+        remove_contribution(
+            &self.config.loss,
+            sample,
+            alpha,
+            &mut self.z,
+            &mut self.conj_sum,
+        );
     }
 
     fn step(&mut self) -> StepOutcome {
@@ -798,7 +815,7 @@ mod tests {
         let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
         let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 1000, None);
         for chunk in data.samples.chunks(100) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for _ in 0..20 {
                 l.step();
             }
@@ -817,7 +834,7 @@ mod tests {
         let data = sparse_stream(500, 50, 3, 8, 0.1, true, 3);
         let mut l = StreamSdiht::new(config(LossKind::Hinge, 3), 64, None);
         for chunk in data.samples.chunks(37) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for _ in 0..5 {
                 l.step();
             }
@@ -825,7 +842,10 @@ mod tests {
         // One batch larger than the window: its own first samples are evicted within the batch.
         let seen = l.stats().samples_seen;
         let predicted = l.stats().progressive_count;
-        l.insert_batches(&[&data.samples[..100], &data.samples[100..150]]);
+        l.insert_batches(&[
+            &SampleBlock::from_samples(&data.samples[..100]),
+            &SampleBlock::from_samples(&data.samples[100..150]),
+        ]);
         assert_eq!(l.window().len(), 64);
         // The window holds exactly the newest 64, in order; all 150 were seen and predicted.
         let labels: Vec<f64> = l
@@ -859,7 +879,7 @@ mod tests {
     fn restored_state_resumes_the_same_model() {
         let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
         let mut l = StreamSdiht::new(config(LossKind::Squared, 4), 500, None);
-        l.insert(&data.samples);
+        l.insert_samples(&data.samples);
         let cert = run_to_idle(&mut l);
         let snap = l.snapshot();
         let mut back = StreamSdiht::new(config(LossKind::Squared, 4), 500, Some(l.state()));
@@ -882,7 +902,7 @@ mod tests {
         let (mut w, mut support) = (Vec::new(), Vec::new());
         let mut scratch = crate::sparse::ThresholdScratch::default();
         for chunk in data.samples.chunks(50) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for step in 0..4 {
                 let scaled: Vec<f64> = l.z.iter().map(|v| v * (-1.0 / l.lambda_n())).collect();
                 crate::sparse::hard_threshold(&scaled, 5, &mut w, &mut support, &mut scratch);
@@ -895,6 +915,115 @@ mod tests {
             }
         }
         assert_eq!(l.window().len(), 256);
+    }
+
+    /// Inserting blocks leaves bit for bit the state the per-sample path left before blocks existed
+    /// (`Window::push_at` of a cloned `Sample`, then `evict` of the sample it returned): the values were
+    /// recorded from that code (commit a8eab01) on this seeded stream — weighted samples, several
+    /// batches per call, and calls larger than the window.
+    #[test]
+    fn block_inserts_match_the_per_sample_path_bit_for_bit() {
+        fn fnv(bits: impl Iterator<Item = u64>) -> u64 {
+            bits.fold(0xcbf29ce484222325, |h, b| {
+                (h ^ b).wrapping_mul(0x100000001b3)
+            })
+        }
+        let expected = [
+            (
+                LossKind::Logistic,
+                [21, 108, 162, 173, 189, 224],
+                [
+                    0xbff8c3c63330c2c1_u64,
+                    0x3ff856a8bd337aaa,
+                    0x3ff897e4286330fb,
+                    0x400168c69a12d85a,
+                    0x3ff9ea357528de22,
+                    0x3ff83fec84d8fee3,
+                ],
+                [
+                    0x3fdad61e17996cf2_u64,
+                    0x3fce15aebf4dbd72,
+                    0x407003bacd74ecca,
+                ],
+                0xbf9582370727896e_u64,
+            ),
+            (
+                LossKind::Hinge,
+                [72, 108, 162, 173, 189, 224],
+                [
+                    0xbff15f75ad57b165,
+                    0x3fedbeaafcd316af,
+                    0x3fefddeca62f670a,
+                    0x3ff1613b54097751,
+                    0x3febf7034766b1d5,
+                    0x3fed638c61a55f5b,
+                ],
+                [0x3fda6dfee449d001, 0x3fa4620a1c3efca2, 0x4075e714dcb5a0fe],
+                0x207fe8158e996b0a,
+            ),
+            (
+                LossKind::Squared,
+                [21, 72, 162, 173, 189, 258],
+                [
+                    0xbff1b641e7818353,
+                    0xbff6cc7e1ed9a39d,
+                    0x3ff1e79a8089c623,
+                    0x3ffa48019718d2de,
+                    0x3ffc1adb4d5b07cd,
+                    0xbff246b0006fe947,
+                ],
+                [0x3fc6f08d2a257764, 0x3fb064209ca1ef54, 0x408221d6d45bda36],
+                0x6c4f278fa699688,
+            ),
+        ];
+        for (kind, support, weights, [primal, dual, progressive], alphas) in expected {
+            let mut data = sparse_stream(700, 300, 6, 12, 0.1, kind != LossKind::Squared, 23);
+            for (i, s) in data.samples.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    s.weight = Some(0.5 + (i % 5) as f64 * 0.25);
+                }
+            }
+            let mut c = config(kind, 6);
+            c.tol = Config::defaults().learners[0].tol;
+            let mut l: Box<dyn StreamingLearner> = build(&c, 64, None);
+            let sizes = [37usize, 5, 80, 1, 19];
+            let (mut at, mut n) = (0, 0);
+            while at < data.samples.len() {
+                let mut blocks = Vec::new();
+                for _ in 0..1 + n % 3 {
+                    let size = sizes[n % sizes.len()].min(data.samples.len() - at);
+                    blocks.push(SampleBlock::from_samples(&data.samples[at..at + size]));
+                    at += size;
+                    n += 1;
+                    if at == data.samples.len() {
+                        break;
+                    }
+                }
+                l.insert_batches(&blocks.iter().collect::<Vec<_>>());
+                for _ in 0..3 {
+                    l.step();
+                }
+            }
+            let snap = l.snapshot();
+            let m = &snap.model;
+            assert_eq!(m.support, support, "{kind:?}");
+            let bits: Vec<u64> = m.weights.iter().map(|w| w.to_bits()).collect();
+            assert_eq!(bits, weights, "{kind:?}");
+            assert_eq!(
+                [
+                    m.certificate.primal.to_bits(),
+                    m.certificate.dual.to_bits(),
+                    snap.stats.progressive_loss_sum.to_bits()
+                ],
+                [primal, dual, progressive],
+                "{kind:?}"
+            );
+            assert_eq!(
+                fnv(l.window().alphas().iter().map(|a| a.to_bits())),
+                alphas,
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]
