@@ -240,13 +240,14 @@ fn parse_body_with(
     dict: &FeatureDictionary,
     fast: bool,
 ) -> Result<SampleBlock, BatchError> {
-    // One slot per line is at most a few percent too many (blank and comment lines) and saves the
-    // regrowth copies of the columns that hold every sample of the body. A LIBSVM pair (`123:0.5 `) is
-    // rarely under 8 bytes, so `len / 8` is room for every feature in the common case.
+    // One slot per line is at most a few percent too many (blank and comment lines), and one feature
+    // per ':' is exact for LIBSVM lines (up to colons in comments): this saves the regrowth copies of
+    // the columns that hold every sample of the body, without holding much more memory than the body
+    // needs while it waits in the queues. (JSON features are not counted; those columns grow.)
+    let lines = || count_byte(body.as_bytes(), b'\n') + 1;
     let mut parsed = match format {
-        BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            Parsed::with_capacity(count_byte(body.as_bytes(), b'\n') + 1, body.len() / 8)
-        }
+        BodyFormat::Libsvm => Parsed::with_capacity(lines(), count_byte(body.as_bytes(), b':')),
+        BodyFormat::Ndjson => Parsed::with_capacity(lines(), 0),
         BodyFormat::JsonArray => Parsed::with_capacity(0, 0),
     };
     let mut scratch = json_plain::Scratch::default();
