@@ -297,6 +297,7 @@ fn parse_body_with(
                 .flatten()
             {
                 let total = items.len();
+                parsed.samples.reserve(total, 0);
                 parsed.lines.reserve_exact(total);
                 for (n, item) in items.into_iter().enumerate() {
                     let p = wire_to_pending(item.into(), rules.predict)

@@ -54,6 +54,14 @@ impl SampleBlock {
         }
     }
 
+    /// Room for `rows` more rows and `nnz` more stored features.
+    pub fn reserve(&mut self, rows: usize, nnz: usize) {
+        self.labels.reserve(rows);
+        self.offsets.reserve(rows);
+        self.indices.reserve(nnz);
+        self.values.reserve(nnz);
+    }
+
     /// A block holding `samples` in order.
     pub fn from_samples(samples: &[Sample]) -> SampleBlock {
         let nnz = samples.iter().map(|s| s.indices.len()).sum();
