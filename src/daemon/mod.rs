@@ -71,7 +71,7 @@ use tokio::sync::Notify;
 
 use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
-use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
@@ -601,12 +601,10 @@ fn stdin_loop(
             } else {
                 BodyFormat::Libsvm
             };
-            match parse_body(format, &line, rules, dictionary) {
-                Ok(s) => batch.extend_from_block(&s),
-                Err(e) => {
-                    tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
-                    metrics.rejected.with_label_values(&[reason::INVALID]).inc();
-                }
+            // Straight onto the batch; a bad line leaves it as it was.
+            if let Err(e) = parse_body_into(format, &line, rules, dictionary, &mut batch) {
+                tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
+                metrics.rejected.with_label_values(&[reason::INVALID]).inc();
             }
         }
         if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {

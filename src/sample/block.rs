@@ -192,6 +192,27 @@ impl SampleBlock {
         }
     }
 
+    /// Keeps the first `rows` rows (all of them if there are fewer), exactly as they were before any
+    /// later row was pushed.
+    pub fn truncate(&mut self, rows: usize) {
+        if rows >= self.len() {
+            return;
+        }
+        let nnz = self.offsets[rows];
+        self.labels.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        self.indices.truncate(nnz);
+        self.values.truncate(nnz);
+        self.weights.truncate(rows);
+        if self.weights.iter().all(Option::is_none) {
+            self.weights.clear();
+        }
+        self.dim = (0..rows)
+            .filter_map(|i| self.get(i).indices.last().map(|&j| j as usize + 1))
+            .max()
+            .unwrap_or(0);
+    }
+
     /// Empties the block, keeping its allocations.
     pub fn clear(&mut self) {
         self.labels.clear();
@@ -317,6 +338,15 @@ mod tests {
         })
         .unwrap();
         assert_eq!(b.to_samples(), vec![s[0].clone(), s[2].clone()]);
+        let mut cut = SampleBlock::from_samples(&s);
+        cut.truncate(2);
+        assert_eq!(
+            cut,
+            SampleBlock::from_samples(&s[..2]),
+            "dim and weights too"
+        );
+        cut.truncate(5);
+        assert_eq!(cut.len(), 2);
         b.clear();
         assert!(b.is_empty() && b.dim() == 0 && b.nnz() == 0);
         assert_eq!(b, SampleBlock::new());
