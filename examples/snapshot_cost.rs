@@ -59,7 +59,7 @@ fn main() {
         config.lambda = 1e-4;
         let mut learner = build(&config, CAPACITY, None);
         // The steady state: a full window and a model that has taken a few steps on it.
-        learner.insert(&data.samples);
+        learner.insert_samples(&data.samples);
         for _ in 0..4 {
             learner.step();
         }

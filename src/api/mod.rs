@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 use crate::ingest::batch::{parse_body, BatchError, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
-use crate::sample::Sample;
+use crate::sample::SampleBlock;
 use crate::snapshot::{rfc3339, set_gauges, ModelCell, Snapshot};
 
 /// A batch on its way from ingest to the learners (shared by all learners, never copied), holding its
@@ -228,7 +228,7 @@ async fn parse_off_runtime(
     format: BodyFormat,
     chunks: Vec<Bytes>,
     predict: bool,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<SampleBlock, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
         crate::daemon::lower_thread_priority();
@@ -423,7 +423,7 @@ async fn predict(
         .await
         .map_err(ApiError::Invalid)?;
     let s = cell.get().ok_or(ApiError::NoModel)?;
-    let predictions: Vec<f64> = samples.iter().map(|x| s.model.predict(x.row())).collect();
+    let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
     Ok(Json(
         json!({"predictions": predictions, "model_version": s.version, "learner": s.learner}),
     ))

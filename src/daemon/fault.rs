@@ -9,7 +9,7 @@
 
 use crate::config::LearnerConfig;
 use crate::ring::Window;
-use crate::sample::Sample;
+use crate::sample::{Row, SampleBlock};
 use crate::solver::stream::{
     LearnerSnapshot, LearnerState, LearnerStats, SolverGauges, StepOutcome, StreamingLearner,
 };
@@ -60,7 +60,7 @@ impl StreamingLearner for PanicOnInsert {
     fn config(&self) -> &LearnerConfig {
         self.inner.config()
     }
-    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().any(|b| !b.is_empty()) {
             panic!(
                 "injected fault ({FAULT_INJECT_ENV}): learner {:?} panics on its first insert",
@@ -69,7 +69,7 @@ impl StreamingLearner for PanicOnInsert {
         }
         self.inner.insert_batches(batches);
     }
-    fn evict(&mut self, sample: &Sample, alpha: f64) {
+    fn evict(&mut self, sample: Row<'_>, alpha: f64) {
         self.inner.evict(sample, alpha);
     }
     fn step(&mut self) -> StepOutcome {
@@ -96,6 +96,7 @@ impl StreamingLearner for PanicOnInsert {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::sample::Sample;
     use crate::sample::SampleSet;
     use crate::solver::stream::build;
 
@@ -112,16 +113,16 @@ mod tests {
     #[test]
     fn only_the_named_learner_panics_and_only_once_samples_arrive() {
         let mut other = arm_with(learner("other"), "learner_panic:bad");
-        other.insert(&[sample()]);
+        other.insert_samples(&[sample()]);
         assert_eq!(other.window().len(), 1);
         let mut malformed = arm_with(learner("bad"), "panic:bad");
-        malformed.insert(&[sample()]);
+        malformed.insert_samples(&[sample()]);
         assert_eq!(malformed.window().len(), 1);
 
         let mut bad = arm_with(learner("bad"), "learner_panic:bad");
-        bad.insert(&[]);
+        bad.insert_samples(&[]);
         let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            bad.insert(&[sample()]);
+            bad.insert_samples(&[sample()]);
         }))
         .expect_err("the armed learner panics");
         assert_eq!(

@@ -119,9 +119,10 @@ use tokio::sync::Notify;
 
 use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
-use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::metrics::{reason, Metrics};
+use crate::sample::SampleBlock;
 use crate::snapshot::{
     publish, run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
 };
@@ -538,10 +539,9 @@ fn learner_loop(
             }
         }
         if !waiting.is_empty() {
-            let slices: Vec<&[crate::sample::Sample]> =
-                waiting.iter().map(|b| b.samples()).collect();
-            learner.lock().insert_batches(&slices);
-            drop(slices);
+            let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
+            learner.lock().insert_batches(&blocks);
+            drop(blocks);
             waiting.clear();
         }
         if disconnected {
@@ -580,10 +580,10 @@ fn stdin_loop(
 ) {
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
-    let mut batch = Vec::new();
+    let mut batch = SampleBlock::new();
     let mut line = String::new();
     let mut number = 0usize;
-    let send = |batch: &mut Vec<crate::sample::Sample>| {
+    let send = |batch: &mut SampleBlock| {
         if batch.is_empty() {
             return;
         }
@@ -595,7 +595,7 @@ fn stdin_loop(
             match QueuedBatch::reserve(budget, samples) {
                 Ok(queued) => break queued,
                 Err(back) if !stop.load(Ordering::Acquire) => {
-                    samples = back;
+                    samples = *back;
                     std::thread::sleep(IDLE_WAIT);
                 }
                 Err(_) => {
@@ -649,12 +649,10 @@ fn stdin_loop(
             } else {
                 BodyFormat::Libsvm
             };
-            match parse_body(format, &line, rules, dictionary) {
-                Ok(mut s) => batch.append(&mut s),
-                Err(e) => {
-                    tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
-                    metrics.rejected.with_label_values(&[reason::INVALID]).inc();
-                }
+            // Straight onto the batch; a bad line leaves it as it was.
+            if let Err(e) = parse_body_into(format, &line, rules, dictionary, &mut batch) {
+                tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
+                metrics.rejected.with_label_values(&[reason::INVALID]).inc();
             }
         }
         if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {
@@ -704,10 +702,10 @@ mod tests {
         fn config(&self) -> &LearnerConfig {
             &self.config
         }
-        fn insert_batches(&mut self, _: &[&[Sample]]) {
+        fn insert_batches(&mut self, _: &[&SampleBlock]) {
             panic!("injected fault");
         }
-        fn evict(&mut self, _: &Sample, _: f64) {}
+        fn evict(&mut self, _: crate::sample::Row<'_>, _: f64) {}
         fn step(&mut self) -> StepOutcome {
             StepOutcome::Idle(crate::solver::stream::Idle::EmptyWindow)
         }
@@ -744,7 +742,7 @@ mod tests {
         };
         let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
         let budget = SampleBudget::new(10);
-        let one = vec![Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()];
+        let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
         tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))
             .unwrap();
         assert!(handle.join().is_err(), "the learner thread ends by panic");

@@ -16,9 +16,12 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::json_plain::{self, PlainJsonSample};
-use super::{count_byte, is_skippable, parse_libsvm_general, parse_libsvm_line, LineError};
+use super::{
+    count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
+    LineError,
+};
 use crate::loss::Loss;
-use crate::sample::Sample;
+use crate::sample::{Sample, SampleBlock, SampleRef};
 
 /// The body formats `POST /v1/samples` and `POST /v1/predict` take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,16 +160,19 @@ enum Pending {
     },
 }
 
-/// The samples of a body in order, each with its line. A named-feature sample sits in `samples` as a
-/// placeholder (its label, no features) until [`resolve_names`] builds it, so a body without names is
-/// returned as is: no second vector of every sample, no copy.
+/// The samples of a body in order, each with its line, appended to a [`SampleBlock`] after its first
+/// `base` rows (which belong to the caller). A named-feature sample sits in the block as a placeholder
+/// (its label, no features) until [`resolve_names`] builds it, so a body without names stays where it
+/// was parsed: no second copy of every sample.
 struct Parsed {
-    samples: Vec<Sample>,
+    samples: SampleBlock,
+    base: usize,
+    /// The line of each row from `base` on.
     lines: Vec<usize>,
     named: Vec<NamedSlot>,
 }
 
-/// Named features waiting for indices, for `samples[slot]`.
+/// Named features waiting for indices, for row `slot` of the block (counted from the block's start).
 struct NamedSlot {
     slot: usize,
     features: Vec<(String, f64)>,
@@ -174,17 +180,25 @@ struct NamedSlot {
 }
 
 impl Parsed {
-    fn with_capacity(capacity: usize) -> Parsed {
+    /// Parsing onto the end of `samples`, with room for `capacity` more rows of `nnz` features.
+    fn on(mut samples: SampleBlock, capacity: usize, nnz: usize) -> Parsed {
+        samples.reserve(capacity, nnz);
         Parsed {
-            samples: Vec::with_capacity(capacity),
+            base: samples.len(),
+            samples,
             lines: Vec::with_capacity(capacity),
             named: Vec::new(),
         }
     }
 
+    /// The rows of this body.
+    fn rows(&self) -> usize {
+        self.samples.len() - self.base
+    }
+
     fn push(&mut self, line: usize, pending: Pending) {
-        let sample = match pending {
-            Pending::Ready(sample) => sample,
+        match pending {
+            Pending::Ready(sample) => self.samples.push(&sample),
             Pending::Named {
                 features,
                 label,
@@ -196,16 +210,24 @@ impl Parsed {
                     weight,
                 });
                 // Never handed out: replaced by the resolved sample or dropped with the error.
-                Sample {
-                    indices: Vec::new(),
-                    values: Vec::new(),
+                self.samples.push_ref(SampleRef {
+                    indices: &[],
+                    values: &[],
                     label,
                     weight: None,
-                }
+                });
             }
-        };
-        self.samples.push(sample);
+        }
         self.lines.push(line);
+    }
+
+    /// One LIBSVM line straight into the block's columns (no vectors of its own).
+    fn push_libsvm(&mut self, line_number: usize, line: &str) -> Result<(), LineError> {
+        self.samples.push_with(None, |indices, values| {
+            parse_libsvm_append(line, indices, values)
+        })?;
+        self.lines.push(line_number);
+        Ok(())
     }
 }
 
@@ -216,27 +238,67 @@ pub fn parse_body(
     body: &str,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
-    parse_body_with(format, body, rules, dict, true)
+) -> Result<SampleBlock, BatchError> {
+    let mut block = SampleBlock::new();
+    parse_body_with(format, body, rules, dict, true, &mut block)?;
+    Ok(block)
 }
 
-/// [`parse_body`], with the one-pass readers for plain lines and objects switched on (`fast`) or off:
-/// off is the general path alone, kept callable so the tests can check the readers change nothing.
+/// [`parse_body`] appending the samples to `out` (the stdin reader's growing batch) and returning how
+/// many there were; on failure `out` is left as it was and nothing is registered.
+pub fn parse_body_into(
+    format: BodyFormat,
+    body: &str,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    out: &mut SampleBlock,
+) -> Result<usize, BatchError> {
+    parse_body_with(format, body, rules, dict, true, out)
+}
+
+/// [`parse_body_into`], with the one-pass readers for plain lines and objects switched on (`fast`) or
+/// off: off is the general path alone, kept callable so the tests can check the readers change nothing.
 fn parse_body_with(
     format: BodyFormat,
     body: &str,
     rules: &Rules,
     dict: &FeatureDictionary,
     fast: bool,
-) -> Result<Vec<Sample>, BatchError> {
-    // One slot per line is at most a few percent too many (blank and comment lines) and saves the
-    // regrowth copies of a vector that holds every sample of the body.
+    out: &mut SampleBlock,
+) -> Result<usize, BatchError> {
+    // One slot per line is at most a few percent too many (blank and comment lines), and one feature
+    // per ':' is exact for LIBSVM lines (up to colons in comments): this saves the regrowth copies of
+    // the columns that hold every sample of the body, without holding much more memory than the body
+    // needs while it waits in the queues. (JSON features are not counted; those columns grow.)
+    let lines = || count_byte(body.as_bytes(), b'\n') + 1;
+    let taken = std::mem::take(out);
     let mut parsed = match format {
-        BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            Parsed::with_capacity(count_byte(body.as_bytes(), b'\n') + 1)
-        }
-        BodyFormat::JsonArray => Parsed::with_capacity(0),
+        BodyFormat::Libsvm => Parsed::on(taken, lines(), count_byte(body.as_bytes(), b':')),
+        BodyFormat::Ndjson => Parsed::on(taken, lines(), 0),
+        BodyFormat::JsonArray => Parsed::on(taken, 0, 0),
     };
+    let outcome = read_body(format, body, rules, fast, &mut parsed)
+        .and_then(|()| finish(&mut parsed, rules, dict));
+    let rows = parsed.rows();
+    *out = parsed.samples;
+    match outcome {
+        Ok(()) => Ok(rows),
+        Err(e) => {
+            // All or nothing: the caller's rows stay, this body's go.
+            out.truncate(parsed.base);
+            Err(e)
+        }
+    }
+}
+
+/// Parses every sample of a body onto `parsed`, stopping at the first invalid one.
+fn read_body(
+    format: BodyFormat,
+    body: &str,
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+) -> Result<(), BatchError> {
     let mut scratch = json_plain::Scratch::default();
     let fail = |line: usize, message: String, samples: usize| BatchError {
         line: Some(line),
@@ -249,6 +311,13 @@ fn parse_body_with(
             let total = || body.lines().filter(|l| !is_skippable(l)).count();
             for (n, line) in body.lines().enumerate() {
                 if is_skippable(line) {
+                    continue;
+                }
+                if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line))
+                {
+                    parsed
+                        .push_libsvm(n + 1, line)
+                        .map_err(|e| fail(n + 1, e.to_string(), total()))?;
                     continue;
                 }
                 let outcome = if format == BodyFormat::Libsvm {
@@ -277,14 +346,14 @@ fn parse_body_with(
                 .flatten()
             {
                 let total = items.len();
-                parsed.samples.reserve_exact(total);
+                parsed.samples.reserve(total, 0);
                 parsed.lines.reserve_exact(total);
                 for (n, item) in items.into_iter().enumerate() {
                     let p = wire_to_pending(item.into(), rules.predict)
                         .map_err(|e| fail(n + 1, e.to_string(), total))?;
                     parsed.push(n + 1, p);
                 }
-                return finish(parsed, rules, dict);
+                return Ok(());
             }
             let items: Vec<serde_json::Value> =
                 serde_json::from_str(body).map_err(|e| BatchError {
@@ -302,32 +371,30 @@ fn parse_body_with(
             }
         }
     }
-    finish(parsed, rules, dict)
+    Ok(())
 }
 
 /// The checks that need the whole body, then name resolution.
-fn finish(
-    parsed: Parsed,
-    rules: &Rules,
-    dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
+fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Result<(), BatchError> {
     let fail = |line: usize, message: String, samples: usize| BatchError {
         line: Some(line),
         message,
         samples,
     };
-    if parsed.samples.is_empty() {
+    if parsed.rows() == 0 {
         return Err(BatchError {
             line: None,
             message: "empty body: no samples".into(),
             samples: 0,
         });
     }
-    let total = parsed.samples.len();
+    let total = parsed.rows();
     // Check everything that does not need the dictionary before touching it (a named sample's
     // placeholder has its label and no indices yet).
-    for (sample, line) in parsed.samples.iter().zip(&parsed.lines) {
-        let (label, indices) = (sample.label, &sample.indices);
+    let body = parsed.base..parsed.samples.len();
+    for (i, line) in body.zip(&parsed.lines) {
+        let sample = parsed.samples.get(i);
+        let (label, indices) = (sample.label, sample.indices);
         if !rules.predict {
             for loss in &rules.losses {
                 loss.check_label(label)
@@ -356,15 +423,17 @@ fn parse_libsvm_for(line: &str, predict: bool, fast: bool) -> Result<Sample, Lin
     } else {
         parse_libsvm_general
     };
-    let first_has_colon = || {
-        let first = line.split_ascii_whitespace().next().unwrap_or("");
-        first.contains(':')
-    };
-    if predict && first_has_colon() {
+    if predict && first_has_colon(line) {
         // No label: predict bodies may leave it out.
         return parse(&format!("0 {line}"));
     }
     parse(line)
+}
+
+/// Does the line's first token hold a ':' (a feature, not a label)?
+fn first_has_colon(line: &str) -> bool {
+    let first = line.split_ascii_whitespace().next().unwrap_or("");
+    first.contains(':')
 }
 
 fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
@@ -402,19 +471,22 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
 /// the write lock so concurrent requests cannot hand out the same index); prediction bodies drop names
 /// the dictionary does not know (their weight is 0 anyway).
 fn resolve_names(
-    parsed: Parsed,
+    parsed: &mut Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<Vec<Sample>, BatchError> {
+) -> Result<(), BatchError> {
+    if parsed.named.is_empty() {
+        return Ok(());
+    }
     let Parsed {
-        samples: mut out,
+        samples: placeholders,
+        base,
         lines,
         named,
     } = parsed;
-    if named.is_empty() {
-        return Ok(out);
-    }
-    let total = out.len();
+    let (base, total) = (*base, placeholders.len() - *base);
+    // This body's rows, rebuilt with the named ones resolved, replace its placeholder rows at the end.
+    let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
     let mut inner = dict.inner.write();
     let mut added: Vec<String> = Vec::new();
     let mut result: Result<(), BatchError> = Ok(());
@@ -422,9 +494,13 @@ fn resolve_names(
         slot,
         features,
         weight,
-    } in named
+    } in named.drain(..)
     {
-        let (line, label) = (lines[slot], out[slot].label);
+        // The rows before this one are complete as they are.
+        for i in base + out.len()..slot {
+            out.push_ref(placeholders.get(i));
+        }
+        let (line, label) = (lines[slot - base], placeholders.get(slot).label);
         let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (name, value) in features {
             let index = match inner.by_name.get(&name) {
@@ -457,7 +533,7 @@ fn resolve_names(
         pairs.sort_unstable_by_key(|p| p.0);
         let (indices, values) = pairs.into_iter().unzip();
         match Sample::new(indices, values, label, weight) {
-            Ok(s) => out[slot] = s,
+            Ok(s) => out.push(&s),
             Err(e) => {
                 result = Err(BatchError {
                     line: Some(line),
@@ -477,7 +553,12 @@ fn resolve_names(
         inner.names.truncate(keep);
         return Err(e);
     }
-    Ok(out)
+    for i in base + out.len()..placeholders.len() {
+        out.push_ref(placeholders.get(i));
+    }
+    placeholders.truncate(base);
+    placeholders.extend_from_block(&out);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -506,10 +587,10 @@ mod tests {
         assert!(e.message.contains("max_dim"), "{}", e.message);
         let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
         let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
-        assert_eq!(s[1].indices, vec![0, 1]);
+        assert_eq!(s.get(1).indices, &[0, 1]);
         assert_eq!(
-            s[1].values,
-            vec![2.0, 1.0],
+            s.get(1).values,
+            &[2.0, 1.0],
             "within an object, names are taken alphabetically"
         );
         assert_eq!(d.names(), vec!["a".to_string(), "b".to_string()]);
@@ -549,10 +630,10 @@ mod tests {
         assert!(d.is_empty());
         let p = Rules { predict: true, ..r };
         let s = parse_body(BodyFormat::Libsvm, "1:1 5:2\n", &p, &d).unwrap();
-        assert_eq!(s[0].indices, vec![1, 5]);
+        assert_eq!(s.get(0).indices, &[1, 5]);
         let s = parse_body(BodyFormat::Ndjson, "{\"features\": {\"zz\": 1}}", &p, &d).unwrap();
         assert!(
-            s[0].indices.is_empty() && d.is_empty(),
+            s.get(0).indices.is_empty() && d.is_empty(),
             "predict never registers names"
         );
         assert_eq!(
@@ -572,9 +653,10 @@ mod tests {
         use crate::ingest::json_plain::tests::random_object;
         use crate::ingest::tests::random_libsvm_line;
 
-        fn outcome(r: Result<Vec<Sample>, BatchError>) -> String {
+        fn outcome(r: Result<SampleBlock, BatchError>) -> String {
             match r {
                 Ok(samples) => samples
+                    .to_samples()
                     .iter()
                     .map(|s| {
                         let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();
@@ -614,9 +696,46 @@ mod tests {
                 predict: rng.gen_range(0..4) == 0,
             };
             let (fast_dict, general_dict) = (FeatureDictionary::new(2), FeatureDictionary::new(2));
-            let fast = outcome(parse_body_with(format, &body, &rules, &fast_dict, true));
-            let general = outcome(parse_body_with(format, &body, &rules, &general_dict, false));
+            // Half the bodies are parsed onto a batch that already holds rows (the stdin reader's
+            // case): those must stay as they were, and a refused body must leave nothing behind.
+            let prefix = match round % 2 {
+                0 => SampleBlock::new(),
+                _ => SampleBlock::from_samples(&[
+                    Sample::new(vec![3, 9], vec![0.5, -1.0], 1.0, None).unwrap(),
+                    Sample::new(vec![], vec![], -1.0, Some(2.0)).unwrap(),
+                ]),
+            };
+            let run = |dict: &FeatureDictionary, fast: bool| {
+                let mut block = prefix.clone();
+                let result = parse_body_with(format, &body, &rules, dict, fast, &mut block);
+                let mut own = SampleBlock::new();
+                match &result {
+                    Ok(n) => {
+                        assert_eq!(block.len(), prefix.len() + n);
+                        let mut head = block.clone();
+                        head.truncate(prefix.len());
+                        assert_eq!(head, prefix);
+                        for i in prefix.len()..block.len() {
+                            own.push_ref(block.get(i));
+                        }
+                    }
+                    Err(_) => assert_eq!(block, prefix, "a refused body leaves no row"),
+                }
+                outcome(result.map(|_| own))
+            };
+            let fast = run(&fast_dict, true);
+            let general = run(&general_dict, false);
             assert_eq!(fast, general, "{format:?} {rules:?}\n{body}");
+            assert_eq!(
+                fast,
+                outcome(parse_body(
+                    format,
+                    &body,
+                    &rules,
+                    &FeatureDictionary::new(2)
+                )),
+                "appending gives what parsing alone gives"
+            );
             assert_eq!(fast_dict.names(), general_dict.names());
             fast_ok += usize::from(!fast.starts_with("BatchError"));
         }

@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::sample::Sample;
+use crate::sample::SampleBlock;
 
 /// Samples accepted and not yet absorbed by every learner, against a limit.
 #[derive(Debug)]
@@ -71,26 +71,27 @@ impl Drop for Ticket {
 /// A batch on its way from ingest to the learners, with the reservation it holds.
 #[derive(Debug)]
 pub struct QueuedBatch {
-    samples: Vec<Sample>,
+    samples: SampleBlock,
     _ticket: Ticket,
 }
 
 impl QueuedBatch {
-    /// Reserves room for `samples` and wraps them, or gives them back if the budget is full.
+    /// Reserves room for `samples` and wraps them, or gives them back if the budget is full (boxed: a
+    /// refusal is the rare path, and a small `Result` is cheap to move on the common one).
     pub fn reserve(
         budget: &Arc<SampleBudget>,
-        samples: Vec<Sample>,
-    ) -> Result<QueuedBatch, Vec<Sample>> {
+        samples: SampleBlock,
+    ) -> Result<QueuedBatch, Box<SampleBlock>> {
         match budget.try_reserve(samples.len()) {
             Some(ticket) => Ok(QueuedBatch {
                 samples,
                 _ticket: ticket,
             }),
-            None => Err(samples),
+            None => Err(Box::new(samples)),
         }
     }
 
-    pub fn samples(&self) -> &[Sample] {
+    pub fn samples(&self) -> &SampleBlock {
         &self.samples
     }
 }
@@ -99,10 +100,13 @@ impl QueuedBatch {
 mod tests {
     use super::*;
 
-    fn samples(n: usize) -> Vec<Sample> {
-        (0..n)
+    use crate::sample::Sample;
+
+    fn samples(n: usize) -> SampleBlock {
+        let samples: Vec<Sample> = (0..n)
             .map(|i| Sample::new(vec![i as u32], vec![1.0], 1.0, None).unwrap())
-            .collect()
+            .collect();
+        SampleBlock::from_samples(&samples)
     }
 
     #[test]

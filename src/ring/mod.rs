@@ -1,14 +1,17 @@
 //! The learner's window: a bounded ring buffer of the last `window.capacity` samples, each with its dual
 //! variable `alpha_i`.
 //!
-//! Overflow policy: **drop oldest**. When the window is full, [`Window::push`] overwrites the oldest slot
-//! and hands the evicted sample and its dual back, so the learner can remove its contribution from
-//! `z = sum_i alpha_i x_i`. The window implements [`SampleSet`] with rows in *storage* order (slot
-//! order, not arrival order: the objective is a sum, so the order does not matter) and keeps the duals in
-//! the same order, so `solver::objective::{primal_value, dual_value}` evaluate the certificate over the
-//! window exactly, with `window.alphas()` as the dual point. It knows nothing of solvers or threads.
+//! Overflow policy: **drop oldest**. A learner streaming rows in peeks at the sample about to leave
+//! ([`Window::oldest_if_full`]), removes its contribution from `z = sum_i alpha_i x_i`, then
+//! [`Window::push_ref`]s the new row, which is copied into the oldest slot's own vectors: once the window
+//! is full (or after [`Window::clear`], whose slots are kept for reuse) a steady stream allocates nothing.
+//! [`Window::push`] (owned samples, the evicted one handed back) serves checkpoint restores and tests.
+//! The window implements [`SampleSet`] with rows in *storage* order (slot order, not arrival order: the
+//! objective is a sum, so the order does not matter) and keeps the duals in the same order, so
+//! `solver::objective::{primal_value, dual_value}` evaluate the certificate over the window exactly,
+//! with `window.alphas()` as the dual point. It knows nothing of solvers or threads.
 
-use crate::sample::{Row, Sample, SampleSet};
+use crate::sample::{Row, Sample, SampleRef, SampleSet};
 
 /// A sample in the window with its dual variable and cached `||x_i||^2`.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +29,8 @@ pub struct Window {
     alphas: Vec<f64>,
     /// Storage index of the oldest sample once the window is full (0 while it fills).
     head: usize,
+    /// Slots emptied by [`Window::clear`], reused (vectors and all) as the window fills again.
+    spare: Vec<Slot>,
     /// One past the largest feature index ever stored (monotone).
     dim: usize,
 }
@@ -39,6 +44,7 @@ impl Window {
             slots: Vec::new(),
             alphas: Vec::new(),
             head: 0,
+            spare: Vec::new(),
             dim: 0,
         }
     }
@@ -53,29 +59,74 @@ impl Window {
 
     /// Adds a sample with dual `alpha`; when full, evicts and returns the oldest `(sample, alpha)`.
     pub fn push(&mut self, sample: Sample, alpha: f64) -> Option<(Sample, f64)> {
-        self.push_at(sample, alpha).1
-    }
-
-    /// [`Window::push`], also returning the storage index the sample went to.
-    pub fn push_at(&mut self, sample: Sample, alpha: f64) -> (usize, Option<(Sample, f64)>) {
         self.dim = self.dim.max(sample.dim());
-        let sq_norm = sample.values.iter().map(|v| v * v).sum();
+        let sq_norm = sq_norm(&sample.values);
         let slot = Slot { sample, sq_norm };
         if self.slots.len() < self.capacity {
             self.slots.push(slot);
             self.alphas.push(alpha);
-            return (self.slots.len() - 1, None);
+            return None;
         }
-        let at = self.head;
-        self.head = (self.head + 1) % self.capacity;
+        let at = self.advance_head();
         let old = std::mem::replace(&mut self.slots[at], slot);
         let old_alpha = std::mem::replace(&mut self.alphas[at], alpha);
-        (at, Some((old.sample, old_alpha)))
+        Some((old.sample, old_alpha))
     }
 
-    /// Empties the window (capacity and the feature bound `dim` stay).
+    /// The sample the next push will evict, with its dual: `None` while the window is not full. A
+    /// learner removes its contribution before [`Window::push_ref`] overwrites it.
+    #[inline]
+    pub fn oldest_if_full(&self) -> Option<(Row<'_>, f64)> {
+        self.is_full()
+            .then(|| (self.slots[self.head].sample.row(), self.alphas[self.head]))
+    }
+
+    /// Copies a row in with dual `alpha` and returns the storage index it went to. When full it replaces
+    /// the oldest sample (see [`Window::oldest_if_full`]) in that slot's own vectors, which keep their
+    /// capacity: no allocation unless the row has more features than the slot ever held.
+    pub fn push_ref(&mut self, sample: SampleRef<'_>, alpha: f64) -> usize {
+        self.dim = self.dim.max(sample.dim());
+        let at = if self.slots.len() < self.capacity {
+            match self.spare.pop() {
+                Some(slot) => self.slots.push(slot),
+                None => self.slots.push(Slot {
+                    sample: Sample {
+                        indices: Vec::with_capacity(sample.indices.len()),
+                        values: Vec::with_capacity(sample.values.len()),
+                        label: 0.0,
+                        weight: None,
+                    },
+                    sq_norm: 0.0,
+                }),
+            }
+            self.alphas.push(alpha);
+            self.slots.len() - 1
+        } else {
+            let at = self.advance_head();
+            self.alphas[at] = alpha;
+            at
+        };
+        let slot = &mut self.slots[at];
+        slot.sample.indices.clear();
+        slot.sample.indices.extend_from_slice(sample.indices);
+        slot.sample.values.clear();
+        slot.sample.values.extend_from_slice(sample.values);
+        slot.sample.label = sample.label;
+        slot.sample.weight = sample.weight;
+        slot.sq_norm = sq_norm(sample.values);
+        at
+    }
+
+    /// The storage index of the oldest sample, which the caller overwrites; the next one becomes oldest.
+    fn advance_head(&mut self) -> usize {
+        let at = self.head;
+        self.head = (self.head + 1) % self.capacity;
+        at
+    }
+
+    /// Empties the window (capacity and the feature bound `dim` stay; the slots are kept for reuse).
     pub fn clear(&mut self) {
-        self.slots.clear();
+        self.spare.append(&mut self.slots);
         self.alphas.clear();
         self.head = 0;
     }
@@ -124,6 +175,11 @@ impl Window {
     }
 }
 
+/// `||x||^2` of a row's values, as the block steps cache it.
+fn sq_norm(values: &[f64]) -> f64 {
+    values.iter().map(|v| v * v).sum()
+}
+
 impl SampleSet for Window {
     fn len(&self) -> usize {
         self.slots.len()
@@ -168,5 +224,98 @@ mod tests {
             .map(|(s, a)| (s.label, a))
             .collect();
         assert_eq!(again, order);
+    }
+
+    fn contents(w: &Window) -> Vec<(Sample, u64)> {
+        w.iter_oldest_first()
+            .map(|(s, a)| (s.clone(), a.to_bits()))
+            .collect()
+    }
+
+    /// Streaming rows into a full window reuses the slots' vectors (same buffers, no allocation) and
+    /// leaves exactly what a window built from owned samples holds; the peeked oldest sample is the
+    /// one the push replaces.
+    #[test]
+    fn full_window_overwrites_slots_in_place() {
+        let data = crate::synth::sparse_stream(40, 50, 3, 6, 0.1, false, 9);
+        let mut samples = data.samples;
+        samples[3].weight = Some(2.5);
+        // A row wider than any before it: its slot must grow once.
+        samples[12] = Sample::new((0..20).collect(), vec![0.5; 20], 1.0, None).unwrap();
+        let mut w = Window::new(8);
+        let mut reference = Window::new(8);
+        for (i, s) in samples[..8].iter().enumerate() {
+            assert!(w.oldest_if_full().is_none());
+            w.push_ref(s.view(), i as f64);
+            reference.push(s.clone(), i as f64);
+        }
+        assert!(w.is_full());
+        let buffers = |w: &Window| -> Vec<(*const u32, usize, *const f64, usize)> {
+            (0..w.len())
+                .map(|i| {
+                    let s = &w.slot(i).sample;
+                    (
+                        s.indices.as_ptr(),
+                        s.indices.capacity(),
+                        s.values.as_ptr(),
+                        s.values.capacity(),
+                    )
+                })
+                .collect()
+        };
+        // Rows differ in width, so first let every slot grow to the widest row it will hold (a slot
+        // takes every 8th sample); from then on nothing may reallocate.
+        let widest: Vec<usize> = (0..8)
+            .map(|slot| {
+                samples[slot..]
+                    .iter()
+                    .step_by(8)
+                    .map(|s| s.indices.len())
+                    .max()
+                    .unwrap()
+            })
+            .collect();
+        for (slot, &n) in widest.iter().enumerate() {
+            let s = &mut w.slots[slot].sample;
+            s.indices.reserve(n);
+            s.values.reserve(n);
+        }
+        let before = buffers(&w);
+        for (i, s) in samples[8..].iter().enumerate() {
+            let alpha = 10.0 + i as f64;
+            let (old, old_alpha) = w.oldest_if_full().unwrap();
+            let (expected, expected_alpha) = reference.push(s.clone(), alpha).unwrap();
+            assert_eq!(old.indices, &expected.indices[..]);
+            assert_eq!(old.values, &expected.values[..]);
+            assert_eq!((old.label, old_alpha), (expected.label, expected_alpha));
+            assert_eq!(old.weight, expected.weight.unwrap_or(1.0));
+            let at = w.push_ref(s.view(), alpha);
+            assert_eq!(w.slot(at).sample, *s);
+            assert_eq!(w.alphas()[at], alpha);
+        }
+        assert_eq!(buffers(&w), before, "no slot reallocated");
+        assert_eq!(contents(&w), contents(&reference));
+        assert_eq!(w.dim(), reference.dim());
+        for i in 0..w.len() {
+            assert_eq!(w.slot(i), reference.slot(i));
+        }
+        // After a clear the slots come back from the spare list, buffers and all.
+        let mut kept: Vec<_> = before.clone();
+        w.clear();
+        assert!(w.is_empty() && w.oldest_if_full().is_none());
+        for (i, s) in samples[..8].iter().enumerate() {
+            w.push_ref(s.view(), i as f64);
+        }
+        let mut after = buffers(&w);
+        kept.sort();
+        after.sort();
+        assert_eq!(after, kept, "a cleared window refills its old slots");
+        assert_eq!(
+            contents(&w),
+            contents(&Window::from_oldest_first(
+                8,
+                samples[..8].iter().cloned().zip((0..8).map(f64::from))
+            ))
+        );
     }
 }

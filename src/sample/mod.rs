@@ -4,7 +4,13 @@
 //! kept exactly as the input gave them (0- or 1-based alike), strictly increasing, so the model reports
 //! the same indices the data used. A [`Dataset`] stores many samples as one CSR matrix (`sprs`), and
 //! solvers read rows through the [`SampleSet`] trait, which the daemon's ring-buffer window implements
-//! too, so the same solver code runs offline and live.
+//! too, so the same solver code runs offline and live. The daemon moves samples in batches stored by
+//! column, [`SampleBlock`]s (one allocation per column, not two per sample), and hands single rows
+//! around as borrowed [`SampleRef`]s.
+
+mod block;
+
+pub use block::SampleBlock;
 
 use sprs::CsMatI;
 use thiserror::Error;
@@ -90,6 +96,55 @@ impl Sample {
             values: &self.values,
             label: self.label,
             weight: self.weight.unwrap_or(1.0),
+        }
+    }
+
+    /// One past the largest feature index (0 for an empty sample).
+    pub fn dim(&self) -> usize {
+        self.indices.last().map_or(0, |&j| j as usize + 1)
+    }
+
+    /// A borrowed view keeping the weight as given.
+    pub fn view(&self) -> SampleRef<'_> {
+        SampleRef {
+            indices: &self.indices,
+            values: &self.values,
+            label: self.label,
+            weight: self.weight,
+        }
+    }
+}
+
+/// A borrowed sample with its weight as given (`None` means 1): a row of a [`SampleBlock`] on its way
+/// into a window, where the exact weight must survive to the checkpoint. It upholds [`Sample`]'s
+/// invariants (it only ever borrows from a `Sample` or a block).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRef<'a> {
+    pub indices: &'a [u32],
+    pub values: &'a [f64],
+    pub label: f64,
+    pub weight: Option<f64>,
+}
+
+impl<'a> SampleRef<'a> {
+    /// As the solvers see it (weight `None` read as 1).
+    #[inline]
+    pub fn row(&self) -> Row<'a> {
+        Row {
+            indices: self.indices,
+            values: self.values,
+            label: self.label,
+            weight: self.weight.unwrap_or(1.0),
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_sample(&self) -> Sample {
+        Sample {
+            indices: self.indices.to_vec(),
+            values: self.values.to_vec(),
+            label: self.label,
+            weight: self.weight,
         }
     }
 

@@ -5,9 +5,10 @@
 //! A learner owns its window and is driven by one OS thread (the daemon's learner worker) through four
 //! operations, each short so the worker can interleave them with ingest:
 //!
-//! - [`StreamingLearner::insert`] — add a batch; each sample is first *predicted* with the current model
-//!   (its loss feeds progressive validation), then enters the window with a warm-start state; when the
-//!   window is full the oldest sample is removed through [`StreamingLearner::evict`];
+//! - [`StreamingLearner::insert`] — add a batch (a [`SampleBlock`]); each sample is first *predicted*
+//!   with the current model (its loss feeds progressive validation), then enters the window with a
+//!   warm-start state; when the window is full the oldest sample is removed through
+//!   [`StreamingLearner::evict`] *before* the new row overwrites its slot;
 //! - [`StreamingLearner::evict`] — remove one sample's contribution from the learner's state;
 //! - [`StreamingLearner::step`] — one unit of optimisation over the window, or a reason to idle;
 //! - [`StreamingLearner::snapshot`] — the current k-sparse model with its certificate (`primal`, `dual`,
@@ -51,7 +52,7 @@ use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::ring::Window;
-use crate::sample::{Sample, SampleSet};
+use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::sparse::{
     hard_threshold_paired, masked_dot, sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
@@ -171,13 +172,17 @@ pub trait StreamingLearner: Send {
     fn config(&self) -> &LearnerConfig;
     /// Predicts, then learns, each sample of `batches` in order. One call may carry several queued
     /// batches so the per-insert work (re-thresholding) is paid once for all of them.
-    fn insert_batches(&mut self, batches: &[&[Sample]]);
+    fn insert_batches(&mut self, batches: &[&SampleBlock]);
     /// [`StreamingLearner::insert_batches`] with one batch.
-    fn insert(&mut self, batch: &[Sample]) {
+    fn insert(&mut self, batch: &SampleBlock) {
         self.insert_batches(&[batch]);
     }
+    /// [`StreamingLearner::insert`] with owned samples (offline callers and tests).
+    fn insert_samples(&mut self, samples: &[Sample]) {
+        self.insert(&SampleBlock::from_samples(samples));
+    }
     /// Removes the contribution of a sample leaving the window (with the dual it had).
-    fn evict(&mut self, sample: &Sample, alpha: f64);
+    fn evict(&mut self, sample: Row<'_>, alpha: f64);
     /// One unit of optimisation over the window.
     fn step(&mut self) -> StepOutcome;
     /// The model with its certificate computed exactly over the current window.
@@ -575,6 +580,18 @@ impl StreamSdiht {
     }
 }
 
+/// Takes a sample leaving the window out of `z = sum_i alpha_i x_i` and `sum_i l_i*(alpha_i)`.
+fn remove_contribution(
+    loss: &crate::loss::Loss,
+    r: Row<'_>,
+    alpha: f64,
+    z: &mut [f64],
+    conj_sum: &mut f64,
+) {
+    sparse_axpy(-alpha, r.indices, r.values, z);
+    *conj_sum -= loss.sample(r.label, r.weight).conjugate(alpha);
+}
+
 /// `||w||^2` of a vector that is zero outside the ascending `support` (the same sum, in the same order,
 /// as the dense `sq_norm`, without its O(d) pass).
 fn support_sq_norm(w: &[f64], support: &[u32]) -> f64 {
@@ -602,19 +619,14 @@ impl StreamingLearner for StreamSdiht {
         &self.config
     }
 
-    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         let total: usize = batches.iter().map(|b| b.len()).sum();
         if total == 0 {
             return;
         }
         let loss = self.config.loss;
         let capacity = self.window.capacity();
-        let dim = batches
-            .iter()
-            .flat_map(|b| b.iter())
-            .map(Sample::dim)
-            .max()
-            .unwrap_or(0);
+        let dim = batches.iter().map(|b| b.dim()).max().unwrap_or(0);
         self.ensure_dim(dim);
         // Only the newest `capacity` samples of this call can still be in the window afterwards; the
         // others would enter and leave within the call, touching nothing but the progressive loss. So
@@ -645,10 +657,11 @@ impl StreamingLearner for StreamSdiht {
                 continue;
             }
             let alpha = l.dual_of_margin(u);
-            let (at, evicted) = self.window.push_at(sample.clone(), alpha);
-            if let Some((old, old_alpha)) = evicted {
-                self.evict(&old, old_alpha);
+            // The oldest sample leaves before its slot takes the new row's features.
+            if let Some((old, old_alpha)) = self.window.oldest_if_full() {
+                remove_contribution(&loss, old, old_alpha, &mut self.z, &mut self.conj_sum);
             }
+            let at = self.window.push_ref(sample, alpha);
             self.new_positions.push(at);
             self.new_alpha.push(alpha);
         }
@@ -661,10 +674,14 @@ impl StreamingLearner for StreamSdiht {
         self.steps_since_insert = 0;
     }
 
-    fn evict(&mut self, sample: &Sample, alpha: f64) {
-        let r = sample.row();
-        sparse_axpy(-alpha, r.indices, r.values, &mut self.z);
-        self.conj_sum -= self.config.loss.sample(r.label, r.weight).conjugate(alpha);
+    fn evict(&mut self, sample: Row<'_>, alpha: f64) {
+        remove_contribution(
+            &self.config.loss,
+            sample,
+            alpha,
+            &mut self.z,
+            &mut self.conj_sum,
+        );
     }
 
     fn step(&mut self) -> StepOutcome {
@@ -791,7 +808,7 @@ mod tests {
         let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
         let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 1000, None);
         for chunk in data.samples.chunks(100) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for _ in 0..20 {
                 l.step();
             }
@@ -810,7 +827,7 @@ mod tests {
         let data = sparse_stream(500, 50, 3, 8, 0.1, true, 3);
         let mut l = StreamSdiht::new(config(LossKind::Hinge, 3), 64, None);
         for chunk in data.samples.chunks(37) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for _ in 0..5 {
                 l.step();
             }
@@ -818,7 +835,10 @@ mod tests {
         // One batch larger than the window: its own first samples are evicted within the batch.
         let seen = l.stats().samples_seen;
         let predicted = l.stats().progressive_count;
-        l.insert_batches(&[&data.samples[..100], &data.samples[100..150]]);
+        l.insert_batches(&[
+            &SampleBlock::from_samples(&data.samples[..100]),
+            &SampleBlock::from_samples(&data.samples[100..150]),
+        ]);
         assert_eq!(l.window().len(), 64);
         // The window holds exactly the newest 64, in order; all 150 were seen and predicted.
         let labels: Vec<f64> = l
@@ -852,7 +872,7 @@ mod tests {
     fn restored_state_resumes_the_same_model() {
         let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
         let mut l = StreamSdiht::new(config(LossKind::Squared, 4), 500, None);
-        l.insert(&data.samples);
+        l.insert_samples(&data.samples);
         let cert = run_to_idle(&mut l);
         let snap = l.snapshot();
         let mut back = StreamSdiht::new(config(LossKind::Squared, 4), 500, Some(l.state()));
@@ -875,7 +895,7 @@ mod tests {
         let (mut w, mut support) = (Vec::new(), Vec::new());
         let mut scratch = crate::sparse::ThresholdScratch::default();
         for chunk in data.samples.chunks(50) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for step in 0..4 {
                 let scaled: Vec<f64> = l.z.iter().map(|v| v * (-1.0 / l.lambda_n())).collect();
                 crate::sparse::hard_threshold(&scaled, 5, &mut w, &mut support, &mut scratch);
@@ -904,7 +924,7 @@ mod tests {
             let data = sparse_stream(900, 400, 5, 12, 0.1, kind != LossKind::Squared, seed);
             let mut l = StreamSdiht::new(config(kind, 5), 500, None);
             for chunk in data.samples.chunks(150) {
-                l.insert(chunk);
+                l.insert_samples(chunk);
                 for _ in 0..3 {
                     l.step();
                 }
@@ -927,6 +947,112 @@ mod tests {
                 let expected = Certificate::new(primal, at_iterate.max(at_primal), window.len());
                 assert_eq!(snap.model.certificate, expected, "{kind:?}");
             }
+        }
+    }
+
+    /// The learner's exact state on a seeded stream — weighted samples, several batches per call, and
+    /// calls larger than the window. When blocks replaced per-sample inserts, these values were the
+    /// per-sample path's (`Window::push_at` of a cloned `Sample`, then `evict`; commit a8eab01), bit for
+    /// bit; they were re-recorded once since, when the warm start stopped leaking stale weights outside
+    /// the support into `w` (which changes the model, as it should). Any other change here is a bug.
+    #[test]
+    fn block_inserts_give_the_pinned_state_bit_for_bit() {
+        fn fnv(bits: impl Iterator<Item = u64>) -> u64 {
+            bits.fold(0xcbf29ce484222325, |h, b| {
+                (h ^ b).wrapping_mul(0x100000001b3)
+            })
+        }
+        let expected = [
+            (
+                LossKind::Logistic,
+                [21, 72, 162, 173, 189, 258],
+                [
+                    0xbff3c992c86c22a3,
+                    0xbff58bd030e7a64e,
+                    0x3ffea18eb4d36ace,
+                    0x3ffe94603cbc6b91,
+                    0x3ffd9585d2c2e762,
+                    0xbff37cc89843ca7d,
+                ],
+                [0x3fd21e48d271421f, 0x3fce3a9a78292b7c, 0x406f1bb0852b22be],
+                0x1ddf976197ea4ae0,
+            ),
+            (
+                LossKind::Hinge,
+                [37, 74, 162, 173, 189, 258],
+                [
+                    0xbfe351527cbb346f,
+                    0x3fe3d4bc189f0d22,
+                    0x3fe88761d5c0f066,
+                    0x3feea449ee9a85e4,
+                    0x3feec875d6d4a4a8,
+                    0xbfec18d6697edba5,
+                ],
+                [0x3fdce1dd3f438782, 0x3fa54a21bfc43534, 0x40757749ecb978af],
+                0xec34c7a4c54f7f36,
+            ),
+            (
+                LossKind::Squared,
+                [21, 72, 162, 173, 189, 258],
+                [
+                    0xbff07f1335a0e2eb,
+                    0xbff4b966bda632b4,
+                    0x3ff4aebf4a0e970e,
+                    0x3ffe213fa545e666,
+                    0x3ffbe81d0ec4041d,
+                    0xbff1c0c0792025a6,
+                ],
+                [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082b2094c8e2c87],
+                0xf1b263911ca2b8dc,
+            ),
+        ];
+        for (kind, support, weights, [primal, dual, progressive], alphas) in expected {
+            let mut data = sparse_stream(700, 300, 6, 12, 0.1, kind != LossKind::Squared, 23);
+            for (i, s) in data.samples.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    s.weight = Some(0.5 + (i % 5) as f64 * 0.25);
+                }
+            }
+            let mut c = config(kind, 6);
+            c.tol = Config::defaults().learners[0].tol;
+            let mut l: Box<dyn StreamingLearner> = build(&c, 64, None);
+            let sizes = [37usize, 5, 80, 1, 19];
+            let (mut at, mut n) = (0, 0);
+            while at < data.samples.len() {
+                let mut blocks = Vec::new();
+                for _ in 0..1 + n % 3 {
+                    let size = sizes[n % sizes.len()].min(data.samples.len() - at);
+                    blocks.push(SampleBlock::from_samples(&data.samples[at..at + size]));
+                    at += size;
+                    n += 1;
+                    if at == data.samples.len() {
+                        break;
+                    }
+                }
+                l.insert_batches(&blocks.iter().collect::<Vec<_>>());
+                for _ in 0..3 {
+                    l.step();
+                }
+            }
+            let snap = l.snapshot();
+            let m = &snap.model;
+            assert_eq!(m.support, support, "{kind:?}");
+            let bits: Vec<u64> = m.weights.iter().map(|w| w.to_bits()).collect();
+            assert_eq!(bits, weights, "{kind:?}");
+            assert_eq!(
+                [
+                    m.certificate.primal.to_bits(),
+                    m.certificate.dual.to_bits(),
+                    snap.stats.progressive_loss_sum.to_bits()
+                ],
+                [primal, dual, progressive],
+                "{kind:?}"
+            );
+            assert_eq!(
+                fnv(l.window().alphas().iter().map(|a| a.to_bits())),
+                alphas,
+                "{kind:?}"
+            );
         }
     }
 

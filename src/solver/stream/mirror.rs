@@ -45,7 +45,7 @@ use super::{
 use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
 use crate::ring::Window;
-use crate::sample::{Row, Sample, SampleSet};
+use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::smidas::SmidasLearner;
@@ -273,7 +273,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         &self.config
     }
 
-    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().all(|b| b.is_empty()) {
             return;
         }
@@ -287,7 +287,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     }
 
     /// Nothing to undo: the model keeps no per-sample state.
-    fn evict(&mut self, _sample: &Sample, _alpha: f64) {}
+    fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
         let n = self.window.len();
@@ -384,21 +384,23 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
 
 impl<E: PrimalEngine> StreamPrimal<E> {
     /// Predicts, stores and learns one batch (in mini-batches of the engine's size).
-    fn learn_batch(&mut self, batch: &[Sample]) {
+    fn learn_batch(&mut self, batch: &SampleBlock) {
         let loss = self.config.loss;
-        for chunk in batch.chunks(self.engine.batch().max(1)) {
-            for sample in chunk {
+        let size = self.engine.batch().max(1);
+        for start in (0..batch.len()).step_by(size) {
+            let chunk = start..(start + size).min(batch.len());
+            for i in chunk.clone() {
+                let sample = batch.get(i);
                 let r = sample.row();
                 let l = loss.sample(r.label, r.weight);
                 let u = self.engine.score(r);
                 self.stats.progressive_loss_sum += l.value(u);
                 self.stats.progressive_count += 1;
-                if let Some((old, alpha)) = self.window.push(sample.clone(), l.dual_of_margin(u)) {
-                    self.evict(&old, alpha);
-                }
+                // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
+                self.window.push_ref(sample, l.dual_of_margin(u));
                 self.stats.samples_seen += 1;
             }
-            self.engine.learn(chunk.iter().map(Sample::row));
+            self.engine.learn(chunk.map(|i| batch.row(i)));
         }
     }
 }
@@ -408,6 +410,7 @@ mod tests {
     use super::*;
     use crate::config::{Config, StreamSolverKind};
     use crate::loss::{Loss, LossKind};
+    use crate::sample::Sample;
     use crate::solver::mirror::{Constraint, MirrorStep};
     use crate::solver::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
     use crate::synth::sparse_stream;
@@ -445,7 +448,7 @@ mod tests {
 
     fn feed(l: &mut dyn StreamingLearner, samples: &[Sample], steps_per_chunk: usize) {
         for chunk in samples.chunks(100) {
-            l.insert(chunk);
+            l.insert_samples(chunk);
             for _ in 0..steps_per_chunk {
                 l.step();
             }
@@ -488,7 +491,7 @@ mod tests {
         // so it is left out here; the offline tests cover it.)
         for map in [MirrorMap::HypEntropy { beta: 1.0 }, MirrorMap::Euclidean] {
             let mut l = StreamMirror::new(mirror(map), 1000, None);
-            l.insert(&data.samples[..200]);
+            l.insert_samples(&data.samples[..200]);
             let early = check_weak_duality(&mut l);
             feed(&mut l, &data.samples[200..], 10);
             for _ in 0..800 {
@@ -514,7 +517,7 @@ mod tests {
     fn smidas_learns_and_certifies_at_its_support_size() {
         let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 9);
         let mut l = StreamSmidas::new(smidas(), 1000, None);
-        l.insert(&data.samples[..200]);
+        l.insert_samples(&data.samples[..200]);
         let early = check_weak_duality(&mut l);
         feed(&mut l, &data.samples[200..], 10);
         let late = check_weak_duality(&mut l);
@@ -558,8 +561,8 @@ mod tests {
             assert!((a.primal - b.primal).abs() <= 1e-12 * b.primal.abs().max(1.0));
             assert!((a.dual - b.dual).abs() <= 1e-12 * b.dual.abs().max(1.0));
             // Both continue identically on the same new data and steps.
-            l.insert(&data.samples[..50]);
-            back.insert(&data.samples[..50]);
+            l.insert_samples(&data.samples[..50]);
+            back.insert_samples(&data.samples[..50]);
             assert_eq!(back.snapshot().model.weights, l.snapshot().model.weights);
             // Every stored dual is feasible (the certificate's dual point).
             for i in 0..back.window().len() {
@@ -575,13 +578,13 @@ mod tests {
         let data = sparse_stream(300, 50, 3, 8, 0.01, false, 3);
         let mut l = StreamMirror::new(mirror(MirrorMap::Euclidean), 300, None);
         assert_eq!(l.step(), StepOutcome::Idle(Idle::EmptyWindow));
-        l.insert(&data.samples);
+        l.insert_samples(&data.samples);
         let mut steps = 0;
         while l.step() == StepOutcome::Stepped {
             steps += 1;
         }
         assert_eq!(steps, IDLE_EPOCHS * 4);
-        l.insert(&data.samples[..1]);
+        l.insert_samples(&data.samples[..1]);
         assert_eq!(l.step(), StepOutcome::Stepped);
     }
 }

@@ -33,7 +33,7 @@ use crate::config::{LearnerConfig, SolverOptions};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::ring::Window;
-use crate::sample::{Sample, SampleSet};
+use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::subset::{Penalty, SubsetLoss, SubsetParams, SubsetSolver};
 use crate::solver::{Certificate, ModelView};
 use crate::sparse::sparse_dot;
@@ -209,7 +209,7 @@ impl StreamingLearner for StreamSubset {
         &self.config
     }
 
-    fn insert_batches(&mut self, batches: &[&[Sample]]) {
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().all(|b| b.is_empty()) {
             return;
         }
@@ -222,7 +222,7 @@ impl StreamingLearner for StreamSubset {
     }
 
     /// Nothing to undo: the solver is rebuilt from the window.
-    fn evict(&mut self, _sample: &Sample, _alpha: f64) {}
+    fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
         if self.window.is_empty() {
@@ -310,15 +310,15 @@ impl StreamingLearner for StreamSubset {
 
 impl StreamSubset {
     /// Predicts each sample with the published weights and stores it in the window.
-    fn store_batch(&mut self, batch: &[Sample]) {
+    fn store_batch(&mut self, batch: &SampleBlock) {
         let loss = self.config.loss;
-        for sample in batch {
+        for sample in batch.iter() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = sparse_dot(r.indices, r.values, &self.weights);
             self.stats.progressive_loss_sum += l.value(u);
             self.stats.progressive_count += 1;
-            self.window.push(sample.clone(), l.dual_of_margin(u));
+            self.window.push_ref(sample, l.dual_of_margin(u));
             self.stats.samples_seen += 1;
         }
     }
@@ -356,7 +356,7 @@ mod tests {
     fn recovers_the_support_with_a_small_gap_and_warm_starts() {
         let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
         let mut l = StreamSubset::new(config(1.0), 1000, None);
-        l.insert(&data.samples[..1000]);
+        l.insert_samples(&data.samples[..1000]);
         let cold = run_to_idle(&mut l);
         let snap = l.snapshot();
         let c = snap.model.certificate;
@@ -364,7 +364,7 @@ mod tests {
         assert_eq!(snap.model.support, data.true_support(), "{c:?}");
         assert!(l.gauges().active_set_size >= 5);
         // The next window, warm-started, converges in no more outer steps than the cold start.
-        l.insert(&data.samples[1000..1500]);
+        l.insert_samples(&data.samples[1000..1500]);
         let warm = run_to_idle(&mut l);
         assert!(warm <= cold, "warm {warm} vs cold {cold}");
         let snap = l.snapshot();
@@ -383,7 +383,7 @@ mod tests {
             resolve_interval: Duration::ZERO,
         };
         let mut l = StreamSubset::new(c.clone(), 1000, None);
-        l.insert(&data.samples[..1000]);
+        l.insert_samples(&data.samples[..1000]);
         assert!(run_to_idle(&mut l) > 0);
         let snap = l.snapshot();
         let cert = snap.model.certificate;
@@ -393,7 +393,7 @@ mod tests {
         // A 0/1 label: the solver refuses the window, the learner keeps its model and idles.
         let mut bad = data.samples[1000].clone();
         bad.label = 0.0;
-        l.insert(&[bad]);
+        l.insert_samples(&[bad]);
         assert!(run_to_idle(&mut l) <= 1);
         assert_eq!(l.snapshot().model.support, data.true_support());
     }
@@ -402,7 +402,7 @@ mod tests {
     fn restored_state_resumes_the_same_model() {
         let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
         let mut l = StreamSubset::new(config(1.0), 500, None);
-        l.insert(&data.samples);
+        l.insert_samples(&data.samples);
         run_to_idle(&mut l);
         let snap = l.snapshot();
         let mut back = StreamSubset::new(config(1.0), 500, Some(l.state()));
@@ -411,7 +411,7 @@ mod tests {
         assert_eq!(back.gauges().active_set_size, l.gauges().active_set_size);
         assert_eq!(run_to_idle(&mut back), 0, "a finished solve resumes idle");
         // New data: a warm-started re-solve on the moved window keeps the support.
-        back.insert(&data.samples[..100]);
+        back.insert_samples(&data.samples[..100]);
         assert!(run_to_idle(&mut back) > 0);
         assert_eq!(back.snapshot().model.support, snap.model.support);
         assert_eq!(back.snapshot().model.certificate.samples, 500);
