@@ -221,6 +221,33 @@ impl Parsed {
         self.lines.push(line);
     }
 
+    /// One plain JSON object (read by [`json_plain::parse_line_fields`]) copied from the scratch lists
+    /// into the block's columns, with the checks and errors of the wire path ([`wire_to_pending`] with
+    /// `"indices"`/`"values"`), but no vectors of its own.
+    fn push_plain_json(
+        &mut self,
+        line_number: usize,
+        fields: json_plain::PlainFields,
+        scratch: &json_plain::Scratch,
+        predict: bool,
+    ) -> Result<(), LineError> {
+        let label = match fields.label {
+            Some(l) => l,
+            None if predict => 0.0,
+            None => return Err(LineError::MissingLabel),
+        };
+        let (indices, values) = (scratch.indices(), scratch.values());
+        Sample::check(indices, values, label, fields.weight)?;
+        self.samples.push_ref(SampleRef {
+            indices,
+            values,
+            label,
+            weight: fields.weight,
+        });
+        self.lines.push(line_number);
+        Ok(())
+    }
+
     /// One LIBSVM line straight into the block's columns (no vectors of its own).
     fn push_libsvm(&mut self, line_number: usize, line: &str) -> Result<(), LineError> {
         self.samples.push_with(None, |indices, values| {
@@ -319,6 +346,14 @@ fn read_body(
                         .push_libsvm(n + 1, line)
                         .map_err(|e| fail(n + 1, e.to_string(), total()))?;
                     continue;
+                }
+                if format == BodyFormat::Ndjson && fast {
+                    if let Some(fields) = json_plain::parse_line_fields(line, &mut scratch) {
+                        parsed
+                            .push_plain_json(n + 1, fields, &scratch, rules.predict)
+                            .map_err(|e| fail(n + 1, e.to_string(), total()))?;
+                        continue;
+                    }
                 }
                 let outcome = if format == BodyFormat::Libsvm {
                     parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)

@@ -24,21 +24,63 @@ pub(crate) struct PlainJsonSample {
     pub weight: Option<f64>,
 }
 
+/// The scalar fields of one sample object; its `"indices"` and `"values"` lists (if present) are left
+/// in the [`Scratch`] it was read with.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PlainFields {
+    pub label: Option<f64>,
+    pub weight: Option<f64>,
+    pub has_indices: bool,
+    pub has_values: bool,
+}
+
 /// Buffers reused across the samples of one body, so each sample's vectors are allocated once at their
-/// exact length instead of grown by doubling.
+/// exact length instead of grown by doubling (or not at all, for a caller that copies from here).
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     indices: Vec<u32>,
     values: Vec<f64>,
+    /// Each value's divisor while a `"values"` list is read (see [`Cursor::values`]).
+    divisors: Vec<f64>,
+}
+
+impl Scratch {
+    /// The last object's `"indices"` (empty if it had none).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// The last object's `"values"` (empty if it had none).
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
 }
 
 /// One NDJSON line holding one plain sample object (and only JSON whitespace around it).
 pub(crate) fn parse_line(line: &str, scratch: &mut Scratch) -> Option<PlainJsonSample> {
+    let fields = parse_line_fields(line, scratch)?;
+    Some(fields.to_sample(scratch))
+}
+
+/// [`parse_line`] leaving the lists in `scratch`, for a caller that copies them straight into a batch.
+pub(crate) fn parse_line_fields(line: &str, scratch: &mut Scratch) -> Option<PlainFields> {
     let mut c = Cursor::new(line.as_bytes());
     c.skip_whitespace();
-    let sample = c.object(scratch)?;
+    let fields = c.object_fields(scratch)?;
     c.skip_whitespace();
-    c.at_end().then_some(sample)
+    c.at_end().then_some(fields)
+}
+
+impl PlainFields {
+    /// The wire-struct form, with the lists copied out of `scratch` at their exact length.
+    fn to_sample(self, scratch: &Scratch) -> PlainJsonSample {
+        PlainJsonSample {
+            label: self.label,
+            indices: self.has_indices.then(|| scratch.indices.to_vec()),
+            values: self.has_values.then(|| scratch.values.to_vec()),
+            weight: self.weight,
+        }
+    }
 }
 
 /// A whole `application/json` body: one array of plain sample objects.
@@ -116,11 +158,20 @@ impl<'a> Cursor<'a> {
     }
 
     fn object(&mut self, scratch: &mut Scratch) -> Option<PlainJsonSample> {
+        let fields = self.object_fields(scratch)?;
+        Some(fields.to_sample(scratch))
+    }
+
+    /// One sample object: its scalar fields, with the lists read into `scratch` (cleared first, so a
+    /// list the object lacks reads as empty).
+    fn object_fields(&mut self, scratch: &mut Scratch) -> Option<PlainFields> {
         self.expect(b'{')?;
         self.skip_whitespace();
-        let mut sample = PlainJsonSample::default();
+        scratch.indices.clear();
+        scratch.values.clear();
+        let mut fields = PlainFields::default();
         if self.eat(b'}') {
-            return Some(sample);
+            return Some(fields);
         }
         loop {
             let field = self.key()?;
@@ -129,19 +180,21 @@ impl<'a> Cursor<'a> {
             self.skip_whitespace();
             // A repeated key is a `serde` error ("duplicate field"): leave it to that path.
             match field {
-                Field::Label if sample.label.is_none() => sample.label = Some(self.number()?),
-                Field::Weight if sample.weight.is_none() => sample.weight = Some(self.number()?),
-                Field::Indices if sample.indices.is_none() => {
-                    sample.indices = Some(self.list(&mut scratch.indices, Self::index)?)
+                Field::Label if fields.label.is_none() => fields.label = Some(self.number()?),
+                Field::Weight if fields.weight.is_none() => fields.weight = Some(self.number()?),
+                Field::Indices if !fields.has_indices => {
+                    self.list(&mut scratch.indices, Self::index)?;
+                    fields.has_indices = true;
                 }
-                Field::Values if sample.values.is_none() => {
-                    sample.values = Some(self.list(&mut scratch.values, Self::number)?)
+                Field::Values if !fields.has_values => {
+                    self.values(scratch)?;
+                    fields.has_values = true;
                 }
                 _ => return None,
             }
             self.skip_whitespace();
             if self.eat(b'}') {
-                return Some(sample);
+                return Some(fields);
             }
             self.expect(b',')?;
             self.skip_whitespace();
@@ -165,13 +218,13 @@ impl<'a> Cursor<'a> {
         Some(field)
     }
 
-    /// `[item, item, ...]`, collected in `buffer` and copied out at its exact length.
+    /// `[item, item, ...]`, collected in `buffer` (cleared first).
     #[inline(always)]
     fn list<T: Copy>(
         &mut self,
         buffer: &mut Vec<T>,
         mut item: impl FnMut(&mut Self) -> Option<T>,
-    ) -> Option<Vec<T>> {
+    ) -> Option<()> {
         self.expect(b'[')?;
         self.skip_whitespace();
         buffer.clear();
@@ -186,7 +239,26 @@ impl<'a> Cursor<'a> {
                 self.skip_whitespace();
             }
         }
-        Some(buffer.to_vec())
+        Some(())
+    }
+
+    /// The `"values"` list into `scratch.values`. Each number is read as a numerator and a divisor
+    /// ([`Cursor::number_parts`]) and all the divisions are done at the end in one loop the compiler
+    /// vectorizes, instead of one per number whose latency stalls the digit reading.
+    fn values(&mut self, scratch: &mut Scratch) -> Option<()> {
+        scratch.divisors.clear();
+        let Scratch {
+            values, divisors, ..
+        } = scratch;
+        self.list(values, |c| {
+            let (numerator, divisor) = c.number_parts()?;
+            divisors.push(divisor);
+            Some(numerator)
+        })?;
+        for (v, d) in values.iter_mut().zip(divisors.iter()) {
+            *v /= *d;
+        }
+        Some(())
     }
 
     /// Decimal digits onto `acc`, which holds `held` digits; how many were read, `None` if `acc` would
@@ -213,6 +285,14 @@ impl<'a> Cursor<'a> {
     /// digits, as `serde_json` makes it an `f64` (see the module notes).
     #[inline(always)]
     fn number(&mut self) -> Option<f64> {
+        let (numerator, divisor) = self.number_parts()?;
+        Some(numerator / divisor)
+    }
+
+    /// [`Cursor::number`] as `numerator / divisor`, the quotient left to the caller: `(±m, 10^f)` for a
+    /// fraction (IEEE division rounds `-m / p` to exactly `-(m / p)`), `(the value, 1)` otherwise.
+    #[inline(always)]
+    fn number_parts(&mut self) -> Option<(f64, f64)> {
         let negative = self.eat(b'-');
         let first = self.peek()?;
         let mut significand = 0;
@@ -234,12 +314,11 @@ impl<'a> Cursor<'a> {
         // serde_json: an integer becomes `u64`/`i64` then `as f64`; otherwise `m as f64` times or over
         // `10^|e|`. Negation commutes with these roundings, and `-0` is `-0.0` either way.
         let power = EXACT_POWERS_OF_TEN.get(exponent.unsigned_abs() as usize)?;
-        let magnitude = if exponent >= 0 {
-            significand as f64 * power
+        Some(if exponent >= 0 {
+            (with_sign(significand as f64 * power, negative), 1.0)
         } else {
-            significand as f64 / power
-        };
-        Some(with_sign(magnitude, negative))
+            (with_sign(significand as f64, negative), *power)
+        })
     }
 
     /// `e` or `E`, an optional sign, 1+ digits: the signed exponent, `None` beyond the range where

@@ -52,6 +52,23 @@ impl Sample {
         label: f64,
         weight: Option<f64>,
     ) -> Result<Sample, SampleError> {
+        Sample::check(&indices, &values, label, weight)?;
+        Ok(Sample {
+            indices,
+            values,
+            label,
+            weight,
+        })
+    }
+
+    /// The invariants [`Sample::new`] enforces, on borrowed parts (for a row about to be copied into a
+    /// batch): the first one broken, in a fixed order (lengths, label, weight, index order, values).
+    pub fn check(
+        indices: &[u32],
+        values: &[f64],
+        label: f64,
+        weight: Option<f64>,
+    ) -> Result<(), SampleError> {
         if indices.len() != values.len() {
             return Err(SampleError::LengthMismatch {
                 indices: indices.len(),
@@ -77,17 +94,12 @@ impl Sample {
                 });
             }
         }
-        for (&index, &value) in indices.iter().zip(&values) {
+        for (&index, &value) in indices.iter().zip(values) {
             if !value.is_finite() {
                 return Err(SampleError::NonFiniteValue { index, value });
             }
         }
-        Ok(Sample {
-            indices,
-            values,
-            label,
-            weight,
-        })
+        Ok(())
     }
 
     pub fn row(&self) -> Row<'_> {
