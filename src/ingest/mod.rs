@@ -94,7 +94,10 @@ pub fn count_content_lines(body: &[u8]) -> usize {
 /// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
 /// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
-    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    // Every pair holds exactly one ':', so on the lines the fast path accepts the count sizes both
+    // vectors exactly: no regrowth while parsing, and no slack carried into the learners' windows.
+    let pairs = count_byte(line.as_bytes(), b':');
+    let (mut indices, mut values) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
     match parse_libsvm_plain_into(line.as_bytes(), &mut indices, &mut values) {
         Some(label) => Ok(Sample {
             indices,
@@ -200,12 +203,8 @@ fn parse_libsvm_plain_into(
 /// The body of [`parse_libsvm_plain_into`], which undoes a partial append when this gives up.
 #[inline(always)]
 fn plain_pairs(line: &[u8], indices: &mut Vec<u32>, values: &mut Vec<f64>) -> Option<f64> {
+    // No sizing here: a batch's columns are sized once for the whole body (by its ':' count).
     let (label, mut at) = plain_decimal(line, skip_ascii_whitespace(line, 0))?;
-    // Every pair holds exactly one ':', so on the lines this path accepts the count sizes both columns
-    // exactly: no regrowth while parsing, and no slack carried into the learners' windows.
-    let pairs = count_byte(line, b':');
-    indices.reserve_exact(pairs);
-    values.reserve_exact(pairs);
     let first = indices.len();
     // Values are stored as signed mantissas and divided by `10^f` at the end, in one loop the compiler
     // vectorizes, instead of one division per pair whose latency stalls the digit reading. That needs
@@ -458,7 +457,15 @@ fn plain_decimal_parts(b: &[u8], at: usize) -> Option<(f64, usize, usize)> {
     let mut i = at + usize::from(negative || first == b'+');
     // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
     let mut mantissa: u64 = 0;
-    let integer_digits = read_digits(b, &mut i, &mut mantissa, 0)?;
+    // One integer digit before the point (`0.123456`, `-1.5`) is the usual shape: read it directly.
+    let integer_digits = match (b.get(i), b.get(i + 1)) {
+        (Some(&d @ b'0'..=b'9'), Some(&b'.')) => {
+            mantissa = u64::from(d - b'0');
+            i += 1;
+            1
+        }
+        _ => read_digits(b, &mut i, &mut mantissa, 0)?,
+    };
     let mut fraction_digits = 0;
     if b.get(i) == Some(&b'.') {
         i += 1;
