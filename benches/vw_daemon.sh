@@ -17,10 +17,12 @@ echo "== thresher serve (loopback HTTP, LIBSVM and JSON bodies)"
 for fmt in libsvm json; do for batch in 1000 10000; do
   target/release/examples/loadgen --format "$fmt" --batch "$batch" --duration "$DURATION"
 done; done
-echo "== thresher serve, server.realtime_http = true (GET probe at normal priority, then SCHED_FIFO)"
-for probe in normal fifo; do
-  target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
-    --daemon-env THRESHER_SERVER_REALTIME_HTTP=true --probe-priority "$probe"
+echo "== GET probe asking for the short EEVDF slice, as the daemon's HTTP workers do (no privilege)"
+for batch in 1000 10000; do
+  target/release/examples/loadgen --format libsvm --batch "$batch" --duration "$DURATION" --probe-priority slice
 done
+echo "== thresher serve, server.realtime_http = true, SCHED_FIFO probe (both need root / CAP_SYS_NICE)"
+target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
+  --daemon-env THRESHER_SERVER_REALTIME_HTTP=true --probe-priority fifo
 echo "== Vowpal Wabbit daemon (inside a loopback-only network namespace)"
 unshare -n bash -c "ip link set lo up && bench-venv/bin/python benches/vw_daemon.py $DATA $SAMPLES"
