@@ -8,6 +8,7 @@ use rand_distr::{Distribution, StandardNormal};
 use super::*;
 use crate::sample::{Dataset, Sample};
 
+mod golden;
 mod logistic;
 
 /// A dense problem: `X` (row-major, `n x p`) with AR(rho) correlated columns, `y = X w + noise`, with
