@@ -36,98 +36,129 @@ fn squared() -> Loss {
     Loss::new(LossKind::Squared, 0.25).unwrap()
 }
 
-fn mirror_learner() -> MirrorLearner {
-    let config = MirrorConfig {
-        batch: 10,
-        ..MirrorConfig::new(MirrorMap::HypEntropy { beta: 0.5 })
-    };
-    MirrorLearner::new(config, squared(), 0.01, 5, false, 0).unwrap()
+/// What the round trip needs of a learner, so one check serves both.
+trait Checkpointed: Sized {
+    /// A fresh learner (same settings every call).
+    fn fresh() -> Self;
+    /// Learns the samples in order and makes the model current.
+    fn learn(&mut self, samples: &[Sample]);
+    fn coordinates(&self) -> Coordinates;
+    fn steps(&self) -> u64;
+    fn row_sq_max(&self) -> f64;
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64);
+    fn model(&self) -> ModelView<'_>;
 }
 
-fn mirror_learn(learner: &mut MirrorLearner, samples: &[Sample]) {
-    for chunk in samples.chunks(10) {
-        learner.step_batch(chunk.iter().map(Sample::row));
+impl Checkpointed for MirrorLearner {
+    fn fresh() -> Self {
+        let config = MirrorConfig {
+            batch: 10,
+            ..MirrorConfig::new(MirrorMap::HypEntropy { beta: 0.5 })
+        };
+        MirrorLearner::new(config, squared(), 0.01, 5, false, 0).unwrap()
+    }
+    fn learn(&mut self, samples: &[Sample]) {
+        for chunk in samples.chunks(10) {
+            self.step_batch(chunk.iter().map(Sample::row));
+        }
+    }
+    fn coordinates(&self) -> Coordinates {
+        MirrorLearner::coordinates(self)
+    }
+    fn steps(&self) -> u64 {
+        MirrorLearner::steps(self)
+    }
+    fn row_sq_max(&self) -> f64 {
+        MirrorLearner::row_sq_max(self)
+    }
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
+        MirrorLearner::resume(self, dim, coordinates, steps, row_sq_max);
+    }
+    fn model(&self) -> ModelView<'_> {
+        MirrorLearner::model(self)
+    }
+}
+
+impl Checkpointed for SmidasLearner {
+    fn fresh() -> Self {
+        SmidasLearner::with_p(
+            2.0 * 60f64.ln(),
+            1e-3,
+            MirrorStep::Auto,
+            squared(),
+            0.01,
+            false,
+        )
+        .unwrap()
+    }
+    fn learn(&mut self, samples: &[Sample]) {
+        for sample in samples {
+            self.step_sample(sample.row());
+        }
+        self.sync();
+    }
+    fn coordinates(&self) -> Coordinates {
+        SmidasLearner::coordinates(self)
+    }
+    fn steps(&self) -> u64 {
+        SmidasLearner::steps(self)
+    }
+    fn row_sq_max(&self) -> f64 {
+        SmidasLearner::row_sq_max(self)
+    }
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
+        SmidasLearner::resume(self, dim, coordinates, steps, row_sq_max);
+    }
+    fn model(&self) -> ModelView<'_> {
+        SmidasLearner::model(self)
+    }
+}
+
+/// Learns `stream(seed)[..300]`, resumes a learner that learnt another stream from the export (plus
+/// junk), then both learn the last 100 samples: every exported bit, the support and the weights on it
+/// must agree at both points. (SMIDAS keeps its internal order, over which `||theta||_p` sums, and
+/// recomputes `w` from `theta`; mirror descent restores both.)
+fn check_round_trip<L: Checkpointed>(seed: u64) {
+    let data = stream(seed);
+    let mut original = L::fresh();
+    original.learn(&data[..300]);
+    let exported = original.coordinates();
+    assert!(exported.len() >= 3, "{exported:?}");
+    // A learner holding another model: resume must clear it.
+    let mut resumed = L::fresh();
+    resumed.learn(&stream(seed + 1)[..100]);
+    let (steps, row_sq_max) = (original.steps(), original.row_sq_max());
+    resumed.resume(50, &with_junk(exported.clone()), steps, row_sq_max);
+    assert_eq!(bits(&resumed.coordinates()), bits(&exported));
+    assert_eq!(resumed.model().weights.len(), RESUMED_DIM);
+    assert_eq!(resumed.steps(), steps);
+    assert_eq!(resumed.row_sq_max().to_bits(), row_sq_max.to_bits());
+    for at in ["resumed", "continued"] {
+        if at == "continued" {
+            original.learn(&data[300..]);
+            resumed.learn(&data[300..]);
+        }
+        assert_eq!(
+            bits(&resumed.coordinates()),
+            bits(&original.coordinates()),
+            "{at}"
+        );
+        assert_eq!(resumed.steps(), original.steps(), "{at}");
+        let (a, b) = (original.model(), resumed.model());
+        assert_eq!(a.support, b.support, "{at}");
+        for &j in a.support {
+            let (wa, wb) = (a.weights[j as usize], b.weights[j as usize]);
+            assert_eq!(wa.to_bits(), wb.to_bits(), "{at}: w_{j}");
+        }
     }
 }
 
 #[test]
 fn mirror_learner_resumes_bit_for_bit() {
-    let data = stream(21);
-    let mut original = mirror_learner();
-    mirror_learn(&mut original, &data[..300]);
-    let exported = original.coordinates();
-    assert!(exported.len() >= 3, "{exported:?}");
-    // A learner holding another model: resume must clear it.
-    let mut resumed = mirror_learner();
-    mirror_learn(&mut resumed, &stream(22)[..100]);
-    resumed.resume(
-        50,
-        &with_junk(exported.clone()),
-        original.steps(),
-        original.row_sq_max(),
-    );
-    assert_eq!(bits(&resumed.coordinates()), bits(&exported));
-    assert_eq!(resumed.model().weights.len(), RESUMED_DIM);
-    assert_eq!(resumed.model().support, original.model().support);
-    assert_eq!(resumed.steps(), original.steps());
-    assert_eq!(
-        resumed.row_sq_max().to_bits(),
-        original.row_sq_max().to_bits()
-    );
-    mirror_learn(&mut original, &data[300..]);
-    mirror_learn(&mut resumed, &data[300..]);
-    assert_eq!(bits(&resumed.coordinates()), bits(&original.coordinates()));
-    assert_eq!(resumed.steps(), original.steps());
-}
-
-fn smidas_learner() -> SmidasLearner {
-    SmidasLearner::with_p(
-        2.0 * 60f64.ln(),
-        1e-3,
-        MirrorStep::Auto,
-        squared(),
-        0.01,
-        false,
-    )
-    .unwrap()
-}
-
-fn smidas_learn(learner: &mut SmidasLearner, samples: &[Sample]) {
-    for sample in samples {
-        learner.step_sample(sample.row());
-    }
-    learner.sync();
+    check_round_trip::<MirrorLearner>(21);
 }
 
 #[test]
 fn smidas_learner_resumes_bit_for_bit() {
-    let data = stream(31);
-    let mut original = smidas_learner();
-    smidas_learn(&mut original, &data[..300]);
-    let exported = original.coordinates();
-    assert!(exported.len() >= 3, "{exported:?}");
-    let mut resumed = smidas_learner();
-    smidas_learn(&mut resumed, &stream(32)[..100]);
-    resumed.resume(
-        50,
-        &with_junk(exported.clone()),
-        original.steps(),
-        original.row_sq_max(),
-    );
-    // SMIDAS keeps its internal order (the `||theta||_p` sum runs over it) and recomputes `w` from theta.
-    assert_eq!(bits(&resumed.coordinates()), bits(&exported));
-    assert_eq!(resumed.model().weights.len(), RESUMED_DIM);
-    assert_eq!(resumed.model().support, original.model().support);
-    assert_eq!(resumed.steps(), original.steps());
-    smidas_learn(&mut original, &data[300..]);
-    smidas_learn(&mut resumed, &data[300..]);
-    assert_eq!(bits(&resumed.coordinates()), bits(&original.coordinates()));
-    let (a, b) = (original.model(), resumed.model());
-    assert_eq!(a.support, b.support);
-    for &j in a.support {
-        assert_eq!(
-            a.weights[j as usize].to_bits(),
-            b.weights[j as usize].to_bits()
-        );
-    }
+    check_round_trip::<SmidasLearner>(31);
 }
