@@ -148,6 +148,23 @@ fn enumerate(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
     })
 }
 
+/// Solves `prob` with Alg. 2 and asserts that its primal is not below `best`, the enumerated optimum (a
+/// primal value is that of a feasible point). Returns the primal and the solver.
+fn solve_above_enumeration(
+    prob: &Dense,
+    params: SubsetParams,
+    best: f64,
+    seed: u64,
+) -> (f64, SubsetSolver) {
+    let mut solver = SubsetSolver::new(&prob.dataset(), params).unwrap();
+    let ours = solver.solve(&mut |_| {}).certificate.primal;
+    assert!(
+        ours >= best - 1e-9 * best.abs().max(1.0),
+        "seed {seed}: below the enumerated optimum?"
+    );
+    (ours, solver)
+}
+
 /// Solves once without screening, every feature active from the start, and once with screening (the
 /// rest of `params` alike); asserts that screening removed no feature of the unscreened support and
 /// returns how many features it removed.
@@ -290,19 +307,9 @@ fn small_problems_match_enumeration() {
     for seed in 0..8u64 {
         let prob = dense_problem(30, 8, 3, 0.3, 0.3, 100 + seed);
         let (cols, _) = prob.normalised();
-        let pen = Penalty::new(0.5, 0.01, 0.01).unwrap();
-        let (best, best_support) = enumerate(&cols, &prob.y, &pen);
-        let mut solver = SubsetSolver::new(
-            &prob.dataset(),
-            params(pen.lambda0, pen.lambda1, pen.lambda2),
-        )
-        .unwrap();
-        let report = solver.solve(&mut |_| {});
-        let ours = report.certificate.primal;
-        assert!(
-            ours >= best - 1e-9 * best.abs().max(1.0),
-            "seed {seed}: below the enumerated optimum?"
-        );
+        let (best, best_support) =
+            enumerate(&cols, &prob.y, &Penalty::new(0.5, 0.01, 0.01).unwrap());
+        let (ours, solver) = solve_above_enumeration(&prob, params(0.5, 0.01, 0.01), best, seed);
         assert!(
             (ours - best).abs() <= 1e-6 * best.abs().max(1.0),
             "seed {seed}: P = {ours} but the best support {best_support:?} gives {best}; ours {:?}",

@@ -157,17 +157,8 @@ fn small_logistic_problems_match_enumeration() {
         let (cols, _) = prob.normalised();
         let pen = Penalty::new(0.8, 0.01, 0.05).unwrap();
         let (best, best_support) = enumerate_logistic(&cols, &prob.y, &pen);
-        let mut solver = SubsetSolver::new(
-            &prob.dataset(),
-            logistic_params(pen.lambda0, pen.lambda1, pen.lambda2),
-        )
-        .unwrap();
-        let report = solver.solve(&mut |_| {});
-        let ours = report.certificate.primal;
-        assert!(
-            ours >= best - 1e-9 * best.abs().max(1.0),
-            "seed {seed}: below the enumerated optimum?"
-        );
+        let par = logistic_params(pen.lambda0, pen.lambda1, pen.lambda2);
+        let (ours, solver) = solve_above_enumeration(&prob, par, best, seed);
         assert!(
             ours <= best * 1.02,
             "seed {seed}: P = {ours} far above the enumerated {best}"
