@@ -44,6 +44,7 @@ use rand_chacha::ChaCha8Rng;
 use thiserror::Error;
 
 pub use maps::{Constraint, MirrorMap};
+pub(crate) use resume::checkpoint_dim;
 
 use super::objective::{
     best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch,

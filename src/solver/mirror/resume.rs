@@ -1,7 +1,16 @@
 //! Checkpoint support for [`MirrorLearner`]: export and restore its exact state (weights, mirror-space
-//! point, step-schedule position), so a daemon restart resumes the same model.
+//! point, step-schedule position), so a daemon restart resumes the same model; and the sizing rule of a
+//! restored checkpoint, [`checkpoint_dim`], shared with SMIDAS (`crate::solver::smidas`).
 
 use super::MirrorLearner;
+
+/// The dimension a learner resumed from `coordinates` (`(j, w_j, theta_j)`) is sized for: `dim`, or one
+/// past the largest index the checkpoint names if that is larger (entries later skipped as zero or
+/// non-finite count too), so a checkpoint taken over a wider window than the restarted one still fits.
+pub(crate) fn checkpoint_dim(dim: usize, coordinates: &[(u32, f64, f64)]) -> usize {
+    let last = coordinates.iter().map(|c| c.0 as usize + 1).max();
+    dim.max(last.unwrap_or(0))
+}
 
 impl MirrorLearner {
     /// `(j, w_j, theta_j)` for every nonzero weight, ascending `j` (`theta = grad psi(w)` on the support).
@@ -33,8 +42,7 @@ impl MirrorLearner {
             self.theta[j as usize] = 0.0;
         }
         self.support.clear();
-        let last = coordinates.iter().map(|c| c.0 as usize + 1).max();
-        self.ensure_dim(dim.max(last.unwrap_or(0)));
+        self.ensure_dim(checkpoint_dim(dim, coordinates));
         for &(j, w, theta) in coordinates {
             if w != 0.0 && w.is_finite() && theta.is_finite() {
                 self.w[j as usize] = w;

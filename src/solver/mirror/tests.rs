@@ -13,6 +13,8 @@ use crate::solver::smidas::Smidas;
 use crate::sparse::{hard_threshold, sparse_axpy, ThresholdScratch};
 use crate::synth;
 
+mod resume;
+
 fn maps(d: usize) -> Vec<MirrorMap> {
     vec![
         MirrorMap::Euclidean,

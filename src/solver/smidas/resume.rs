@@ -1,10 +1,11 @@
 //! Checkpoint support for [`SmidasLearner`]: an explicit `p` (a streaming learner knows `ingest.max_dim`,
-//! not its data set's dimension), and export / restore of its exact state (`theta`, schedule position).
+//! not its data set's dimension), and export / restore of its exact state (`theta`, schedule position),
+//! in the checkpoint format of the mirror learner (sized by the same rule, `mirror::checkpoint_dim`).
 
 use super::SmidasLearner;
 use crate::loss::Loss;
 use crate::solver::mirror::maps::lp_norm;
-use crate::solver::mirror::{MirrorError, MirrorStep};
+use crate::solver::mirror::{checkpoint_dim, MirrorError, MirrorStep};
 
 impl SmidasLearner {
     /// A learner at `theta = 0` with the p-norm link exponent `p >= 2` given explicitly.
@@ -53,8 +54,7 @@ impl SmidasLearner {
             self.is_active[j as usize] = false;
         }
         self.active.clear();
-        let last = coordinates.iter().map(|c| c.0 as usize + 1).max();
-        self.ensure_dim(dim.max(last.unwrap_or(0)));
+        self.ensure_dim(checkpoint_dim(dim, coordinates));
         for &(j, _, theta) in coordinates {
             if theta != 0.0 && theta.is_finite() && !self.is_active[j as usize] {
                 self.theta[j as usize] = theta;

@@ -1,4 +1,5 @@
-//! The l0 + l1 + l2 penalty, its primal-dual link and the dual (Ren & Qian, eqs. 6-8 and 10-13).
+//! The l0 + l1 + l2 penalty, its primal-dual link and the dual (Ren & Qian, eqs. 6-8 and 10-13), and the
+//! squared loss's pieces of Alg. 1 (its conjugate, dual ascent step and coordinate sweep T (13)).
 //!
 //! For unit columns `x_j` and a dual point `alpha` (one entry per sample):
 //!
@@ -20,6 +21,8 @@
 //! the factor 1/2 and the SUM over samples: this is NOT the `(1/N) sum (y - u)^2` of [`crate::loss`].
 
 use thiserror::Error;
+
+use super::columns::Columns;
 
 /// `lambda0 ||beta||_0 + lambda1 ||beta||_1 + lambda2 ||beta||_2^2` (lambda2 without a 1/2).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -125,4 +128,30 @@ pub fn squared_conjugate_sum(y: &[f64], alpha: &[f64]) -> f64 {
 /// `(1/2) ||r||^2` for the residual `r = y - X beta`.
 pub fn squared_loss_of_residual(resid: &[f64]) -> f64 {
     0.5 * resid.iter().map(|r| r * r).sum::<f64>()
+}
+
+/// One super-gradient ascent step on the dual (8) for the 1/2-squared loss: `alpha += omega g` with
+/// `g = u - l*'(alpha) = (y - resid) - (alpha + y) = -resid - alpha` (Remark E.2; `F = R`, no projection).
+pub fn squared_ascent_step(resid: &[f64], omega: f64, alpha: &mut [f64]) {
+    for (a, &r) in alpha.iter_mut().zip(resid) {
+        *a += omega * (-r - *a);
+    }
+}
+
+/// One sweep of T (13) over `active`, in place; keeps `resid = y - X beta`.
+pub fn squared_coordinate_sweep(
+    cols: &Columns,
+    penalty: &Penalty,
+    active: &[usize],
+    beta: &mut [f64],
+    resid: &mut [f64],
+) {
+    for &j in active {
+        let old = beta[j];
+        let new = penalty.coordinate(cols.dot(j, resid) + old);
+        if new != old {
+            cols.axpy(j, old - new, resid);
+            beta[j] = new;
+        }
+    }
 }

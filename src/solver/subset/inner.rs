@@ -1,31 +1,43 @@
-//! Alg. 1 of Ren & Qian: the primal-dual inner solver on an active set `A` (squared loss).
+//! Alg. 1 of Ren & Qian: the primal-dual inner solver on an active set `A`, one loop for both losses
+//! ([`SubsetLoss`] dispatches the few loss-specific operations to [`super::dual`] for squared loss and to
+//! [`super::logistic`]).
 //!
 //! One iteration `t`:
-//! 1. super-gradient `g = X beta^{t-1} - l*'(alpha) = X beta^{t-1} - y - alpha` (Remark E.2);
-//! 2. dual ascent `alpha += omega g` (`F = R` for squared loss: the projection is the identity);
+//! 1. super-gradient of `D_A` (8): `g_i = x_i . beta^{t-1} - l*'(alpha_i)` (Remark E.2; for squared loss
+//!    `X beta - y - alpha`);
+//! 2. dual ascent `alpha += omega g`, projected onto the feasible set `F` of `l*`: the identity for
+//!    squared loss (`F = R`, [`dual::squared_ascent_step`](super::dual::squared_ascent_step)), clipping
+//!    to `y a in [-1, 0]` for logistic ([`logistic::ascent_step`](super::logistic::ascent_step));
 //! 3. the link `beta' = B(eta(alpha))` on `A` (6);
-//! 4. PrimDual only: one sweep of primal coordinate descent T (13) over `A`.
-//!    DualAst, the paper's ablation, skips it and keeps `beta = beta'`;
+//! 4. PrimDual only: one sweep of primal coordinate descent over `A`: T (13) for squared loss
+//!    ([`dual::squared_coordinate_sweep`](super::dual::squared_coordinate_sweep)), its majorised form for
+//!    logistic ([`logistic::coordinate_sweep`](super::logistic::coordinate_sweep)). DualAst, the paper's
+//!    ablation, skips it and keeps `beta = beta'`;
 //! 5. the sub-problem gap `P_A(beta) - D_A(alpha)`.
 //!
 //! Choices where the paper is silent, each of which only makes a certificate tighter:
 //! - PrimDual takes the linked point `beta'` only when it does not increase `P_A` (otherwise CD continues
 //!   from the previous iterate): `P_A` is then monotone and Alg. 1 inherits the convergence of CD. Without
 //!   this guard a small `omega` keeps resetting `beta` to the link of a stale `alpha`.
-//! - Both the ascent iterate `alpha` and the dual point of the primal iterate, `X beta - y` (Remark E.3),
-//!   are scored by `D_A`; the better one is kept. The gap reported is best primal minus best dual, so it
-//!   never increases, and "the gap stops decreasing" means it fell by `<= zeta` over [`PATIENCE`]
-//!   iterations in a row (DualAst's iterates are not monotone, so one flat iteration proves nothing).
-//! - By default the dual step uses the exact super-gradient of `D` at `alpha`, `X B(eta(alpha)) - y - alpha`
-//!   (Remark E.2; the link's residual from the previous iteration), instead of `X beta^{t-1} - y - alpha`
-//!   with the CD-improved `beta^{t-1}` as Alg. 1 prints it: the latter only drags `alpha` towards the
-//!   primal's own dual point `X beta - y`, which is scored anyway, while the former is a genuine ascent on
+//! - Both the ascent iterate `alpha` and the dual point of the primal iterate, `l'(X beta)` (Remark E.3;
+//!   `X beta - y` for squared loss), are scored by `D_A`; the better one is kept. The gap reported is best
+//!   primal minus best dual, so it never increases, and "the gap stops decreasing" means it fell by
+//!   `<= zeta` over [`PATIENCE`] iterations in a row (DualAst's iterates are not monotone, so one flat
+//!   iteration proves nothing).
+//! - By default the dual step uses the exact super-gradient of `D` at `alpha`, `X B(eta(alpha)) -
+//!   l*'(alpha)` (Remark E.2; the link's residual from the previous iteration), instead of `X beta^{t-1} -
+//!   l*'(alpha)` with the CD-improved `beta^{t-1}` as Alg. 1 prints it: the latter only drags `alpha`
+//!   towards the primal's own dual point, which is scored anyway, while the former is a genuine ascent on
 //!   `D` and roughly halves the final gap on the Sec. 5.1 data at the same primal value.
-//! - `omega` defaults to `1 / (1 + sigma_max(X_A)^2 / (2 lambda2))`, the inverse curvature of `D_A` on a
-//!   fixed support (`sigma_max` by power iteration); the paper's constant 0.0005 is available.
+//! - `omega` defaults to `1 / (mu + 1.1 sigma_max(X_A)^2 / (2 lambda2))`, the inverse curvature of `D_A`
+//!   on a fixed support, with `mu` the minimum of `l*''` on `F` (the `gamma` of the gap ball: 1 for squared
+//!   loss, 4 for logistic, where near the boundary of `F` the dual is stiffer, which the projection and
+//!   keeping the best dual point make harmless) and `sigma_max` by power iteration (an estimate from
+//!   below, hence the 10% margin); the paper's constant 0.0005 is available.
 
 use super::columns::Columns;
-use super::dual::{squared_conjugate_sum, squared_loss_of_residual, Penalty};
+use super::dual::Penalty;
+use super::SubsetLoss;
 
 /// Iterations without a gap decrease of more than `zeta` before Alg. 1 stops.
 pub const PATIENCE: usize = 10;
@@ -42,14 +54,14 @@ pub enum Variant {
 #[derive(Debug, Clone, Copy)]
 pub struct InnerOptions {
     pub variant: Variant,
-    /// Dual step; `None` = `1 / (1 + sigma_max(X_A)^2 / (2 lambda2))`.
+    /// Dual step; `None` = `1 / (mu + 1.1 sigma_max(X_A)^2 / (2 lambda2))` (module docs).
     pub omega: Option<f64>,
     /// Stop when the sub-problem gap is below this.
     pub xi: f64,
     /// Stop when one iteration decreases the sub-problem gap by at most this.
     pub zeta: f64,
     pub max_iterations: usize,
-    /// Take the super-gradient at the link of the current dual point, `X B(eta(alpha)) - y - alpha`
+    /// Take the super-gradient at the link of the current dual point, `X B(eta(alpha)) - l*'(alpha)`
     /// (Remark E.2, what DualAst does), instead of at the CD-improved primal iterate as Alg. 1 writes it.
     pub exact_supergradient: bool,
 }
@@ -93,6 +105,7 @@ pub struct Scratch {
     linked_resid: Vec<f64>,
     link_resid: Vec<f64>,
     ascent: Vec<f64>,
+    point: Vec<f64>,
     best_alpha: Vec<f64>,
     best_beta: Vec<f64>,
     best_resid: Vec<f64>,
@@ -108,14 +121,28 @@ pub struct InnerOutcome {
     pub dual: f64,
 }
 
-/// `P_A(beta) = (1/2)||y - X beta||^2 + sum_{j in A} g(beta_j)` (beta is zero off `A`).
-pub fn sub_primal(penalty: &Penalty, active: &[usize], beta: &[f64], resid: &[f64]) -> f64 {
-    squared_loss_of_residual(resid) + active.iter().map(|&j| penalty.value(beta[j])).sum::<f64>()
+/// `P_A(beta) = sum_i l(u_i, y_i) + sum_{j in A} g(beta_j)` (beta is zero off `A`, `u = y - resid`).
+pub fn sub_primal(
+    cols: &Columns,
+    loss: SubsetLoss,
+    penalty: &Penalty,
+    active: &[usize],
+    beta: &[f64],
+    resid: &[f64],
+) -> f64 {
+    loss.loss_of_residual(cols.y(), resid)
+        + active.iter().map(|&j| penalty.value(beta[j])).sum::<f64>()
 }
 
-/// `D_A(alpha) = -sum_i l*(alpha_i) + sum_{j in A} Psi(eta_j(alpha))`.
-pub fn sub_dual(cols: &Columns, penalty: &Penalty, active: &[usize], alpha: &[f64]) -> f64 {
-    -squared_conjugate_sum(cols.y(), alpha)
+/// `D_A(alpha) = -sum_i l*(alpha_i) + sum_{j in A} Psi(eta_j(alpha))` ((8) restricted to `A`).
+pub fn sub_dual(
+    cols: &Columns,
+    loss: SubsetLoss,
+    penalty: &Penalty,
+    active: &[usize],
+    alpha: &[f64],
+) -> f64 {
+    -loss.conjugate_sum(cols.y(), alpha)
         + active
             .iter()
             .map(|&j| penalty.psi(penalty.eta(cols.dot(j, alpha))))
@@ -151,39 +178,23 @@ pub(super) fn sigma_max_sq(cols: &Columns, active: &[usize], scratch: &mut Scrat
     estimate
 }
 
-/// One sweep of T (13) over `A`, in place; keeps `resid = y - X beta`.
-fn coordinate_sweep(
-    cols: &Columns,
-    penalty: &Penalty,
-    active: &[usize],
-    beta: &mut [f64],
-    resid: &mut [f64],
-) {
-    for &j in active {
-        let old = beta[j];
-        let new = penalty.coordinate(cols.dot(j, resid) + old);
-        if new != old {
-            cols.axpy(j, old - new, resid);
-            beta[j] = new;
-        }
-    }
-}
-
-/// Runs Alg. 1 on `active` from `state`; leaves the best primal in `state.beta`/`state.resid` and the best
-/// sub-problem dual point in `state.alpha`.
+/// Runs Alg. 1 for `loss` on `active` from `state`; leaves the best primal in `state.beta`/`state.resid`
+/// and the best sub-problem dual point in `state.alpha`.
 pub fn solve(
     cols: &Columns,
+    loss: SubsetLoss,
     penalty: &Penalty,
     active: &[usize],
     options: &InnerOptions,
     state: &mut State,
     scratch: &mut Scratch,
 ) -> InnerOutcome {
+    let y = cols.y();
     let omega = options.omega.unwrap_or_else(|| {
-        1.0 / (1.0 + 1.1 * sigma_max_sq(cols, active, scratch) / (2.0 * penalty.lambda2))
+        1.0 / (loss.gamma() + 1.1 * sigma_max_sq(cols, active, scratch) / (2.0 * penalty.lambda2))
     });
-    let mut best_primal = sub_primal(penalty, active, &state.beta, &state.resid);
-    let mut best_dual = sub_dual(cols, penalty, active, &state.alpha);
+    let mut best_primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
+    let mut best_dual = sub_dual(cols, loss, penalty, active, &state.alpha);
     scratch.best_alpha.clear();
     scratch.best_alpha.extend_from_slice(&state.alpha);
     scratch.best_beta.clear();
@@ -194,6 +205,7 @@ pub fn solve(
     scratch.best_resid.extend_from_slice(&state.resid);
     scratch.ascent.clear();
     scratch.ascent.extend_from_slice(&state.alpha);
+    scratch.point.resize(cols.n(), 0.0);
     scratch.linked.resize(active.len(), 0.0);
     scratch.link_resid.clear();
     scratch.link_resid.extend_from_slice(&state.resid);
@@ -202,15 +214,13 @@ pub fn solve(
     let mut stale = 0;
     while iterations < options.max_iterations {
         iterations += 1;
-        // 1-2. Super-gradient ascent: g = X beta - y - alpha = -resid - alpha.
+        // 1-2. Projected super-gradient ascent, at the link's residual or at the CD iterate's.
         let toward: &[f64] = if options.exact_supergradient {
             &scratch.link_resid
         } else {
             &state.resid
         };
-        for (a, &r) in scratch.ascent.iter_mut().zip(toward) {
-            *a += omega * (-r - *a);
-        }
+        loss.ascend(y, toward, omega, &mut scratch.ascent);
         // 3. The link, and D_A of the ascent iterate from the same products x_j . alpha.
         let mut psi_sum = 0.0;
         for (a, &j) in active.iter().enumerate() {
@@ -218,26 +228,26 @@ pub fn solve(
             scratch.linked[a] = penalty.link(eta);
             psi_sum += penalty.psi(eta);
         }
-        let ascent_dual = -squared_conjugate_sum(cols.y(), &scratch.ascent) + psi_sum;
+        let ascent_dual = -loss.conjugate_sum(y, &scratch.ascent) + psi_sum;
         if ascent_dual > best_dual {
             best_dual = ascent_dual;
             scratch.best_alpha.copy_from_slice(&scratch.ascent);
         }
         scratch.linked_resid.clear();
-        scratch.linked_resid.extend_from_slice(cols.y());
+        scratch.linked_resid.extend_from_slice(y);
         for (a, &j) in active.iter().enumerate() {
             if scratch.linked[a] != 0.0 {
                 cols.axpy(j, -scratch.linked[a], &mut scratch.linked_resid);
             }
         }
         scratch.link_resid.copy_from_slice(&scratch.linked_resid);
-        let linked_primal = squared_loss_of_residual(&scratch.linked_resid)
+        let linked_primal = loss.loss_of_residual(y, &scratch.linked_resid)
             + scratch
                 .linked
                 .iter()
                 .map(|&b| penalty.value(b))
                 .sum::<f64>();
-        let current_primal = sub_primal(penalty, active, &state.beta, &state.resid);
+        let current_primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
         let take_link = match options.variant {
             Variant::DualAst => true,
             Variant::PrimDual => linked_primal < current_primal,
@@ -248,12 +258,12 @@ pub fn solve(
             }
             std::mem::swap(&mut state.resid, &mut scratch.linked_resid);
         }
-        // 4. Primal coordinate descent T (13).
+        // 4. Primal coordinate descent.
         if options.variant == Variant::PrimDual {
-            coordinate_sweep(cols, penalty, active, &mut state.beta, &mut state.resid);
+            loss.coordinate_sweep(cols, penalty, active, &mut state.beta, &mut state.resid);
         }
-        // 5. Scores: the primal iterate, and its dual point alpha = X beta - y = -resid.
-        let primal = sub_primal(penalty, active, &state.beta, &state.resid);
+        // 5. Scores: the primal iterate, and its dual point l'(X beta) (Remark E.3).
+        let primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
         if primal < best_primal {
             best_primal = primal;
             for (a, &j) in active.iter().enumerate() {
@@ -261,22 +271,11 @@ pub fn solve(
             }
             scratch.best_resid.copy_from_slice(&state.resid);
         }
-        let mut psi_sum = 0.0;
-        for &j in active {
-            psi_sum += penalty.psi(penalty.eta(-cols.dot(j, &state.resid)));
-        }
-        let conj: f64 = cols
-            .y()
-            .iter()
-            .zip(&state.resid)
-            .map(|(&y, &r)| 0.5 * r * r - y * r)
-            .sum();
-        let primal_point_dual = -conj + psi_sum;
+        loss.dual_point(y, &state.resid, &mut scratch.point);
+        let primal_point_dual = sub_dual(cols, loss, penalty, active, &scratch.point);
         if primal_point_dual > best_dual {
             best_dual = primal_point_dual;
-            for (a, &r) in scratch.best_alpha.iter_mut().zip(&state.resid) {
-                *a = -r;
-            }
+            scratch.best_alpha.copy_from_slice(&scratch.point);
         }
         let gap = best_primal - best_dual;
         if gap <= options.xi {

@@ -16,9 +16,11 @@
 //!
 //! ## The pieces
 //!
-//! - [`logistic`]: the logistic loss's conjugate, dual point, coordinate step and Alg. 1;
-//! - [`dual`]: `eta(alpha)`, `eta0`, the link `B` (6), `Psi` (7), `D(alpha)` (8), the coordinate step T (13);
-//! - [`inner`]: Alg. 1 (PrimDual) and its ablation DualAst, on an active set;
+//! - [`logistic`]: the logistic loss's conjugate, dual point, ascent step and coordinate step;
+//! - [`dual`]: `eta(alpha)`, `eta0`, the link `B` (6), `Psi` (7), `D(alpha)` (8), the coordinate step T (13),
+//!   and the squared loss's conjugate, ascent step and coordinate sweep;
+//! - [`inner`]: Alg. 1 (PrimDual) and its ablation DualAst, on an active set, one loop for both losses
+//!   ([`SubsetLoss`] dispatches the loss-specific steps);
 //! - [`screening`]: the gap ball (15), gap-safe screening (16), feature inclusion (Alg. 3);
 //! - [`SubsetSolver`]: Alg. 2, one outer step per [`SubsetSolver::step`], driven by [`SubsetSolver::solve`];
 //!   warm-startable ([`SubsetSolver::warm_start`], [`SubsetSolver::set_penalty`]) for regularisation paths
@@ -60,7 +62,6 @@ use columns::Columns;
 pub use dual::{Penalty, PenaltyError};
 pub use inner::Variant;
 use inner::{InnerOptions, Scratch, State};
-use logistic::LogisticScratch;
 use screening::{
     ball_radius, correlations, inclusion_size, screens_out, select_inclusion, SQUARED_GAMMA,
 };
@@ -105,11 +106,39 @@ impl SubsetLoss {
         }
     }
 
-    /// `gamma`, the strong convexity of `l*` (the gap ball (15)).
+    /// `gamma = mu`, the strong convexity of `l*` (the gap ball (15)); also the minimum of `l*''` on `F`
+    /// in Alg. 1's default dual step.
     fn gamma(self) -> f64 {
         match self {
             SubsetLoss::Squared => SQUARED_GAMMA,
             SubsetLoss::Logistic => logistic::LOGISTIC_GAMMA,
+        }
+    }
+
+    /// One step of Alg. 1's projected super-gradient ascent on the dual (8), `alpha_i += omega (u_i -
+    /// l*'(alpha_i))` with `u = y - resid` (Remark E.2), then onto `F`.
+    fn ascend(self, y: &[f64], resid: &[f64], omega: f64, alpha: &mut [f64]) {
+        match self {
+            SubsetLoss::Squared => dual::squared_ascent_step(resid, omega, alpha),
+            SubsetLoss::Logistic => logistic::ascent_step(y, resid, omega, alpha),
+        }
+    }
+
+    /// One sweep of Alg. 1's primal coordinate descent over `active`: T (13) for squared loss, the
+    /// majorised step of [`logistic`] for logistic.
+    fn coordinate_sweep(
+        self,
+        cols: &Columns,
+        penalty: &Penalty,
+        active: &[usize],
+        beta: &mut [f64],
+        resid: &mut [f64],
+    ) {
+        match self {
+            SubsetLoss::Squared => {
+                dual::squared_coordinate_sweep(cols, penalty, active, beta, resid)
+            }
+            SubsetLoss::Logistic => logistic::coordinate_sweep(cols, penalty, active, beta, resid),
         }
     }
 
@@ -290,7 +319,6 @@ pub struct SubsetSolver {
     params: SubsetParams,
     state: State,
     scratch: Scratch,
-    logistic_scratch: LogisticScratch,
     active: Vec<usize>,
     in_active: Vec<bool>,
     screened: Vec<bool>,
@@ -330,7 +358,6 @@ impl SubsetSolver {
             params,
             state,
             scratch: Scratch::default(),
-            logistic_scratch: LogisticScratch::default(),
             active: Vec::new(),
             in_active: vec![false; p],
             screened: vec![false; p],
@@ -548,25 +575,15 @@ impl SubsetSolver {
             exact_supergradient: self.params.exact_supergradient,
         };
         let loss = self.params.loss;
-        let outcome = match loss {
-            SubsetLoss::Squared => inner::solve(
-                &self.cols,
-                &penalty,
-                &self.active,
-                &options,
-                &mut self.state,
-                &mut self.scratch,
-            ),
-            SubsetLoss::Logistic => logistic::solve(
-                &self.cols,
-                &penalty,
-                &self.active,
-                &options,
-                &mut self.state,
-                &mut self.scratch,
-                &mut self.logistic_scratch,
-            ),
-        };
+        let outcome = inner::solve(
+            &self.cols,
+            loss,
+            &penalty,
+            &self.active,
+            &options,
+            &mut self.state,
+            &mut self.scratch,
+        );
         // Full certificate: the better of the sub-problem's dual point and l'(X beta).
         let primal = loss.loss_of_residual(self.cols.y(), &self.state.resid)
             + self

@@ -8,6 +8,7 @@ use rand_distr::{Distribution, StandardNormal};
 use super::*;
 use crate::sample::{Dataset, Sample};
 
+mod golden;
 mod logistic;
 
 /// A dense problem: `X` (row-major, `n x p`) with AR(rho) correlated columns, `y = X w + noise`, with
@@ -119,20 +120,108 @@ fn elastic_net(
     (b, obj)
 }
 
-/// `min_S [EN_S + lambda0 |S|]` over every support: the global optimum of P (an EN solution with zeros on
-/// S is also feasible for a smaller S, so the minimum over S is exact). Returns (objective, support).
-fn enumerate(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
-    let p = cols.len();
+/// `min_S [R_S + lambda0 |S|]` over every support `S` of `p` features, where `reference(S)` returns the
+/// l1 + l2 penalised optimum restricted to `S` as (b over all `p`, objective without lambda0): the global
+/// optimum of P (a solution with zeros on S is also feasible for a smaller S, so the minimum over S is
+/// exact). Returns (objective, support).
+fn enumerate_supports(
+    p: usize,
+    pen: &Penalty,
+    reference: impl Fn(&[usize]) -> (Vec<f64>, f64),
+) -> (f64, Vec<usize>) {
     let mut best = (f64::INFINITY, Vec::new());
     for mask in 0u32..(1 << p) {
         let support: Vec<usize> = (0..p).filter(|&j| mask & (1 << j) != 0).collect();
-        let (b, en) = elastic_net(cols, y, &support, pen.lambda1, pen.lambda2);
-        let value = en + pen.lambda0 * b.iter().filter(|v| **v != 0.0).count() as f64;
+        let (b, value) = reference(&support);
+        let value = value + pen.lambda0 * b.iter().filter(|v| **v != 0.0).count() as f64;
         if value < best.0 {
             best = (value, (0..p).filter(|&j| b[j] != 0.0).collect());
         }
     }
     best
+}
+
+/// The squared-loss optimum by enumeration, with the elastic net as the per-support reference.
+fn enumerate(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
+    enumerate_supports(cols.len(), pen, |support| {
+        elastic_net(cols, y, support, pen.lambda1, pen.lambda2)
+    })
+}
+
+/// Solves `prob` with Alg. 2 and asserts that its primal is not below `best`, the enumerated optimum (a
+/// primal value is that of a feasible point). Returns the primal and the solver.
+fn solve_above_enumeration(
+    prob: &Dense,
+    params: SubsetParams,
+    best: f64,
+    seed: u64,
+) -> (f64, SubsetSolver) {
+    let mut solver = SubsetSolver::new(&prob.dataset(), params).unwrap();
+    let ours = solver.solve(&mut |_| {}).certificate.primal;
+    assert!(
+        ours >= best - 1e-9 * best.abs().max(1.0),
+        "seed {seed}: below the enumerated optimum?"
+    );
+    (ours, solver)
+}
+
+/// Solves once without screening, every feature active from the start, and once with screening (the
+/// rest of `params` alike); asserts that screening removed no feature of the unscreened support and
+/// returns how many features it removed.
+fn screening_spares_the_unscreened_support(
+    data: &Dataset,
+    p: usize,
+    params: SubsetParams,
+    seed: u64,
+) -> usize {
+    let mut plain = SubsetSolver::new(
+        data,
+        SubsetParams {
+            screening: false,
+            ..params
+        },
+    )
+    .unwrap();
+    let every: Vec<u32> = (0..p as u32).collect();
+    plain.warm_start(&[], &every);
+    plain.solve(&mut |_| {});
+    let reference = support_of(&plain);
+    let mut screened = SubsetSolver::new(data, params).unwrap();
+    screened.solve(&mut |_| {});
+    let removed = screened.screened_features();
+    for j in &reference {
+        assert!(
+            !removed.contains(&(*j as u32)),
+            "seed {seed}: feature {j} of the unscreened support {reference:?} was screened out"
+        );
+    }
+    removed.len()
+}
+
+/// Runs Alg. 2 and asserts at every outer step weak duality (`gap >= 0` up to rounding, finite dual) and
+/// a primal that never rises. Returns the number of outer steps.
+fn check_every_outer_step(data: &Dataset, params: SubsetParams, seed: u64) -> usize {
+    let variant = params.variant;
+    let mut solver = SubsetSolver::new(data, params).unwrap();
+    let mut last = f64::INFINITY;
+    let mut steps = 0;
+    solver.solve(&mut |s| {
+        steps += 1;
+        let scale = s.row.primal.abs().max(1.0);
+        assert!(s.row.dual.is_finite(), "seed {seed}: dual {}", s.row.dual);
+        assert!(
+            s.row.gap >= -1e-10 * scale,
+            "seed {seed} {variant:?}: gap {} < 0",
+            s.row.gap
+        );
+        assert!(
+            s.row.primal <= last + 1e-12 * scale,
+            "seed {seed} {variant:?}: P rose {last} -> {}",
+            s.row.primal
+        );
+        last = s.row.primal;
+    });
+    steps
 }
 
 fn params(l0: f64, l1: f64, l2: f64) -> SubsetParams {
@@ -218,19 +307,9 @@ fn small_problems_match_enumeration() {
     for seed in 0..8u64 {
         let prob = dense_problem(30, 8, 3, 0.3, 0.3, 100 + seed);
         let (cols, _) = prob.normalised();
-        let pen = Penalty::new(0.5, 0.01, 0.01).unwrap();
-        let (best, best_support) = enumerate(&cols, &prob.y, &pen);
-        let mut solver = SubsetSolver::new(
-            &prob.dataset(),
-            params(pen.lambda0, pen.lambda1, pen.lambda2),
-        )
-        .unwrap();
-        let report = solver.solve(&mut |_| {});
-        let ours = report.certificate.primal;
-        assert!(
-            ours >= best - 1e-9 * best.abs().max(1.0),
-            "seed {seed}: below the enumerated optimum?"
-        );
+        let (best, best_support) =
+            enumerate(&cols, &prob.y, &Penalty::new(0.5, 0.01, 0.01).unwrap());
+        let (ours, solver) = solve_above_enumeration(&prob, params(0.5, 0.01, 0.01), best, seed);
         assert!(
             (ours - best).abs() <= 1e-6 * best.abs().max(1.0),
             "seed {seed}: P = {ours} but the best support {best_support:?} gives {best}; ours {:?}",
@@ -256,25 +335,8 @@ fn screening_never_removes_a_feature_selected_without_screening() {
             (0.01, 0.01, 0.05),
         ];
         let (l0, l1, l2) = lambdas[(seed % 4) as usize];
-        // Without screening, every feature active from the start.
-        let mut plain_params = params(l0, l1, l2);
-        plain_params.screening = false;
-        let mut plain = SubsetSolver::new(&data, plain_params).unwrap();
-        let every: Vec<u32> = (0..p as u32).collect();
-        plain.warm_start(&[], &every);
-        plain.solve(&mut |_| {});
-        let reference = support_of(&plain);
-        let mut screened = SubsetSolver::new(&data, params(l0, l1, l2)).unwrap();
-        let mut steps = 0;
-        screened.solve(&mut |_| steps += 1);
-        let removed = screened.screened_features();
-        for j in &reference {
-            assert!(
-                !removed.contains(&(*j as u32)),
-                "seed {seed}: feature {j} of the unscreened support {reference:?} was screened out"
-            );
-        }
-        screened_total += removed.len();
+        screened_total +=
+            screening_spares_the_unscreened_support(&data, p, params(l0, l1, l2), seed);
     }
     // The test is only meaningful if screening actually fires.
     assert!(
@@ -315,24 +377,7 @@ fn weak_duality_and_monotone_primal_at_every_outer_step() {
             let mut par = SubsetParams::new(Penalty::new(0.3, 0.2, 0.5).unwrap());
             par.variant = variant;
             par.max_outer = 200;
-            let mut solver = SubsetSolver::new(&data, par).unwrap();
-            let mut last = f64::INFINITY;
-            let mut steps = 0;
-            solver.solve(&mut |s| {
-                steps += 1;
-                let scale = s.row.primal.abs().max(1.0);
-                assert!(
-                    s.row.gap >= -1e-10 * scale,
-                    "seed {seed} {variant:?}: gap {} < 0",
-                    s.row.gap
-                );
-                assert!(
-                    s.row.primal <= last + 1e-12 * scale,
-                    "seed {seed} {variant:?}: P rose {last} -> {}",
-                    s.row.primal
-                );
-                last = s.row.primal;
-            });
+            let steps = check_every_outer_step(&data, par, seed);
             assert!(
                 steps >= 2,
                 "seed {seed}: the incremental loop should take several outer steps"

@@ -68,18 +68,11 @@ fn logistic_reference(
     (b, obj)
 }
 
+/// The logistic optimum by enumeration, with proximal gradient as the per-support reference.
 fn enumerate_logistic(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
-    let p = cols.len();
-    let mut best = (f64::INFINITY, Vec::new());
-    for mask in 0u32..(1 << p) {
-        let support: Vec<usize> = (0..p).filter(|&j| mask & (1 << j) != 0).collect();
-        let (b, value) = logistic_reference(cols, y, &support, pen.lambda1, pen.lambda2);
-        let value = value + pen.lambda0 * b.iter().filter(|v| **v != 0.0).count() as f64;
-        if value < best.0 {
-            best = (value, (0..p).filter(|&j| b[j] != 0.0).collect());
-        }
-    }
-    best
+    enumerate_supports(cols.len(), pen, |support| {
+        logistic_reference(cols, y, support, pen.lambda1, pen.lambda2)
+    })
 }
 
 #[test]
@@ -164,17 +157,8 @@ fn small_logistic_problems_match_enumeration() {
         let (cols, _) = prob.normalised();
         let pen = Penalty::new(0.8, 0.01, 0.05).unwrap();
         let (best, best_support) = enumerate_logistic(&cols, &prob.y, &pen);
-        let mut solver = SubsetSolver::new(
-            &prob.dataset(),
-            logistic_params(pen.lambda0, pen.lambda1, pen.lambda2),
-        )
-        .unwrap();
-        let report = solver.solve(&mut |_| {});
-        let ours = report.certificate.primal;
-        assert!(
-            ours >= best - 1e-9 * best.abs().max(1.0),
-            "seed {seed}: below the enumerated optimum?"
-        );
+        let par = logistic_params(pen.lambda0, pen.lambda1, pen.lambda2);
+        let (ours, solver) = solve_above_enumeration(&prob, par, best, seed);
         assert!(
             ours <= best * 1.02,
             "seed {seed}: P = {ours} far above the enumerated {best}"
@@ -202,26 +186,7 @@ fn logistic_weak_duality_and_monotone_primal_at_every_outer_step() {
             par.loss = SubsetLoss::Logistic;
             par.variant = variant;
             par.max_outer = 200;
-            let mut solver = SubsetSolver::new(&data, par).unwrap();
-            let mut last = f64::INFINITY;
-            let mut steps = 0;
-            solver.solve(&mut |s| {
-                steps += 1;
-                let scale = s.row.primal.abs().max(1.0);
-                assert!(s.row.dual.is_finite(), "seed {seed}: dual {}", s.row.dual);
-                assert!(
-                    s.row.gap >= -1e-10 * scale,
-                    "seed {seed} {variant:?}: gap {} < 0",
-                    s.row.gap
-                );
-                assert!(
-                    s.row.primal <= last + 1e-12 * scale,
-                    "seed {seed} {variant:?}: P rose {last} -> {}",
-                    s.row.primal
-                );
-                last = s.row.primal;
-            });
-            total_steps += steps;
+            total_steps += check_every_outer_step(&data, par, seed);
         }
     }
     // Meaningful only if the incremental loop takes several outer steps.
@@ -237,23 +202,8 @@ fn logistic_screening_never_removes_a_feature_selected_without_screening() {
         let data = prob.dataset();
         let lambdas = [(0.05, 0.1, 1.0), (0.5, 0.05, 0.2), (1.0, 0.5, 0.5)];
         let (l0, l1, l2) = lambdas[(seed % 3) as usize];
-        let mut plain_params = logistic_params(l0, l1, l2);
-        plain_params.screening = false;
-        let mut plain = SubsetSolver::new(&data, plain_params).unwrap();
-        let every: Vec<u32> = (0..p as u32).collect();
-        plain.warm_start(&[], &every);
-        plain.solve(&mut |_| {});
-        let reference = support_of(&plain);
-        let mut screened = SubsetSolver::new(&data, logistic_params(l0, l1, l2)).unwrap();
-        screened.solve(&mut |_| {});
-        let removed = screened.screened_features();
-        for j in &reference {
-            assert!(
-                !removed.contains(&(*j as u32)),
-                "seed {seed}: feature {j} of the unscreened support {reference:?} was screened out"
-            );
-        }
-        screened_total += removed.len();
+        screened_total +=
+            screening_spares_the_unscreened_support(&data, p, logistic_params(l0, l1, l2), seed);
     }
     assert!(
         screened_total > 50,
