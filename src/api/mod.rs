@@ -231,7 +231,7 @@ async fn parse_off_runtime(
 ) -> Result<SampleBlock, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
-        crate::daemon::lower_thread_priority();
+        crate::daemon::set_thread_nice(crate::daemon::PARSER_NICE);
         let body = join_chunks(chunks);
         let text = std::str::from_utf8(&body).map_err(|e| BatchError {
             line: None,

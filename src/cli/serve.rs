@@ -63,7 +63,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
 /// (priority 1). Why: on 2 busy cores a
 /// worker woken for a `GET /v1/model` waited milliseconds in the run queue behind nice-0 work (the load
 /// generator, other processes); a FIFO thread runs at once. What bounds the risk: the workers only
-/// shuttle requests (parsing runs on the blocking pool, learning on nice +10 threads) and the kernel's
+/// shuttle requests (parsing runs on the blocking pool, learning on nice +5 threads) and the kernel's
 /// RT throttling leaves 5% of each second to everything else. Best effort: without CAP_SYS_NICE it
 /// logs one warning per thread and the worker keeps the default policy.
 ///
