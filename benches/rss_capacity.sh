@@ -19,7 +19,7 @@ MULT="${MULT:-4}"; MIN_SAMPLES="${MIN_SAMPLES:-6000000}"; FORMAT="${FORMAT:-libs
 OUT="${KEEP:-$(mktemp -d)}"; mkdir -p "$OUT"
 cargo build --release --quiet && cargo build --release --quiet --example loadgen
 
-echo "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-unset} THRESHER_INGEST_QUEUE_CAPACITY=${THRESHER_INGEST_QUEUE_CAPACITY:-32 (default)} format=$FORMAT raw series in $OUT"
+echo "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-unset} THRESHER_INGEST_QUEUE_CAPACITY=${THRESHER_INGEST_QUEUE_CAPACITY:-1024 (default)} THRESHER_INGEST_QUEUE_SAMPLES=${THRESHER_INGEST_QUEUE_SAMPLES:-640000 (default)} format=$FORMAT raw series in $OUT"
 ROWS="$OUT/rows.txt"; : > "$ROWS"
 for CAP in $CAPACITIES; do
   SAMPLES=$(( CAP * MULT > MIN_SAMPLES ? CAP * MULT : MIN_SAMPLES ))
