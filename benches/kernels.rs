@@ -30,7 +30,7 @@ use thresher::ring::Window;
 use thresher::sample::{Dataset, SampleSet};
 use thresher::solver::dual::Sdiht;
 use thresher::solver::objective::{
-    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+    fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
 use thresher::solver::primal::Iht;
 use thresher::solver::{Problem, Solver, StepRule};
@@ -175,12 +175,16 @@ fn certificate(c: &mut Criterion) {
     let (mut alpha, mut dual_scratch) = (Vec::new(), DualScratch::default());
     group.bench_function("multi_pass", |b| {
         b.iter(|| {
-            let primal = primal_value(&window, &loss, lambda, &w, 0.0);
-            let alphas = window.alphas();
-            let at_iterate = dual_value(&window, &loss, lambda, K, alphas, &mut dual_scratch);
-            dual_of_primal(&window, &loss, &w, 0.0, false, &mut alpha);
-            let at_primal = dual_value(&window, &loss, lambda, K, &alpha, &mut dual_scratch);
-            black_box((primal, at_iterate, at_primal))
+            black_box(separate_certificate(
+                &window,
+                &loss,
+                lambda,
+                K,
+                &w,
+                Some(window.alphas()),
+                &mut alpha,
+                &mut dual_scratch,
+            ))
         })
     });
     let mut scratch = CertificateScratch::default();

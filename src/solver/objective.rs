@@ -425,6 +425,31 @@ pub fn margins_into<S: SampleSet>(data: &S, w: &[f64], out: &mut Vec<f64>) {
     }));
 }
 
+/// [`fused_certificate`]'s values by the separate offline calls: [`primal_value`], [`dual_value`] at
+/// the iterate (if one is given), [`dual_of_primal`] into `alpha`, then [`dual_value`] at it — six
+/// passes over the window. The reference the fused kernel is tested and benchmarked against.
+#[allow(clippy::too_many_arguments)]
+pub fn separate_certificate<S: SampleSet>(
+    data: &S,
+    loss: &Loss,
+    lambda: f64,
+    k: usize,
+    w: &[f64],
+    iterate: Option<&[f64]>,
+    alpha: &mut Vec<f64>,
+    scratch: &mut DualScratch,
+) -> CertificateValues {
+    let primal = primal_value(data, loss, lambda, w, 0.0);
+    let dual_at_iterate = iterate.map(|alphas| dual_value(data, loss, lambda, k, alphas, scratch));
+    dual_of_primal(data, loss, w, 0.0, false, alpha);
+    let dual_at_primal = dual_value(data, loss, lambda, k, alpha, scratch);
+    CertificateValues {
+        primal,
+        dual_at_iterate,
+        dual_at_primal,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,11 +524,18 @@ mod tests {
                 ] {
                     let (w, support) = sparse_w(len, dim, nonzeros, &mut rng);
                     let lambda = rng.gen_range(1e-3..1.0);
-                    let primal = primal_value(&data, &loss, lambda, &w, 0.0);
-                    let at_iterate =
-                        dual_value(&data, &loss, lambda, k, data.alphas(), &mut dual_scratch);
-                    dual_of_primal(&data, &loss, &w, 0.0, false, &mut alpha);
-                    let at_primal = dual_value(&data, &loss, lambda, k, &alpha, &mut dual_scratch);
+                    let reference = separate_certificate(
+                        &data,
+                        &loss,
+                        lambda,
+                        k,
+                        &w,
+                        Some(data.alphas()),
+                        &mut alpha,
+                        &mut dual_scratch,
+                    );
+                    let (primal, at_primal) = (reference.primal, reference.dual_at_primal);
+                    let at_iterate = reference.dual_at_iterate.unwrap_or(f64::NAN);
                     for iterate in [Some(data.alphas()), None] {
                         let fused = fused_certificate(
                             &data,

@@ -914,7 +914,7 @@ mod tests {
     /// window: `P(w)` against the larger of `D` at the window's duals and `D` at `P_F(l'(w.x_i))`.
     #[test]
     fn snapshot_certificate_equals_the_separate_calls() {
-        use super::super::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+        use super::super::objective::{separate_certificate, DualScratch};
         for (kind, seed) in [
             (LossKind::Squared, 1),
             (LossKind::Huber, 2),
@@ -937,13 +937,18 @@ mod tests {
                     );
                 }
                 let (c, window) = (&l.config, &l.window);
-                let mut scratch = DualScratch::default();
-                let primal = primal_value(window, &c.loss, c.lambda, &l.w, 0.0);
-                let alphas = window.alphas();
-                let at_iterate = dual_value(window, &c.loss, c.lambda, c.k, alphas, &mut scratch);
-                let mut alpha = Vec::new();
-                dual_of_primal(window, &c.loss, &l.w, 0.0, false, &mut alpha);
-                let at_primal = dual_value(window, &c.loss, c.lambda, c.k, &alpha, &mut scratch);
+                let reference = separate_certificate(
+                    window,
+                    &c.loss,
+                    c.lambda,
+                    c.k,
+                    &l.w,
+                    Some(window.alphas()),
+                    &mut Vec::new(),
+                    &mut DualScratch::default(),
+                );
+                let (primal, at_primal) = (reference.primal, reference.dual_at_primal);
+                let at_iterate = reference.dual_at_iterate.unwrap_or(f64::NAN);
                 let expected = Certificate::new(primal, at_iterate.max(at_primal), window.len());
                 assert_eq!(snap.model.certificate, expected, "{kind:?}");
             }

@@ -412,7 +412,7 @@ mod tests {
     use crate::loss::{Loss, LossKind};
     use crate::sample::Sample;
     use crate::solver::mirror::{Constraint, MirrorStep};
-    use crate::solver::objective::{dual_of_primal, dual_value, primal_value, DualScratch};
+    use crate::solver::objective::{separate_certificate, DualScratch};
     use crate::synth::sparse_stream;
 
     fn config(solver: StreamSolverKind, options: SolverOptions, k: usize) -> LearnerConfig {
@@ -468,17 +468,18 @@ mod tests {
             w[j as usize] = v;
         }
         let (loss, lambda) = (&config.loss, config.lambda);
-        let primal = primal_value(window, loss, lambda, &w, 0.0);
         let mut alpha = Vec::new();
-        dual_of_primal(window, loss, &w, 0.0, false, &mut alpha);
-        let dual = dual_value(
+        let reference = separate_certificate(
             window,
             loss,
             lambda,
             snap.model.k,
-            &alpha,
+            &w,
+            None,
+            &mut alpha,
             &mut DualScratch::default(),
         );
+        let (primal, dual) = (reference.primal, reference.dual_at_primal);
         assert_eq!(c, Certificate::new(primal, dual, window.len()));
         assert_eq!(window.alphas(), &alpha[..]);
         c
