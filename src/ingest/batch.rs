@@ -358,16 +358,11 @@ fn read_body(
                 let outcome = if format == BodyFormat::Libsvm {
                     parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
                 } else {
-                    // The plain shape is read directly; anything else (and every error) by serde.
-                    match fast
-                        .then(|| json_plain::parse_line(line, &mut scratch))
-                        .flatten()
-                    {
-                        Some(plain) => Ok(plain.into()),
-                        None => serde_json::from_str::<WireSample>(line)
-                            .map_err(|e| LineError::Json(e.to_string())),
-                    }
-                    .and_then(|w| wire_to_pending(w, rules.predict))
+                    // The plain shape was read above (when `fast`); anything else, and every error,
+                    // by serde.
+                    serde_json::from_str::<WireSample>(line)
+                        .map_err(|e| LineError::Json(e.to_string()))
+                        .and_then(|w| wire_to_pending(w, rules.predict))
                 };
                 let p = outcome.map_err(|e| fail(n + 1, e.to_string(), total()))?;
                 parsed.push(n + 1, p);

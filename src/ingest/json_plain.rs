@@ -56,7 +56,9 @@ impl Scratch {
     }
 }
 
-/// One NDJSON line holding one plain sample object (and only JSON whitespace around it).
+/// One NDJSON line holding one plain sample object (and only JSON whitespace around it), as the wire
+/// struct (the tests compare it with `serde_json`'s; the daemon copies [`parse_line_fields`] instead).
+#[cfg(test)]
 pub(crate) fn parse_line(line: &str, scratch: &mut Scratch) -> Option<PlainJsonSample> {
     let fields = parse_line_fields(line, scratch)?;
     Some(fields.to_sample(scratch))
