@@ -422,7 +422,7 @@ impl StreamSdiht {
         };
         // D at `alpha + t alpha_new`; leaves `H_k(z + t dz)` in `self.trial_support` /
         // `self.trial_values` (unscaled, ascending index order).
-        let dual_at = |this: &mut Self, t: f64| -> f64 {
+        let dual_at = |this: &mut Self, t: f64| -> (f64, f64) {
             let changed = this
                 .batch_coords
                 .iter()
@@ -439,7 +439,8 @@ impl StreamSdiht {
                 let w = v * (-1.0 / lambda_n);
                 sq_norm += w * w;
             }
-            -(this.conj_sum + conj_at(this, t)) / n - 0.5 * lambda * sq_norm
+            let conj_new = conj_at(this, t);
+            (-(this.conj_sum + conj_new) / n - 0.5 * lambda * sq_norm, conj_new)
         };
         // `dual_at` reuses `trial_support`, which pairs with `trial_w` (the block step's threshold clears
         // `trial_w` on `trial_support` only): clear `trial_w` first, or its entries outside the support
@@ -449,19 +450,20 @@ impl StreamSdiht {
                 *v = 0.0;
             }
         }
-        let floor = dual_at(self, 0.0);
+        let (floor, _) = dual_at(self, 0.0);
         let mut t = 1.0;
         let mut accepted = None;
         for _ in 0..MAX_BACKTRACK {
             let trial = dual_at(self, t);
-            if trial >= floor - 1e-12 * floor.abs().max(1.0) {
+            if trial.0 >= floor - 1e-12 * floor.abs().max(1.0) {
                 accepted = Some(trial);
                 break;
             }
             t *= 0.5;
         }
-        let dual = match accepted {
-            Some(d) => d,
+        // The accepted trial's `sum l*(t a_i)` is kept: recomputing it costs a log per new sample.
+        let (dual, conj_new) = match accepted {
+            Some(trial) => trial,
             None => {
                 t = 0.0;
                 dual_at(self, 0.0)
@@ -471,7 +473,7 @@ impl StreamSdiht {
         for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
             self.window.alphas_mut()[at] = t * a;
         }
-        self.conj_sum += conj_at(self, t);
+        self.conj_sum += conj_new;
         for (m, &j) in self.batch_coords.iter().enumerate() {
             self.z[j as usize] = self.z_on_batch[m] + t * self.dz_on_batch[m];
         }
