@@ -71,6 +71,11 @@ struct Args {
     /// A long run measures the sustained rate, not the burst that fills the ingest queue.
     #[arg(long, default_value_t = 0.0)]
     duration: f64,
+    /// The daemon's `snapshot.interval_ms`: how often the learner certifies and publishes. 500 is the
+    /// daemon's default; a shorter interval buys fresher models (lower staleness) with certificate CPU
+    /// taken from ingest (each certificate is a few full passes over the window).
+    #[arg(long, default_value_t = 500)]
+    snapshot_ms: u64,
     /// Scheduling of the GET probe thread: normal, slice (the short EEVDF time slice the daemon's HTTP
     /// workers ask for; no privilege needed), nice (-10) or fifo (SCHED_FIFO 1; needs root).
     #[arg(long, default_value = "normal")]
@@ -110,7 +115,10 @@ fn start_daemon(args: &Args) -> (Child, String) {
         .env("THRESHER_LEARNER_K", args.k.to_string())
         .env("THRESHER_LEARNER_LOSS", &args.loss)
         .env("THRESHER_LEARNER_LAMBDA", args.lambda.to_string())
-        .env("THRESHER_SNAPSHOT_INTERVAL_MS", "100");
+        .env(
+            "THRESHER_SNAPSHOT_INTERVAL_MS",
+            args.snapshot_ms.to_string(),
+        );
     for kv in &args.daemon_env {
         let (k, v) = kv.split_once('=').expect("--daemon-env takes KEY=VALUE");
         command.env(k, v);
@@ -593,7 +601,7 @@ fn main() {
     let (catchup_p50, catchup_p99, catchup_max, catchup_n) =
         latency_stats(&latencies, load_end, catchup_end);
     println!(
-        "format={} batch={} senders={} capacity={} samples={} seconds={:.2} samples_per_s={:.0} \
+        "format={} batch={} senders={} capacity={} snapshot_ms={} samples={} seconds={:.2} samples_per_s={:.0} \
          sustained_samples_per_s={:.0} http_503={} model_get_p50_ms={:.3} model_get_p99_ms={:.3} \
          model_get_max_ms={:.3} model_gets={} idle_get_p50_ms={:.3} idle_get_p99_ms={:.3} \
          idle_get_max_ms={:.3} idle_gets={} catchup_get_p50_ms={:.3} catchup_get_p99_ms={:.3} \
@@ -604,6 +612,7 @@ fn main() {
         args.batch,
         args.senders,
         args.capacity,
+        args.snapshot_ms,
         sent,
         ingest_seconds,
         sent as f64 / ingest_seconds,

@@ -36,6 +36,7 @@ use serde_json::{json, Value};
 
 use crate::ingest::batch::{parse_body, BatchError, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
+use crate::ingest::pressure::ParseGauge;
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
 use crate::snapshot::{rfc3339, set_gauges, ModelCell, Snapshot};
@@ -59,6 +60,8 @@ pub struct AppState {
     pub ingest: Mutex<Option<Sender<Batch>>>,
     /// Samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
     pub budget: Arc<SampleBudget>,
+    /// Bodies being parsed right now: while any are, the learners step only within their share.
+    pub parsing: Arc<ParseGauge>,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -232,6 +235,7 @@ async fn parse_off_runtime(
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
         crate::daemon::set_thread_nice(crate::daemon::PARSER_NICE);
+        let _parsing = st.parsing.enter();
         let body = join_chunks(chunks);
         let text = std::str::from_utf8(&body).map_err(|e| BatchError {
             line: None,

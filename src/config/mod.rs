@@ -18,6 +18,7 @@
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
+//! | `ingest.busy_step_share` | 0.25 | share of a learner's busy time spent stepping while bodies are being parsed | (0, 1] | `THRESHER_INGEST_BUSY_STEP_SHARE` |
 //! | `window.capacity` | 100000 | samples | 1 ..= 10^8 | `THRESHER_WINDOW_CAPACITY` |
 //! | `snapshot.interval_ms` | 500 | ms | 1 ..= 3600000 | `THRESHER_SNAPSHOT_INTERVAL_MS` |
 //! | `checkpoint.data_dir` | `""` (off) | path | | `THRESHER_CHECKPOINT_DATA_DIR` |
@@ -143,6 +144,9 @@ pub struct Config {
     pub max_dim: usize,
     pub max_named_features: usize,
     pub drain: bool,
+    /// While request bodies are being parsed, the most of a learner's busy time its solver steps may
+    /// take (`daemon::pace`); 1 = no limit.
+    pub busy_step_share: f64,
     pub window_capacity: usize,
     pub snapshot_interval: Duration,
     pub data_dir: Option<PathBuf>,
@@ -272,6 +276,7 @@ impl Config {
             max_dim,
             max_named_features: r.int("ingest", "max_named_features", 0, max_dim as i64)? as usize,
             drain: r.bool("ingest", "drain")?,
+            busy_step_share: r.share("ingest", "busy_step_share")?,
             window_capacity: r.int("window", "capacity", 1, 100_000_000)? as usize,
             snapshot_interval: Duration::from_millis(r.int(
                 "snapshot",
@@ -561,6 +566,19 @@ impl Reader<'_> {
     fn int(&self, section: &str, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigError> {
         as_int(self.get(section, key)?, &format!("{section}.{key}"), lo, hi)
     }
+    /// A number in `(0, 1]`.
+    fn share(&self, section: &str, key: &str) -> Result<f64, ConfigError> {
+        let name = format!("{section}.{key}");
+        let value = match self.get(section, key)? {
+            Value::Float(f) => *f,
+            Value::Integer(i) => *i as f64,
+            v => return Err(type_err(&name, "a number", v)),
+        };
+        if !(value > 0.0 && value <= 1.0) {
+            return Err(range(&name, &value.to_string(), "must be in (0, 1]"));
+        }
+        Ok(value)
+    }
     fn bool(&self, section: &str, key: &str) -> Result<bool, ConfigError> {
         match self.get(section, key)? {
             Value::Boolean(b) => Ok(*b),
@@ -689,6 +707,12 @@ mod tests {
         assert!(msg("[[learner]]\nname = \"a\"\n[[learner]]\nname = \"a\"\n").contains("unique"));
         assert!(msg("[server]\nlisten = \"nowhere\"\n").contains("`server.listen`"));
         assert!(msg("[server\n").contains("c.toml"));
+        for bad in ["0", "1.5", "-0.1", "nan"] {
+            let e = msg(&format!("[ingest]\nbusy_step_share = {bad}\n"));
+            assert!(e.contains("`ingest.busy_step_share`"), "{bad}: {e}");
+        }
+        let share = load_text("", &[("THRESHER_INGEST_BUSY_STEP_SHARE", "1")]).unwrap();
+        assert_eq!(share.busy_step_share, 1.0);
         let e = load_text("", &[("THRESHER_LEARNER_K", "many")])
             .unwrap_err()
             .to_string();

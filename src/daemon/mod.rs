@@ -24,6 +24,7 @@
 
 pub mod checkpoint;
 pub mod fault;
+pub mod pace;
 
 /// Niceness of the body parser threads relative to the HTTP workers (nice 0).
 pub(crate) const PARSER_NICE: i32 = 10;
@@ -129,6 +130,7 @@ use crate::api::{router, AppState, Batch};
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
+use crate::ingest::pressure::ParseGauge;
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
 use crate::snapshot::{
@@ -136,11 +138,14 @@ use crate::snapshot::{
 };
 use crate::solver::stream::{build, StepOutcome};
 use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
+use pace::StepPacer;
 
 /// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
 const STEPS_PER_LOCK: usize = 4;
 /// How long an idle learner or the router waits before re-checking for shutdown.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How long a learner out of step credit waits for a batch before looking at the parsers again.
+const PACED_WAIT: Duration = Duration::from_millis(5);
 /// stdin lines per batch at most.
 const STDIN_BATCH: usize = 1024;
 /// How long open HTTP connections may take to finish once stopping; then they are closed.
@@ -282,6 +287,7 @@ pub async fn run(
     // Queues and threads.
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
     let budget = SampleBudget::new(config.queue_samples);
+    let parsing = ParseGauge::new();
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
@@ -294,6 +300,10 @@ pub async fn run(
         learner_txs.push(tx);
         let name = learner.lock().config().name.clone();
         let (learner, fatal) = (learner.clone(), fatal.clone());
+        let pressure = Pressure {
+            parsing: parsing.clone(),
+            pacer: StepPacer::new(config.busy_step_share),
+        };
         let publisher = Publisher {
             cell: cell.clone(),
             metrics: metrics.clone(),
@@ -307,6 +317,7 @@ pub async fn run(
                 learner_loop(
                     learner,
                     rx,
+                    pressure,
                     Some(publisher),
                     PanicGuard {
                         fatal,
@@ -365,6 +376,7 @@ pub async fn run(
         },
         ingest: Mutex::new(Some(ingest_tx.clone())),
         budget: budget.clone(),
+        parsing,
     });
     if options.stdin {
         let (tx, budget, stop, metrics, dictionary) = (
@@ -374,10 +386,21 @@ pub async fn run(
             metrics.clone(),
             dictionary.clone(),
         );
+        let parsing = state.parsing.clone();
         // Detached: a blocking stdin read cannot be interrupted; it checks `stop` between lines.
         std::thread::Builder::new()
             .name("stdin".into())
-            .spawn(move || stdin_loop(tx, &budget, &stop, &metrics, &ingest_rules, &dictionary))
+            .spawn(move || {
+                stdin_loop(
+                    tx,
+                    &budget,
+                    &stop,
+                    &metrics,
+                    &ingest_rules,
+                    &dictionary,
+                    &parsing,
+                )
+            })
             .expect("spawn stdin thread");
     }
     drop(ingest_tx);
@@ -515,14 +538,22 @@ struct Publisher {
     interval: Duration,
 }
 
+/// What a learner knows of the ingest side: whether bodies are being parsed, and its step credit.
+struct Pressure {
+    parsing: Arc<ParseGauge>,
+    pacer: StepPacer,
+}
+
 /// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
 /// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
-/// model keeps improving under sustained ingest), and every `interval` publish a certified snapshot
-/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle;
-/// exit when the router is gone and the channel is empty.
+/// model keeps improving under sustained ingest) — while bodies are being parsed, only within the step
+/// share its inserts earned (`pace`: ingest first) — and every `interval` publish a certified snapshot
+/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle
+/// or out of step credit; exit when the router is gone and the channel is empty.
 fn learner_loop(
     learner: SharedLearner,
     rx: Receiver<Batch>,
+    mut pressure: Pressure,
     publisher: Option<Publisher>,
     _guard: PanicGuard,
 ) {
@@ -547,25 +578,41 @@ fn learner_loop(
             }
         }
         if !waiting.is_empty() {
+            let started = Instant::now();
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
             learner.lock().insert_batches(&blocks);
             drop(blocks);
             waiting.clear();
+            pressure.pacer.absorbed(started.elapsed());
         }
         if disconnected {
             return;
         }
+        let allowance = pressure.pacer.allowance(pressure.parsing.busy());
+        if allowance == Some(Duration::ZERO) {
+            match rx.recv_timeout(PACED_WAIT) {
+                Ok(batch) => waiting.push(batch),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            continue;
+        }
+        let started = Instant::now();
         let outcome = {
             let mut l = learner.lock();
             let mut last = StepOutcome::Stepped;
             for _ in 0..STEPS_PER_LOCK {
                 last = l.step();
-                if last != StepOutcome::Stepped {
+                if last != StepOutcome::Stepped || allowance.is_some_and(|a| started.elapsed() >= a)
+                {
                     break;
                 }
             }
             last
         };
+        if allowance.is_some() {
+            pressure.pacer.stepped(started.elapsed());
+        }
         if let StepOutcome::Idle(_) = outcome {
             match rx.recv_timeout(IDLE_WAIT) {
                 Ok(batch) => learner.lock().insert(batch.samples()),
@@ -585,17 +632,26 @@ fn stdin_loop(
     metrics: &Metrics,
     rules: &Rules,
     dictionary: &FeatureDictionary,
+    parsing: &Arc<ParseGauge>,
 ) {
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let mut batch = SampleBlock::new();
     let mut line = String::new();
     let mut number = 0usize;
+    let mut parsing_batch = None;
     let send = |batch: &mut SampleBlock| {
         if batch.is_empty() {
             return;
         }
         let n = batch.len() as u64;
+        // Only when stopping: a paused stdin is waited for, never dropped.
+        let dropped_at_stop = || {
+            metrics
+                .rejected
+                .with_label_values(&[reason::QUEUE_FULL])
+                .inc_by(n)
+        };
         // Back-pressure: wait for room (in the sample budget, then in the queue) rather than drop, since
         // stdin can be paused; unless stopping.
         let mut samples = std::mem::take(batch);
@@ -607,10 +663,7 @@ fn stdin_loop(
                     std::thread::sleep(IDLE_WAIT);
                 }
                 Err(_) => {
-                    metrics
-                        .rejected
-                        .with_label_values(&[reason::QUEUE_FULL])
-                        .inc_by(n);
+                    dropped_at_stop();
                     return;
                 }
             }
@@ -628,10 +681,7 @@ fn stdin_loop(
                     item = back
                 }
                 Err(_) => {
-                    metrics
-                        .rejected
-                        .with_label_values(&[reason::QUEUE_FULL])
-                        .inc_by(n);
+                    dropped_at_stop();
                     return;
                 }
             }
@@ -651,6 +701,8 @@ fn stdin_loop(
         if stop.load(Ordering::Acquire) {
             return;
         }
+        // Counted as a body being parsed from the first line of a batch until it is sent (`pace`).
+        parsing_batch.get_or_insert_with(|| parsing.enter());
         if !crate::ingest::is_skippable(&line) {
             let format = if line.trim_start().starts_with('{') {
                 BodyFormat::Ndjson
@@ -665,6 +717,7 @@ fn stdin_loop(
         }
         if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {
             send(&mut batch);
+            parsing_batch = None;
         }
     }
     send(&mut batch);
@@ -748,7 +801,11 @@ mod tests {
             fatal: fatal.clone(),
             name: "faulty".into(),
         };
-        let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
+        let pressure = Pressure {
+            parsing: ParseGauge::new(),
+            pacer: StepPacer::new(1.0),
+        };
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, pressure, None, guard));
         let budget = SampleBudget::new(10);
         let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
         tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))

@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod budget;
 mod json_plain;
+pub mod pressure;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -440,7 +440,10 @@ impl StreamSdiht {
                 sq_norm += w * w;
             }
             let conj_new = conj_at(this, t);
-            (-(this.conj_sum + conj_new) / n - 0.5 * lambda * sq_norm, conj_new)
+            (
+                -(this.conj_sum + conj_new) / n - 0.5 * lambda * sq_norm,
+                conj_new,
+            )
         };
         // `dual_at` reuses `trial_support`, which pairs with `trial_w` (the block step's threshold clears
         // `trial_w` on `trial_support` only): clear `trial_w` first, or its entries outside the support
