@@ -13,6 +13,10 @@
 //! (allocations and reallocations, frees) per sample over the same span come from a counting global
 //! allocator.
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::thread_cpu_ns;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,16 +57,6 @@ fn heap_calls() -> (u64, u64) {
         ALLOCS.load(Ordering::Relaxed),
         FREES.load(Ordering::Relaxed),
     )
-}
-
-fn thread_cpu_ns() -> u128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
 }
 
 fn main() {

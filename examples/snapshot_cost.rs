@@ -15,6 +15,10 @@
 //!
 //! and the certificate itself.
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::thread_cpu_ns;
+
 use thresher::config::{Config, StreamSolverKind};
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::SampleSet;
@@ -26,16 +30,6 @@ use thresher::synth::sparse_stream;
 
 const CAPACITY: usize = 100_000;
 const REPEATS: usize = 9;
-
-fn thread_cpu_ns() -> u128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
-}
 
 fn main() {
     let data = sparse_stream(CAPACITY, 1 << 20, 100, 40, 0.0, true, 7);

@@ -1,0 +1,15 @@
+//! The calling thread's CPU time, shared by the CPU-cost examples (`learner_insert`, `snapshot_cost`,
+//! `ingest_cpu`; each includes this file with `#[path]`). Why CPU time and not wall time: this 2-core
+//! machine is shared with builds and other benchmarks, and a thread's own CPU time barely moves when
+//! another process takes the other core, where wall time would swing by 2x.
+
+/// The calling thread's CPU time so far, nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_ns() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer to a timespec, alive for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
