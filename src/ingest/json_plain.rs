@@ -18,7 +18,8 @@ use super::{
     with_sign,
 };
 
-/// The fields of one sample object, as the `serde` wire struct would hold them.
+/// The fields of one sample object, as the `serde` wire struct would hold them (for the tests).
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub(crate) struct PlainJsonSample {
     pub label: Option<f64>,
@@ -67,7 +68,8 @@ pub(crate) fn parse_line(line: &str, scratch: &mut Scratch) -> Option<PlainJsonS
     Some(fields.to_sample(scratch))
 }
 
-/// [`parse_line`] leaving the lists in `scratch`, for a caller that copies them straight into a batch.
+/// One NDJSON line holding one plain sample object (and only JSON whitespace around it): its scalar
+/// fields, with its lists left in `scratch` for a caller that copies them straight into a batch.
 pub(crate) fn parse_line_fields(line: &str, scratch: &mut Scratch) -> Option<PlainFields> {
     let mut c = Cursor::new(line.as_bytes());
     c.skip_whitespace();
@@ -76,6 +78,7 @@ pub(crate) fn parse_line_fields(line: &str, scratch: &mut Scratch) -> Option<Pla
     c.at_end().then_some(fields)
 }
 
+#[cfg(test)]
 impl PlainFields {
     /// The wire-struct form, with the lists copied out of `scratch` at their exact length.
     fn to_sample(self, scratch: &Scratch) -> PlainJsonSample {
@@ -88,16 +91,26 @@ impl PlainFields {
     }
 }
 
-/// A whole `application/json` body: one array of plain sample objects.
-pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<PlainJsonSample>> {
+/// A whole `application/json` body, one array of plain sample objects, read item by item: `each`
+/// gets every item's position (0-based), scalar fields and `scratch` (holding its lists) in order.
+/// The item count if the whole body is such an array; `None` as soon as something is not (the
+/// caller then discards whatever `each` did and lets `serde_json` read the body). No vectors per item:
+/// the caller copies each item's lists where they go.
+pub(crate) fn parse_array_fields(
+    body: &str,
+    scratch: &mut Scratch,
+    mut each: impl FnMut(usize, PlainFields, &Scratch),
+) -> Option<usize> {
     let mut c = Cursor::new(body.as_bytes());
     c.skip_whitespace();
     c.expect(b'[')?;
     c.skip_whitespace();
-    let mut items = Vec::new();
+    let mut items = 0;
     if !c.eat(b']') {
         loop {
-            items.push(c.object(scratch)?);
+            let fields = c.object_fields(scratch)?;
+            each(items, fields, scratch);
+            items += 1;
             c.skip_whitespace();
             if c.eat(b']') {
                 break;
@@ -108,6 +121,17 @@ pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<Plain
     }
     c.skip_whitespace();
     c.at_end().then_some(items)
+}
+
+/// [`parse_array_fields`] collecting the items as wire structs, for the tests' comparison with serde.
+#[cfg(test)]
+pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<PlainJsonSample>> {
+    let mut items = Vec::new();
+    parse_array_fields(body, scratch, |n, fields, scratch| {
+        assert_eq!(n, items.len());
+        items.push(fields.to_sample(scratch));
+    })?;
+    Some(items)
 }
 
 /// Powers of ten exactly representable as `f64` (the first entries of `serde_json`'s table).
@@ -160,11 +184,6 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn expect(&mut self, byte: u8) -> Option<()> {
         self.eat(byte).then_some(())
-    }
-
-    fn object(&mut self, scratch: &mut Scratch) -> Option<PlainJsonSample> {
-        let fields = self.object_fields(scratch)?;
-        Some(fields.to_sample(scratch))
     }
 
     /// One sample object: its scalar fields, with the lists read into `scratch` (cleared first, so a
