@@ -12,10 +12,21 @@
 //! the two paths agree to the last bit: the digits as an integer `m` (exact while it fits `u64`),
 //! then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is exact), or `m as
 //! f64` for an integer. That is correctly rounded when `m <= 2^53` and within one ulp beyond.
+//!
+//! The two lists hold nearly all the bytes, so their common items have a faster reader of their own
+//! (`Cursor::plain_indices`, `Cursor::plain_values`): item ends come from bitmasks of `,` and `]`
+//! over 64 bytes at a time (SSE2 on x86_64, a byte loop elsewhere) instead of a digit-by-digit walk,
+//! and each item is checked and converted from its known bounds with the SWAR digit helpers of the
+//! LIBSVM reader. Those runs take only items that the general loop would read to the same number and
+//! hand everything else to it, item by item, so they change speed only.
 
-use super::{read_digits, with_sign};
+use super::{
+    eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,
+    with_sign,
+};
 
-/// The fields of one sample object, as the `serde` wire struct would hold them.
+/// The fields of one sample object, as the `serde` wire struct would hold them (for the tests).
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub(crate) struct PlainJsonSample {
     pub label: Option<f64>,
@@ -64,7 +75,8 @@ pub(crate) fn parse_line(line: &str, scratch: &mut Scratch) -> Option<PlainJsonS
     Some(fields.to_sample(scratch))
 }
 
-/// [`parse_line`] leaving the lists in `scratch`, for a caller that copies them straight into a batch.
+/// One NDJSON line holding one plain sample object (and only JSON whitespace around it): its scalar
+/// fields, with its lists left in `scratch` for a caller that copies them straight into a batch.
 pub(crate) fn parse_line_fields(line: &str, scratch: &mut Scratch) -> Option<PlainFields> {
     let mut c = Cursor::new(line.as_bytes());
     c.skip_whitespace();
@@ -73,6 +85,7 @@ pub(crate) fn parse_line_fields(line: &str, scratch: &mut Scratch) -> Option<Pla
     c.at_end().then_some(fields)
 }
 
+#[cfg(test)]
 impl PlainFields {
     /// The wire-struct form, with the lists copied out of `scratch` at their exact length.
     fn to_sample(self, scratch: &Scratch) -> PlainJsonSample {
@@ -85,16 +98,26 @@ impl PlainFields {
     }
 }
 
-/// A whole `application/json` body: one array of plain sample objects.
-pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<PlainJsonSample>> {
+/// A whole `application/json` body, one array of plain sample objects, read item by item: `each`
+/// gets every item's position (0-based), scalar fields and `scratch` (holding its lists) in order.
+/// The item count if the whole body is such an array; `None` as soon as something is not (the
+/// caller then discards whatever `each` did and lets `serde_json` read the body). No vectors per item:
+/// the caller copies each item's lists where they go.
+pub(crate) fn parse_array_fields(
+    body: &str,
+    scratch: &mut Scratch,
+    mut each: impl FnMut(usize, PlainFields, &Scratch),
+) -> Option<usize> {
     let mut c = Cursor::new(body.as_bytes());
     c.skip_whitespace();
     c.expect(b'[')?;
     c.skip_whitespace();
-    let mut items = Vec::new();
+    let mut items = 0;
     if !c.eat(b']') {
         loop {
-            items.push(c.object(scratch)?);
+            let fields = c.object_fields(scratch)?;
+            each(items, fields, scratch);
+            items += 1;
             c.skip_whitespace();
             if c.eat(b']') {
                 break;
@@ -105,6 +128,17 @@ pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<Plain
     }
     c.skip_whitespace();
     c.at_end().then_some(items)
+}
+
+/// [`parse_array_fields`] collecting the items as wire structs, for the tests' comparison with serde.
+#[cfg(test)]
+pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<PlainJsonSample>> {
+    let mut items = Vec::new();
+    parse_array_fields(body, scratch, |n, fields, scratch| {
+        assert_eq!(n, items.len());
+        items.push(fields.to_sample(scratch));
+    })?;
+    Some(items)
 }
 
 /// Powers of ten exactly representable as `f64` (the first entries of `serde_json`'s table).
@@ -159,11 +193,6 @@ impl<'a> Cursor<'a> {
         self.eat(byte).then_some(())
     }
 
-    fn object(&mut self, scratch: &mut Scratch) -> Option<PlainJsonSample> {
-        let fields = self.object_fields(scratch)?;
-        Some(fields.to_sample(scratch))
-    }
-
     /// One sample object: its scalar fields, with the lists read into `scratch` (cleared first, so a
     /// list the object lacks reads as empty).
     fn object_fields(&mut self, scratch: &mut Scratch) -> Option<PlainFields> {
@@ -185,7 +214,7 @@ impl<'a> Cursor<'a> {
                 Field::Label if fields.label.is_none() => fields.label = Some(self.number()?),
                 Field::Weight if fields.weight.is_none() => fields.weight = Some(self.number()?),
                 Field::Indices if !fields.has_indices => {
-                    self.list(&mut scratch.indices, Self::index)?;
+                    self.indices(&mut scratch.indices)?;
                     fields.has_indices = true;
                 }
                 Field::Values if !fields.has_values => {
@@ -220,47 +249,173 @@ impl<'a> Cursor<'a> {
         Some(field)
     }
 
-    /// `[item, item, ...]`, collected in `buffer` (cleared first).
-    #[inline(always)]
-    fn list<T: Copy>(
-        &mut self,
-        buffer: &mut Vec<T>,
-        mut item: impl FnMut(&mut Self) -> Option<T>,
-    ) -> Option<()> {
+    /// The `"indices"` list into `indices` (cleared first): runs of plain items by
+    /// [`Cursor::plain_indices`], anything else one item at a time by [`Cursor::index`].
+    fn indices(&mut self, indices: &mut Vec<u32>) -> Option<()> {
         self.expect(b'[')?;
         self.skip_whitespace();
-        buffer.clear();
-        if !self.eat(b']') {
-            loop {
-                buffer.push(item(self)?);
-                self.skip_whitespace();
-                if self.eat(b']') {
-                    break;
-                }
-                self.expect(b',')?;
-                self.skip_whitespace();
+        indices.clear();
+        if self.eat(b']') {
+            return Some(());
+        }
+        loop {
+            if self.plain_indices(indices) {
+                return Some(());
+            }
+            // On the start of an item the plain run does not take (possibly on the whitespace after
+            // its comma): exactly where the general loop below would be.
+            self.skip_whitespace();
+            indices.push(self.index()?);
+            if self.list_closes()? {
+                return Some(());
             }
         }
-        Some(())
     }
 
     /// The `"values"` list into `scratch.values`. Each number is read as a numerator and a divisor
     /// ([`Cursor::number_parts`]) and all the divisions are done at the end in one loop the compiler
-    /// vectorizes, instead of one per number whose latency stalls the digit reading.
+    /// vectorizes, instead of one per number whose latency stalls the digit reading. Runs of plain
+    /// items go through [`Cursor::plain_values`], anything else one item at a time.
     fn values(&mut self, scratch: &mut Scratch) -> Option<()> {
-        scratch.divisors.clear();
         let Scratch {
             values, divisors, ..
         } = scratch;
-        self.list(values, |c| {
-            let (numerator, divisor) = c.number_parts()?;
-            divisors.push(divisor);
-            Some(numerator)
-        })?;
+        self.expect(b'[')?;
+        self.skip_whitespace();
+        values.clear();
+        divisors.clear();
+        if !self.eat(b']') {
+            loop {
+                if self.plain_values(values, divisors) {
+                    break;
+                }
+                self.skip_whitespace();
+                let (numerator, divisor) = self.number_parts()?;
+                values.push(numerator);
+                divisors.push(divisor);
+                if self.list_closes()? {
+                    break;
+                }
+            }
+        }
         for (v, d) in values.iter_mut().zip(divisors.iter()) {
             *v /= *d;
         }
         Some(())
+    }
+
+    /// After a list item: `]` (true, consumed) or `,` and the whitespace after it (false); `None` for
+    /// anything else.
+    #[inline(always)]
+    fn list_closes(&mut self) -> Option<bool> {
+        self.skip_whitespace();
+        if self.eat(b']') {
+            return Some(true);
+        }
+        self.expect(b',')?;
+        self.skip_whitespace();
+        Some(false)
+    }
+
+    /// Reads the plain indices from `self.at` (the start of an item) on: each a bare run of 1 to 7
+    /// digits without a leading zero, after at most one space, followed directly by `,` or `]`. True
+    /// if the run reached the list's `]` (consumed); false with `self.at` on the start of the first
+    /// item it does not take. It takes exactly what [`Cursor::index`] and [`Cursor::list_closes`]
+    /// would, to the same values, so stopping anywhere is only slower, never different.
+    ///
+    /// Why not the general loop: there the end of one number (found digit by digit) is needed before
+    /// the next can start, a chain of dependent steps per item. Here every item's end comes from the
+    /// separator bits of a 64-byte block ([`separator_mask`]), so the items of a block are independent
+    /// and the processor overlaps them; each is then one load and the SWAR digit helpers.
+    #[inline(always)]
+    fn plain_indices(&mut self, indices: &mut Vec<u32>) -> bool {
+        let bytes = self.bytes;
+        let mut start = self.at;
+        while let Some(mut separators) = separators_at(bytes, start) {
+            let block_start = start;
+            if separators == 0 {
+                break;
+            }
+            while separators != 0 {
+                let end = block_start + separators.trailing_zeros() as usize;
+                separators &= separators - 1;
+                // `start <= end < bytes.len()` (separator bits are only set on bytes that exist): the
+                // item is `bytes[start..end]`, and a leading space belongs to the separator before it.
+                let first = start + usize::from(bytes[start] == b' ');
+                let Some(word) = load_eight(bytes, first) else {
+                    self.at = start;
+                    return false;
+                };
+                let digits = leading_digits(word);
+                if digits != end - first
+                    || digits == 0
+                    || digits > 7
+                    || (digits > 1 && word as u8 == b'0')
+                {
+                    self.at = start;
+                    return false;
+                }
+                // At most 7 digits: below 10^7 < 2^32.
+                indices.push(leading_digits_value(word, digits) as u32);
+                if bytes[end] == b']' {
+                    self.at = end + 1;
+                    return true;
+                }
+                start = end + 1;
+            }
+        }
+        self.at = start;
+        false
+    }
+
+    /// [`Cursor::plain_indices`] for the `"values"` list: plain items are `d.dddddd` or `-d.dddddd`
+    /// (one integer digit, six fraction digits: the load generator's `{:.6}`, the shape almost every
+    /// value of a normalized feature has), after at most one space, followed directly by `,` or `]`.
+    /// Each is stored as its signed mantissa with divisor `10^6`, exactly what
+    /// [`Cursor::number_parts`] gives for it.
+    #[inline(always)]
+    fn plain_values(&mut self, values: &mut Vec<f64>, divisors: &mut Vec<f64>) -> bool {
+        let bytes = self.bytes;
+        let mut start = self.at;
+        while let Some(mut separators) = separators_at(bytes, start) {
+            let block_start = start;
+            if separators == 0 {
+                break;
+            }
+            while separators != 0 {
+                let end = block_start + separators.trailing_zeros() as usize;
+                separators &= separators - 1;
+                let first = start + usize::from(bytes[start] == b' ');
+                let negative = bytes[first] == b'-';
+                // The item's last eight bytes, `d.dddddd` if it is plain (then `end >= first + 8`).
+                let word = match end.checked_sub(8) {
+                    Some(at) if end - first == 8 + usize::from(negative) => load_eight(bytes, at),
+                    _ => None,
+                };
+                // With the point replaced by a `0`, a plain item is eight digits reading `d0dddddd`.
+                let zeroed = word.map(|w| (w & !0xFF00) | 0x3000);
+                let (Some(word), Some(zeroed)) = (word, zeroed) else {
+                    self.at = start;
+                    return false;
+                };
+                if (word >> 8) as u8 != b'.' || !is_eight_digits(zeroed) {
+                    self.at = start;
+                    return false;
+                }
+                // `d0dddddd` is `d * 10^7 + f`; the mantissa of `d.dddddd` is `d * 10^6 + f`.
+                let mantissa = eight_digits(zeroed) - 9_000_000 * (word & 0x0F);
+                // Below 10^7: exact as `i64`, whose conversion is one instruction (`u64`'s is several).
+                values.push(with_sign(mantissa as i64 as f64, negative));
+                divisors.push(1e6);
+                if bytes[end] == b']' {
+                    self.at = end + 1;
+                    return true;
+                }
+                start = end + 1;
+            }
+        }
+        self.at = start;
+        false
     }
 
     /// Decimal digits onto `acc`, which holds `held` digits; how many were read, `None` if `acc` would
@@ -342,6 +497,60 @@ impl<'a> Cursor<'a> {
             value as i64
         })
     }
+}
+
+/// The separator bits ([`separator_mask`]) of the 64 bytes from `at`; past the end of `bytes` (the
+/// last block of a line) the bits are clear, so a list that ends its line runs plain to its `]` too.
+/// `None` from the end of `bytes` on.
+#[inline(always)]
+fn separators_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
+    Some(match rest.first_chunk::<64>() {
+        Some(block) => separator_mask(block),
+        None => {
+            let mut block = [0; 64];
+            block[..rest.len()].copy_from_slice(rest);
+            separator_mask(&block)
+        }
+    })
+}
+
+/// Bit `i` set where `block[i]` is `,` or `]`: where the items of a number list end. Four 16-byte
+/// compares with SSE2 (baseline on x86_64, so no feature detection), instead of a branch per byte.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn separator_mask(block: &[u8; 64]) -> u64 {
+    use core::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut mask = 0;
+    for (k, chunk) in block.chunks_exact(16).enumerate() {
+        // SAFETY: the intrinsics need SSE2, which every x86_64 processor has (it is in the target's
+        // baseline); the load reads the 16 bytes of `chunk` (`chunks_exact(16)`), and `loadu` has no
+        // alignment requirement.
+        let hits = unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>());
+            let comma = _mm_cmpeq_epi8(v, _mm_set1_epi8(b',' as i8));
+            let close = _mm_cmpeq_epi8(v, _mm_set1_epi8(b']' as i8));
+            _mm_movemask_epi8(_mm_or_si128(comma, close))
+        };
+        mask |= u64::from(hits as u16) << (16 * k);
+    }
+    mask
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn separator_mask(block: &[u8; 64]) -> u64 {
+    separator_mask_portable(block)
+}
+
+/// [`separator_mask`] byte by byte: the other targets' version, and the reference in the tests.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn separator_mask_portable(block: &[u8; 64]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| {
+        mask | (u64::from(b == b',' || b == b']') << i)
+    })
 }
 
 #[cfg(test)]
@@ -429,6 +638,9 @@ pub(crate) mod tests {
 
     /// A random sample object: mostly the plain shape, salted with whatever must go to serde.
     pub(in crate::ingest) fn random_object(rng: &mut impl Rng) -> String {
+        if rng.gen_range(0..5) == 0 {
+            return random_wire_object(rng);
+        }
         let n = rng.gen_range(0..8);
         let mut keys = vec!["label", "indices", "values", "weight"];
         keys.truncate(rng.gen_range(1..5));
@@ -463,6 +675,229 @@ pub(crate) mod tests {
         }
         out.push_str(&format!("{}}}", space(rng)));
         out
+    }
+
+    /// A load-generator-like object (up to 60 features, `{:.6}` values, `", "` between indices, lists
+    /// longer than the 64-byte blocks of the plain runs), on half the lines with some items or
+    /// separators bent into what those runs must leave to the general reader (or to serde).
+    pub(in crate::ingest) fn random_wire_object(rng: &mut impl Rng) -> String {
+        let n = rng.gen_range(0..60);
+        // How often an item or separator is bent: never on half the lines, so whole lists go plain.
+        let odd_in = [u32::MAX, 8, 30][rng.gen_range(0..3)];
+        let index_separator = [", ", ","][rng.gen_range(0..2)];
+        let value_separator = [",", ", "][rng.gen_range(0..2)];
+        let big_values = rng.gen_range(0..6) == 0;
+        let mut at: u64 = rng.gen_range(0..3);
+        let mut indices = String::from("[");
+        let mut values = String::from("[");
+        for i in 0..n {
+            let digits = rng.gen_range(1..7);
+            at += rng.gen_range(1..10u64.pow(digits));
+            let odd = rng.gen_range(0..odd_in) == 0;
+            if i > 0 {
+                indices.push_str(if odd && rng.gen_range(0..3) == 0 {
+                    [" ,", ",\n", ",  ", ", \t", ",\r"][rng.gen_range(0..5)]
+                } else {
+                    index_separator
+                });
+            }
+            indices.push_str(&if odd {
+                match rng.gen_range(0..12) {
+                    0 => format!("0{at}"),
+                    1 => format!("{at}.0"),
+                    2 => format!("-{at}"),
+                    3 => format!("{at}e0"),
+                    4 => "4294967296".into(),
+                    5 => "4294967295".into(),
+                    6 => format!("{at} "),
+                    7 => format!("\t{at}"),
+                    8 => format!("  {at}"),
+                    9 => String::new(),
+                    10 => "0".into(),
+                    _ => format!("{}", at * 1000),
+                }
+            } else {
+                at.to_string()
+            });
+            let scale = if big_values { 100.0 } else { 9.999 };
+            let x: f64 = rng.gen_range(-scale..scale);
+            let odd = rng.gen_range(0..odd_in) == 0;
+            if i > 0 {
+                values.push_str(if odd && rng.gen_range(0..3) == 0 {
+                    [" ,", ",\t", ",\n ", ",,"][rng.gen_range(0..4)]
+                } else {
+                    value_separator
+                });
+            }
+            values.push_str(&if odd {
+                match rng.gen_range(0..22) {
+                    0 => "-0.000000".into(),
+                    1 => "0.000000".into(),
+                    2 => "-0".into(),
+                    3 => format!("{x:.5}"),
+                    4 => format!("{x:.7}"),
+                    5 => format!("{x:e}"),
+                    6 => "1.000000e5".into(),
+                    7 => "-.500000".into(),
+                    8 => "+1.000000".into(),
+                    9 => "01.000000".into(),
+                    10 => "1.00000a".into(),
+                    11 => "12345678901234567890123".into(),
+                    12 => "0.12345678901234567890123".into(),
+                    13 => format!(" {x:.6}"),
+                    14 => format!("{x:.6} "),
+                    15 => "--1.000000".into(),
+                    16 => "1..000000".into(),
+                    17 => "1.000000E-2".into(),
+                    18 => format!("{:.6}", x * 1e-3),
+                    19 => "9.999999".into(),
+                    20 => "-9.000000".into(),
+                    _ => format!("{x:?}"),
+                }
+            } else {
+                format!("{x:.6}")
+            });
+        }
+        // A length mismatch now and then, for the sample check after a plain read.
+        if n > 0 && rng.gen_range(0..40) == 0 {
+            values.push_str(",0.500000");
+        }
+        indices.push(']');
+        values.push(']');
+        let label = ["1", "-1", "0.5", "1.000000"][rng.gen_range(0..4)];
+        let mut fields = vec![
+            format!("\"label\":{label}"),
+            format!("\"indices\":{indices}"),
+            format!("\"values\":{values}"),
+        ];
+        match rng.gen_range(0..40) {
+            0 => fields.push("\"weight\":2".into()),
+            1 => fields.push("\"extra\":1".into()),
+            2 => fields[2] = format!("\"val\\u0075es\":{values}"),
+            3 => fields[1] = format!("\"indices\" : {indices}"),
+            4 => fields.push(format!("\"values\":{values}")),
+            _ => {}
+        }
+        if rng.gen_range(0..4) == 0 {
+            for i in (1..fields.len()).rev() {
+                fields.swap(i, rng.gen_range(0..=i));
+            }
+        }
+        let pad = " ".repeat(rng.gen_range(0..3) * rng.gen_range(0..40));
+        format!("{pad}{{{}}}", fields.join(","))
+    }
+
+    /// One item stands for all: bytes the fast reader accepted read the same under serde.
+    fn assert_agrees(line: &str, scratch: &mut Scratch) -> bool {
+        let Some(plain) = parse_line(line, scratch) else {
+            return false;
+        };
+        let wire: WireSample = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("fast accepted what serde refuses ({e}): {line:?}"));
+        assert_eq!(of_plain(&plain), of_wire(&wire), "{line:?}");
+        true
+    }
+
+    /// The load generator's lines, plain and bent: the fast reader (plain runs included) agrees with
+    /// serde on whatever it takes, and it takes nearly every unbent line.
+    #[test]
+    fn plain_runs_agree_with_serde_on_wire_lines() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+        let mut scratch = Scratch::default();
+        let (mut taken, lines) = (0, 6000);
+        for _ in 0..lines {
+            let line = random_wire_object(&mut rng);
+            taken += usize::from(assert_agrees(&line, &mut scratch));
+        }
+        assert!(taken > lines / 3, "fast path took only {taken} of {lines}");
+    }
+
+    /// Every truncation of a wire line (so lists end within a block and right at the end of the
+    /// text), every single byte replaced by a byte the plain runs look at, and a space inserted
+    /// everywhere: the fast reader refuses or agrees with serde.
+    #[test]
+    fn bent_wire_lines_are_refused_or_agree() {
+        let data = crate::synth::sparse_stream(2, 1 << 20, 10, 40, 0.0, true, 5);
+        let mut scratch = Scratch::default();
+        for sample in &data.samples {
+            let mut line = String::new();
+            crate::synth::write_wire_sample(&mut line, sample, true);
+            assert!(assert_agrees(&line, &mut scratch), "{line}");
+            let mut taken = 0;
+            for cut in 0..line.len() {
+                taken += usize::from(assert_agrees(&line[..cut], &mut scratch));
+            }
+            assert_eq!(taken, 0, "a cut line is never a whole object");
+            for at in 0..line.len() {
+                for byte in [
+                    " ", ",", "]", "[", "-", ".", "0", "9", "e", "\"", "}", "\n", "+", "a",
+                ] {
+                    let mut bent = line.clone();
+                    bent.replace_range(at..at + 1, byte);
+                    assert_agrees(&bent, &mut scratch);
+                    let mut spaced = line.clone();
+                    spaced.insert(at, ' ');
+                    assert_agrees(&spaced, &mut scratch);
+                }
+            }
+        }
+    }
+
+    /// The runs themselves: a plain list goes through in one run to its `]` (also a list that ends the
+    /// text, in less than a block), and a run stops exactly on the first item it does not take,
+    /// having taken the ones before it.
+    #[test]
+    fn plain_runs_stop_on_the_first_item_they_do_not_take() {
+        let items: Vec<String> = (0..30).map(|i| format!("{}", 1000 + 37 * i)).collect();
+        // An index is read as eight bytes from its start, so the last one needs what follows the list.
+        let list = format!("{}],\"values\":[]}}", items.join(", "));
+        let mut c = Cursor::new(list.as_bytes());
+        let mut indices = Vec::new();
+        assert!(c.plain_indices(&mut indices));
+        assert_eq!(&list[c.at..], ",\"values\":[]}");
+        assert_eq!(indices.len(), 30);
+        let bent = list.replace("1370", "1370.0");
+        let mut c = Cursor::new(bent.as_bytes());
+        indices.clear();
+        assert!(!c.plain_indices(&mut indices));
+        assert_eq!(&bent[c.at..c.at + 7], " 1370.0");
+        assert_eq!(indices.len(), 10);
+
+        let items: Vec<String> = (0..30)
+            .map(|i| format!("{:.6}", i as f64 * 0.6 - 9.0))
+            .collect();
+        let list = format!("{}]", items.join(","));
+        let mut c = Cursor::new(list.as_bytes());
+        let (mut values, mut divisors) = (Vec::new(), Vec::new());
+        assert!(c.plain_values(&mut values, &mut divisors));
+        assert_eq!(c.at, list.len());
+        let read: Vec<f64> = values.iter().zip(&divisors).map(|(v, d)| v / d).collect();
+        let want: Vec<f64> = items.iter().map(|s| s.parse().unwrap()).collect();
+        assert_eq!(read, want);
+        let bent = list.replace("-3.000000", "-3.0");
+        let mut c = Cursor::new(bent.as_bytes());
+        values.clear();
+        assert!(!c.plain_values(&mut values, &mut divisors));
+        assert_eq!(&bent[c.at..c.at + 5], "-3.0,");
+        assert_eq!(values.len(), 10);
+    }
+
+    /// The SSE2 separator mask is the byte-by-byte one, on blocks dense in the bytes it looks for.
+    #[test]
+    fn separator_mask_matches_the_portable_one() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+        for _ in 0..2000 {
+            let mut block = [0u8; 64];
+            for b in &mut block {
+                *b = match rng.gen_range(0..6) {
+                    0 => b',',
+                    1 => b']',
+                    2 => rng.gen(),
+                    _ => b"0123456789 .-,]\xac\xdd\x2b\x5c"[rng.gen_range(0..19)],
+                };
+            }
+            assert_eq!(separator_mask(&block), separator_mask_portable(&block));
+        }
     }
 
     /// Whatever the fast reader accepts, serde reads into the same wire struct, bit for bit; and it

@@ -311,7 +311,7 @@ fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
 
 /// The eight bytes at `b[at..]` as a little-endian word (first byte lowest), if there are eight.
 #[inline(always)]
-fn load_eight(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn load_eight(b: &[u8], at: usize) -> Option<u64> {
     let chunk: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
     Some(u64::from_le_bytes(chunk))
 }
@@ -321,7 +321,7 @@ fn load_eight(b: &[u8], at: usize) -> Option<u64> {
 /// (or above 0xBA); carries and borrows only run upward, out of non-digits, so the lowest flagged
 /// byte is exactly the first non-digit.
 #[inline(always)]
-fn leading_digits(word: u64) -> usize {
+pub(crate) fn leading_digits(word: u64) -> usize {
     let above = word.wrapping_add(0x4646_4646_4646_4646);
     let below = word.wrapping_sub(0x3030_3030_3030_3030);
     ((above | below) & 0x8080_8080_8080_8080).trailing_zeros() as usize / 8
@@ -330,7 +330,7 @@ fn leading_digits(word: u64) -> usize {
 /// The value of the first `n` (1 to 8) bytes of `word`, all ASCII digits: they are moved to the top of
 /// the word and the bytes below filled with `'0'`, which reads as the same number in eight digits.
 #[inline(always)]
-fn leading_digits_value(word: u64, n: usize) -> u64 {
+pub(crate) fn leading_digits_value(word: u64, n: usize) -> u64 {
     let shift = 8 * (8 - n);
     let zeros_below = 0x3030_3030_3030_3030 & !(u64::MAX << shift);
     eight_digits((word << shift) | zeros_below)
@@ -411,7 +411,7 @@ pub(crate) fn read_digits(
 /// Are all eight bytes of `word` ASCII digits? (Each byte plus 0x46 stays below 0x80 only if it is at
 /// most `'9'`, and minus 0x30 does not borrow only if it is at least `'0'`.)
 #[inline]
-fn is_eight_digits(word: u64) -> bool {
+pub(crate) fn is_eight_digits(word: u64) -> bool {
     let above = word.wrapping_add(0x4646_4646_4646_4646);
     let below = word.wrapping_sub(0x3030_3030_3030_3030);
     (above | below) & 0x8080_8080_8080_8080 == 0
@@ -421,7 +421,7 @@ fn is_eight_digits(word: u64) -> bool {
 /// neighbours into 2-digit, then 4-digit, then 8-digit numbers in three multiplies (the SWAR method of
 /// fast_float / simdjson).
 #[inline]
-fn eight_digits(word: u64) -> u64 {
+pub(crate) fn eight_digits(word: u64) -> u64 {
     const MASK: u64 = 0x0000_00FF_0000_00FF;
     const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
     const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)

@@ -1,0 +1,83 @@
+//! CPU time per sample of `parse_body` for the three body formats, on the ingest benchmark's body
+//! (10 000 samples, 40 nonzeros, the load generator's stream). Measured with the thread CPU clock,
+//! best of many repetitions, because wall-clock benchmarks on this shared machine swing with whatever
+//! else is compiling: the minimum CPU time of a run is what the parser itself costs.
+//!
+//! ```sh
+//! cargo run --release --example ingest_cpu [repetitions] [format: libsvm|ndjson|json]
+//! ```
+
+use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use thresher::loss::{Loss, LossKind};
+use thresher::synth::{sparse_stream, write_wire_sample};
+
+const SAMPLES: usize = 10_000;
+
+/// This thread's CPU time in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let only = args.next();
+    let data = sparse_stream(SAMPLES, 1 << 20, 100, 40, 0.0, true, 7);
+    let rules = Rules {
+        losses: vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
+        max_dim: 1 << 24,
+        predict: false,
+    };
+    let dict = FeatureDictionary::new(0);
+    for (name, format) in [
+        ("libsvm", BodyFormat::Libsvm),
+        ("ndjson", BodyFormat::Ndjson),
+        ("json", BodyFormat::JsonArray),
+    ] {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let json = format != BodyFormat::Libsvm;
+        let mut body = String::new();
+        if format == BodyFormat::JsonArray {
+            body.push('[');
+        }
+        for (n, s) in data.samples.iter().enumerate() {
+            if format == BodyFormat::JsonArray && n > 0 {
+                body.push(',');
+            }
+            write_wire_sample(&mut body, s, json);
+            body.push('\n');
+        }
+        if format == BodyFormat::JsonArray {
+            body.push(']');
+        }
+        if std::env::var_os("DUMP_FIRST_LINE").is_some() {
+            eprintln!("{}", body.lines().next().unwrap_or(""));
+        }
+        let mut best = u64::MAX;
+        let mut total = 0;
+        for _ in 0..reps {
+            let start = thread_cpu_ns();
+            let block = parse_body(format, &body, &rules, &dict).expect("the body is valid");
+            let spent = thread_cpu_ns() - start;
+            assert_eq!(block.len(), SAMPLES);
+            best = best.min(spent);
+            total += spent;
+        }
+        println!(
+            "{name:>6}: best {:7.1} ns/sample ({:.2} M samples/s), mean {:7.1} ns/sample, {} reps, {} bytes/sample",
+            best as f64 / SAMPLES as f64,
+            1e3 * SAMPLES as f64 / best as f64,
+            total as f64 / (reps * SAMPLES) as f64,
+            reps,
+            body.len() / SAMPLES
+        );
+    }
+}
