@@ -7,22 +7,15 @@
 //! cargo run --release --example ingest_cpu [repetitions] [format: libsvm|ndjson|json]
 //! ```
 
+#[path = "support/cpu.rs"]
+mod cpu;
+use cpu::thread_cpu_ns;
+
 use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use thresher::loss::{Loss, LossKind};
 use thresher::synth::{sparse_stream, write_wire_sample};
 
 const SAMPLES: usize = 10_000;
-
-/// This thread's CPU time in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid, writable timespec for the duration of the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -61,7 +54,7 @@ fn main() {
         if std::env::var_os("DUMP_FIRST_LINE").is_some() {
             eprintln!("{}", body.lines().next().unwrap_or(""));
         }
-        let mut best = u64::MAX;
+        let mut best = u128::MAX;
         let mut total = 0;
         for _ in 0..reps {
             let start = thread_cpu_ns();
