@@ -8,6 +8,7 @@
 pub mod batch;
 pub mod budget;
 mod json_plain;
+mod structural;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -192,6 +193,13 @@ fn parse_libsvm_plain_into(
     values: &mut Vec<f64>,
 ) -> Option<f64> {
     let (start_indices, start_values) = (indices.len(), values.len());
+    // The structural reader takes the exact shape writers produce, with its pairs read independently
+    // of each other; lines it refuses (odd whitespace, say) still get the one-pass reader.
+    if let Some(label) = structural::structural_pairs(line, indices, values) {
+        return Some(label);
+    }
+    indices.truncate(start_indices);
+    values.truncate(start_values);
     let parsed = plain_pairs(line, indices, values);
     if parsed.is_none() {
         indices.truncate(start_indices);
