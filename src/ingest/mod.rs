@@ -880,7 +880,7 @@ pub(crate) mod tests {
     }
 
     /// Bits, not `==`: `-0.0`, NaN inside errors and the last ulp all count.
-    fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
+    pub(in crate::ingest) fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
         match parsed {
             Ok(s) => format!(
                 "ok {:x} {:?} {:x?} {:?}",

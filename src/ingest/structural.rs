@@ -372,7 +372,178 @@ fn block_separators(block: &[u8; BLOCK]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+
     use super::*;
+    use crate::ingest::tests::libsvm_outcome;
+    use crate::ingest::{parse_libsvm_general, parse_libsvm_line};
+    use crate::sample::Sample;
+
+    /// The structural reader alone, appending after a sentinel pair: what it appends (`None` if it
+    /// refuses the line), and proof that it never touches what the columns held before.
+    fn structural_sample(line: &[u8]) -> Option<Sample> {
+        let (mut indices, mut values) = (vec![u32::MAX], vec![-7.5]);
+        let label = structural_pairs(line, &mut indices, &mut values);
+        assert_eq!((indices[0], values[0]), (u32::MAX, -7.5), "{line:?}");
+        assert_eq!(indices.len(), values.len(), "{line:?}");
+        Some(Sample {
+            indices: indices[1..].to_vec(),
+            values: values[1..].to_vec(),
+            label: label?,
+            weight: None,
+        })
+    }
+
+    /// A line of the shape the structural reader takes, salted with the near misses where such
+    /// readers break: trailing and double spaces, tabs, 8- to 11-digit indices (past `u32` too),
+    /// long and empty fraction runs, integer values, long integer parts, `-0`, leading zeros, `+`,
+    /// exponents, a value with a second colon. Lengths from a few bytes to over a kilobyte put
+    /// separators and line ends at every offset of a 64-byte block.
+    fn near_plain_line(rng: &mut impl Rng) -> String {
+        fn value(rng: &mut impl Rng) -> String {
+            let x: f64 = rng.gen_range(-1.0..1.0);
+            match rng.gen_range(0..400) {
+                0 => format!("{}", rng.gen_range(-99_999_999i64..99_999_999)),
+                1 => format!("{:.*}", rng.gen_range(9..26), x),
+                2 => format!(
+                    "{:.*}",
+                    rng.gen_range(0..9),
+                    x * 10f64.powi(rng.gen_range(0..12))
+                ),
+                3 => ["-0", "-0.0", "0.000000", "00.5", "5.", ".5", "-.5", "-", ""]
+                    [rng.gen_range(0..9)]
+                .into(),
+                4 => ["1e5", "+0.5", "inf", "0.5:1", "1.2.3", "-0.5e1"][rng.gen_range(0..6)].into(),
+                5..=30 => format!("{}", rng.gen_range(0..10)),
+                31..=60 => format!("{:.6}", x * 1e3),
+                _ => format!("{x:.6}"),
+            }
+        }
+        let mut line = match rng.gen_range(0..8) {
+            0 => format!("{:.*}", rng.gen_range(0..20), rng.gen_range(-1e6..1e6)),
+            1 => "-1".into(),
+            2 => "0".into(),
+            _ => "1".into(),
+        };
+        let mut index: u64 = rng.gen_range(0..3);
+        for _ in 0..rng.gen_range(0..70) {
+            line.push_str(match rng.gen_range(0..1000) {
+                0 => "  ",
+                1 => "\t",
+                2 => " \t",
+                _ => " ",
+            });
+            index += match rng.gen_range(0..1000) {
+                0 => rng.gen_range(1..5_000_000_000),
+                1..=30 => rng.gen_range(1..100_000_000),
+                _ => rng.gen_range(1..2_000_000),
+            };
+            match rng.gen_range(0..1000) {
+                0 => line.push_str(&format!("0{index}:{}", value(rng))),
+                1 => line.push_str(&format!("+{index}:{}", value(rng))),
+                2 => line.push_str(&format!("{index}")),
+                3 => line.push_str(&format!("{}:{}", index.saturating_sub(3), value(rng))),
+                _ => line.push_str(&format!("{index}:{}", value(rng))),
+            }
+        }
+        line.push_str(match rng.gen_range(0..12) {
+            0..=2 => " ",
+            3 => "  ",
+            4 => "\t",
+            5 => " #",
+            _ => "",
+        });
+        line
+    }
+
+    /// On every line the structural reader takes, it gives exactly the general parser's sample (same
+    /// bits); every line goes through `parse_libsvm_line` to the general parser's outcome; and the
+    /// reader does take the plain shape, trailing space included.
+    #[test]
+    fn structural_reader_matches_the_general_parser() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let (lines, mut taken) = (20_000, 0);
+        for _ in 0..lines {
+            let line = near_plain_line(&mut rng);
+            let general = libsvm_outcome(parse_libsvm_general(&line));
+            assert_eq!(
+                libsvm_outcome(parse_libsvm_line(&line)),
+                general,
+                "{line:?}"
+            );
+            if let Some(sample) = structural_sample(line.as_bytes()) {
+                assert_eq!(libsvm_outcome(Ok(sample)), general, "{line:?}");
+                taken += 1;
+            }
+        }
+        assert!(
+            taken > lines / 3,
+            "the structural reader took only {taken} of {lines} lines"
+        );
+        for line in [
+            "1",
+            "-1 ",
+            "1 7:0.5",
+            "1 7:0.5 ",
+            "1 0:-0 3:12 9:-0.846699 10:1234567.12345678 4294967295:1",
+            "0.25 21491:0.240142 11144999:-0.1 123456789:0.0000000000000000001",
+        ] {
+            let sample = structural_sample(line.as_bytes()).expect(line);
+            assert_eq!(
+                libsvm_outcome(Ok(sample)),
+                libsvm_outcome(parse_libsvm_general(line)),
+                "{line}"
+            );
+        }
+        for line in [
+            "",
+            " 1 7:1",
+            "1  7:1",
+            "1 7:1  ",
+            "1\t7:1",
+            "1 7:1\t",
+            "1 7:1 # c",
+            "1 7:1:2",
+            "1 7 8:1",
+            "1 7: 8:1",
+            "1 :1",
+            "1 7:1 7:2",
+            "1 4294967296:1",
+            "1 +7:1",
+            "1 7:1e3",
+            "1:2",
+        ] {
+            assert!(structural_sample(line.as_bytes()).is_none(), "{line:?}");
+        }
+    }
+
+    /// Random bytes, mostly the line alphabet: the structural reader never panics, and whatever it
+    /// takes the general parser reads the same way.
+    #[test]
+    fn structural_reader_survives_random_bytes() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..200);
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| match rng.gen_range(0..20) {
+                    0 => rng.gen(),
+                    1..=3 => b' ',
+                    4 | 5 => b':',
+                    6 => b'.',
+                    7 => b'-',
+                    _ => b'0' + rng.gen_range(0..10),
+                })
+                .collect();
+            let sample = structural_sample(&bytes);
+            if let (Some(sample), Ok(line)) = (sample, std::str::from_utf8(&bytes)) {
+                assert_eq!(
+                    libsvm_outcome(Ok(sample)),
+                    libsvm_outcome(parse_libsvm_general(line)),
+                    "{line:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn separator_masks_agree_with_the_portable_scan() {
