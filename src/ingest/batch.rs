@@ -336,7 +336,7 @@ fn read_body(
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
             // The sample count is only needed for a rejection: counted then, not on every body.
             let total = || body.lines().filter(|l| !is_skippable(l)).count();
-            for (n, line) in body.lines().enumerate() {
+            for (n, line) in super::lines(body).enumerate() {
                 if is_skippable(line) {
                     continue;
                 }
