@@ -28,7 +28,7 @@ fn thread_cpu() -> Duration {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(60);
+    let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(9);
     let (body, losses) = match args.next() {
         Some(path) => (
             std::fs::read_to_string(&path).expect("readable file"),
@@ -50,12 +50,14 @@ fn main() {
         predict: false,
     };
     let dict = FeatureDictionary::new(0);
+    let started = std::time::Instant::now();
     let samples = parse_body(BodyFormat::Libsvm, &body, &rules, &dict)
         .expect("valid body")
         .len();
-    // Short rounds (a few body parses each): the best of many is the one least disturbed by other
-    // processes on the machine.
-    let per_round = 3;
+    // Rounds of about half a second: the CPU time the kernel reports can move in whole scheduler
+    // ticks (4 ms here), so a round must be long against a tick; the best of several rounds is the
+    // one least disturbed by other processes on the machine.
+    let per_round = (0.5 / started.elapsed().as_secs_f64().max(1e-6)).clamp(1.0, 1e4) as usize;
     let mut per_sample: Vec<f64> = (0..rounds)
         .map(|_| {
             let start = thread_cpu();

@@ -108,18 +108,20 @@ struct Pairs {
     first: usize,
     /// The smallest index the next pair may have (indices strictly increase).
     next_index: u64,
-    /// Values are kept as signed mantissas and divided by `10^f` at the end of the line, in one loop
-    /// the compiler vectorizes, instead of one division per pair: that needs one `f` for the line (a
-    /// writer's fixed precision). Once a line mixes precisions (`mixed`), what it has so far is
-    /// divided and every later value on its own.
+    /// Values are read as signed mantissas `m` with `f` fraction digits and become `m / 10^f` in
+    /// loops over whole arrays that the compiler vectorizes, not one division per pair: on lines that
+    /// mix precisions (writers that drop trailing zeros), scalar divisions one after another were
+    /// the reader's bottleneck. A line of one precision (the usual writer) divides once at its end;
+    /// once a line mixes them (`mixed`), each window is divided by its own divisors when it is
+    /// appended, and what the columns already held of the line (one precision) by that one.
     shared_fraction_digits: Option<usize>,
     mixed: bool,
-    /// A staged value has another precision than `shared_fraction_digits`.
-    staged_mixed: bool,
+    /// The values of this line already in the columns are divided.
+    columns_divided: bool,
     staged: usize,
     indices: [u32; WINDOW_PAIRS],
     mantissas: [f64; WINDOW_PAIRS],
-    fraction_digits: [u8; WINDOW_PAIRS],
+    divisors: [f64; WINDOW_PAIRS],
 }
 
 impl Pairs {
@@ -129,11 +131,11 @@ impl Pairs {
             next_index: 0,
             shared_fraction_digits: None,
             mixed: false,
-            staged_mixed: false,
+            columns_divided: false,
             staged: 0,
             indices: [0; WINDOW_PAIRS],
             mantissas: [0.0; WINDOW_PAIRS],
-            fraction_digits: [0; WINDOW_PAIRS],
+            divisors: [1.0; WINDOW_PAIRS],
         }
     }
 
@@ -154,12 +156,11 @@ impl Pairs {
         }
         self.next_index = u64::from(index) + 1;
         let shared = *self.shared_fraction_digits.get_or_insert(fraction_digits);
-        self.staged_mixed |= fraction_digits != shared;
+        self.mixed |= fraction_digits != shared;
         let slot = self.staged;
         *self.indices.get_mut(slot)? = index;
         *self.mantissas.get_mut(slot)? = signed_mantissa;
-        // At most 22 (`EXACT_POWERS_OF_TEN`).
-        *self.fraction_digits.get_mut(slot)? = fraction_digits as u8;
+        *self.divisors.get_mut(slot)? = *EXACT_POWERS_OF_TEN.get(fraction_digits)?;
         self.staged = slot + 1;
         Some(())
     }
@@ -168,22 +169,20 @@ impl Pairs {
     fn flush(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
         let staged = self.staged;
         indices.extend_from_slice(&self.indices[..staged]);
-        if self.staged_mixed && !self.mixed {
-            let shared = self.shared_fraction_digits.unwrap_or(0);
-            super::divide_by_power_of_ten(&mut values[self.first..], shared);
-            self.mixed = true;
-        }
         if self.mixed {
-            let digits = &self.fraction_digits[..staged];
-            values.extend(
-                self.mantissas[..staged]
-                    .iter()
-                    .zip(digits)
-                    .map(|(m, &f)| m / EXACT_POWERS_OF_TEN[usize::from(f)]),
-            );
-        } else {
-            values.extend_from_slice(&self.mantissas[..staged]);
+            if !self.columns_divided {
+                let shared = self.shared_fraction_digits.unwrap_or(0);
+                super::divide_by_power_of_ten(&mut values[self.first..], shared);
+                self.columns_divided = true;
+            }
+            for (m, d) in self.mantissas[..staged]
+                .iter_mut()
+                .zip(&self.divisors[..staged])
+            {
+                *m /= *d;
+            }
         }
+        values.extend_from_slice(&self.mantissas[..staged]);
         self.staged = 0;
     }
 
@@ -214,9 +213,10 @@ fn pair_index(line: &[u8], start: usize, colon: usize) -> Option<u32> {
 }
 
 /// The value in `line[start..end]` as `(±mantissa, fraction digits)`, exactly as
-/// `plain_decimal_parts` gives it. A value of at most eight bytes after its sign (`-0.846699`,
-/// `12:1`) is read from one load: the point is squeezed out of the word, leaving at most 7 digits
-/// to check and convert at once. Up to 7 + 8 digits take one load per digit run; both stay below
+/// `plain_decimal_parts` gives it. A value of at most nine bytes after its sign (`-0.846699`,
+/// `0.0809336`, `1`) is read from one load and a byte: the point is squeezed out, leaving at most 8
+/// digits to check and convert at once, the same instructions whatever the width (writers that trim
+/// trailing zeros mix widths 7 to 9 at random, which branches on the width would mispredict). Up to 7 + 8 digits take one load per digit run; both stay below
 /// 10^15 < 2^53, so the mantissa is exact. Anything else goes to `plain_decimal_parts`, which must
 /// stop exactly at `end`.
 #[inline(always)]
@@ -232,10 +232,12 @@ fn pair_value(line: &[u8], start: usize, end: usize) -> Option<(f64, usize)> {
                 return Some((signed(first_digits_value(word, width), negative), 0));
             }
             let after_integer = (word >> (8 * integer_digits)) as u8;
-            if width <= 8 && after_integer == b'.' && integer_digits + 1 < width {
-                // The bytes above the point move down one place over it.
+            if width <= 9 && after_integer == b'.' && integer_digits + 1 < width {
+                // The bytes above the point move down one place over it, the ninth byte (if the
+                // value has one) into the top.
+                let ninth = u64::from(line.get(digits_start + 8).copied().unwrap_or(0));
                 let below_point = (1u64 << (8 * integer_digits)) - 1;
-                let digits = (word & below_point) | ((word >> 8) & !below_point);
+                let digits = (word & below_point) | (((word >> 8) | (ninth << 56)) & !below_point);
                 let total = width - 1;
                 if leading_digits(digits) >= total {
                     let mantissa = first_digits_value(digits, total);
@@ -262,11 +264,20 @@ fn pair_value(line: &[u8], start: usize, end: usize) -> Option<(f64, usize)> {
     }
 }
 
-/// `±mantissa` for a mantissa below 2^53, through the signed conversion (one instruction; the
-/// unsigned one takes several on x86_64 without AVX-512), exact either way.
+/// `±mantissa` for a mantissa below 2^52 (the fast paths' are below 10^15), exactly. Not `as f64`:
+/// the unsigned conversion takes several instructions on x86_64 without AVX-512, and the signed one
+/// (`cvtsi2sd`) only writes the low half of its register, so every conversion waited for whatever
+/// last wrote that register, in practice the previous pair's division on lines that mix
+/// precisions: one serial chain of divisions. Setting the mantissa into the significand of 2^52
+/// and subtracting 2^52 is exact (both are exact in `f64`) and depends on nothing else.
 #[inline(always)]
 fn signed(mantissa: u64, negative: bool) -> f64 {
-    with_sign(mantissa as i64 as f64, negative)
+    const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+    debug_assert!(mantissa < 1 << 52);
+    with_sign(
+        f64::from_bits(TWO_POW_52.to_bits() | mantissa) - TWO_POW_52,
+        negative,
+    )
 }
 
 /// The value of the first `n` (1 to 8) bytes of a little-endian `word`, all ASCII digits. Shifting
