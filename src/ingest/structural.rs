@@ -32,9 +32,12 @@ const BLOCK: usize = 64;
 /// (one mispredicted branch each) are rare.
 const WINDOW: usize = 4 * BLOCK;
 
-/// The offset buffer: a window's separators (at most one per byte), the up to two carried over from
-/// the window before, and the slack the unconditional 16-offset writes of [`gather`] may run into.
-const CAPACITY: usize = WINDOW + 16;
+/// The offset buffer, set up on every line, so no larger than a line of the plain shape needs: its
+/// separators are at least two bytes apart (`1:1 2:1`), so a window holds at most `WINDOW / 2`, plus
+/// the two carried over from the window before and the slack of [`gather`]'s unconditional writes.
+/// A denser line (runs of spaces or colons) overflows it, and [`gather`] gives up on it: such a line
+/// is not of the plain shape anyway.
+const CAPACITY: usize = WINDOW / 2 + 2 + 32;
 
 /// Reads a whole line of the plain shape, appending its pairs to `indices`/`values` and returning the
 /// label; `None` (possibly with pairs already appended: the caller truncates) for any other line.
@@ -97,8 +100,9 @@ pub(super) fn structural_pairs(
     }
 }
 
-/// The most pairs one window can hold (each takes two separators).
-const WINDOW_PAIRS: usize = CAPACITY / 2;
+/// The most pairs of the plain shape one window can end: each spans at least four bytes (`1:1 `).
+/// A line with more goes back to the caller (`Pairs::stage` refuses it).
+const WINDOW_PAIRS: usize = WINDOW / 4 + 2;
 
 /// The pairs of one line: staged a window at a time in fixed arrays (plain stores, where pushing onto
 /// the columns one by one reloads and checks their length and capacity for every pair), then
@@ -306,8 +310,8 @@ fn eight_digit_values(v: u64) -> u64 {
 /// Appends the offsets of the set bits of `mask` (separators of the block at `base`) to
 /// `separators[held..]` and returns the new count. Sixteen slots are written whatever the count (the
 /// usual block holds about eight separators), so the usual block costs no data-dependent branch;
-/// slots past the count hold junk that is never read. `None` only if the buffer were too small,
-/// which [`CAPACITY`] rules out.
+/// slots past the count hold junk that is never read. `None` if the buffer is too small, which
+/// [`CAPACITY`] rules out for lines of the plain shape.
 #[inline(always)]
 fn gather(
     mut mask: u64,
