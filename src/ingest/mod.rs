@@ -9,6 +9,7 @@ pub mod batch;
 pub mod budget;
 mod json_plain;
 pub mod pressure;
+mod structural;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,29 @@ pub fn is_skippable(line: &str) -> bool {
     t.is_empty() || t.starts_with('#')
 }
 
+/// The lines of a body exactly as `str::lines` gives them (split at `\n`, one `\r` before it dropped,
+/// a last line without `\n` kept as it is, no empty line after a final `\n`), with the newline search
+/// done by `memchr` (SIMD where the CPU has it) instead of core's word-at-a-time search: on a
+/// 40-feature LIBSVM body that search cost about 7% of the parse.
+pub(crate) fn lines(body: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut newlines = memchr::memchr_iter(b'\n', body.as_bytes());
+    std::iter::from_fn(move || match newlines.next() {
+        Some(end) => {
+            // `start` and `end` sit next to ASCII newlines: both are char boundaries.
+            let line = body.get(start..end).unwrap_or_default();
+            start = end + 1;
+            Some(line.strip_suffix('\r').unwrap_or(line))
+        }
+        None if start < body.len() => {
+            let line = body.get(start..).unwrap_or_default();
+            start = body.len();
+            Some(line)
+        }
+        None => None,
+    })
+}
+
 /// The samples a line-format body holds if it is valid: its lines that [`is_skippable`] lets through
 /// (neither blank nor `#` comments), counted with a vectorised newline search instead of a parse — for
 /// a body refused before parsing.
@@ -91,8 +115,9 @@ pub fn count_content_lines(body: &[u8]) -> usize {
 /// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
 ///
 /// This is the daemon's ingest hot path. The common shape (`label idx:val idx:val ...` with plain
-/// decimals, strictly increasing indices) is read in one pass over the bytes by `parse_libsvm_plain`;
-/// any line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
+/// decimals, strictly increasing indices) is read by the fast path (`parse_libsvm_plain_into`: the
+/// structural reader of `structural.rs` for single-space lines, else one pass over the bytes); any
+/// line it does not fully accept goes to [`parse_libsvm_general`], so values and errors are exactly
 /// the general parser's.
 pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
     // Every pair holds exactly one ':', so on the lines the fast path accepts the count sizes both
@@ -180,7 +205,9 @@ pub fn parse_libsvm_general(line: &str) -> Result<Sample, LineError> {
     Ok(Sample::new(indices, values, label, None)?)
 }
 
-/// The fast path of [`parse_libsvm_line`], one pass over the bytes with no tokenizer: appends the
+/// The fast path of [`parse_libsvm_line`]: the structural reader (`structural::structural_pairs`,
+/// tokens separated by single spaces, each pair read from boundaries found up front), then for the
+/// lines it refuses one pass over the bytes with no tokenizer (`plain_pairs`). Appends the
 /// pairs to `indices`/`values` and returns the label, or `None` (with the columns truncated back) unless
 /// the whole line is `label idx:val idx:val ...` with ASCII whitespace between tokens, a label and
 /// values that [`plain_decimal`] converts exactly, bare-digit `u32` indices, strictly increasing. On
@@ -193,6 +220,13 @@ fn parse_libsvm_plain_into(
     values: &mut Vec<f64>,
 ) -> Option<f64> {
     let (start_indices, start_values) = (indices.len(), values.len());
+    // The structural reader takes the exact shape writers produce, with its pairs read independently
+    // of each other; lines it refuses (odd whitespace, say) still get the one-pass reader.
+    if let Some(label) = structural::structural_pairs(line, indices, values) {
+        return Some(label);
+    }
+    indices.truncate(start_indices);
+    values.truncate(start_values);
     let parsed = plain_pairs(line, indices, values);
     if parsed.is_none() {
         indices.truncate(start_indices);
@@ -656,6 +690,22 @@ pub(crate) mod tests {
         assert_eq!(count_content_lines(b"{\"label\":1}\n"), 1);
     }
 
+    #[test]
+    fn lines_are_str_lines() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(31);
+        for _ in 0..5000 {
+            let text: String = (0..rng.gen_range(0..40))
+                .map(|_| ['a', '\r', '\n', 'é', ' '][rng.gen_range(0..5)])
+                .collect();
+            assert_eq!(
+                lines(&text).collect::<Vec<_>>(),
+                text.lines().collect::<Vec<_>>(),
+                "{text:?}"
+            );
+        }
+    }
+
     fn libsvm_err(line: &str) -> LineError {
         parse_libsvm_line(line).unwrap_err()
     }
@@ -873,7 +923,7 @@ pub(crate) mod tests {
     }
 
     /// Bits, not `==`: `-0.0`, NaN inside errors and the last ulp all count.
-    fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
+    pub(in crate::ingest) fn libsvm_outcome(parsed: Result<Sample, LineError>) -> String {
         match parsed {
             Ok(s) => format!(
                 "ok {:x} {:?} {:x?} {:?}",

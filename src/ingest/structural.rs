@@ -1,0 +1,578 @@
+//! The structural fast path for LIBSVM lines: where every separator is found first, by a byte-parallel
+//! scan, and every `index:value` pair is then read from its own known boundaries.
+//!
+//! Why this shape: the one-pass reader in `super` finds each token's start from the previous token's
+//! digit count (load, classify, count, add, load again, three times a pair), a serial dependency chain
+//! that leaves the core waiting on latency. Here a line is scanned 64 bytes at a time for its
+//! separators (`' '` and `':'`, compared 16 bytes at a time with SSE2 on x86_64), their offsets are
+//! written to a small buffer (the simdjson "structural index"), and pair `k` is read from
+//! `(space, colon, next space)`: no pair waits for the one before it, so the out-of-order core
+//! overlaps them. The buffer holds one window of a few blocks at a time, so a line of any length
+//! is read with a fixed amount of stack and no allocation.
+//!
+//! It accepts only the exact shape a writer produces: a plain label, then `index:value` pairs each
+//! after exactly one space, with at most one trailing space. Every byte of the line is checked: the
+//! separators by the scan and the byte checks, everything between them by the digit checks of the
+//! token readers. Tabs, double spaces, comments, `qid`, `+` signs, exponents and the rest make it
+//! return `None`, and the caller then tries the one-pass reader (which takes any ASCII whitespace)
+//! and finally the general parser. Tokens of the usual sizes (indices up to 7 digits, values
+//! `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or odder ones within
+//! this shape by the one-pass reader's token functions, so the values are the same bits as theirs.
+
+use super::{
+    leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
+    EXACT_POWERS_OF_TEN, POWERS_OF_TEN_U64,
+};
+
+/// Bytes scanned per separator mask (one bit per byte).
+const BLOCK: usize = 64;
+
+/// Bytes whose separators are gathered before the pairs among them are read: small enough that the
+/// offset buffer is cheap to set up on every line, large enough that the per-window loop exits
+/// (one mispredicted branch each) are rare.
+const WINDOW: usize = 4 * BLOCK;
+
+/// The offset buffer, set up on every line, so no larger than a line of the plain shape needs: its
+/// separators are at least two bytes apart (`1:1 2:1`), so a window holds at most `WINDOW / 2`, plus
+/// the two carried over from the window before and the slack of [`gather`]'s unconditional writes.
+/// A denser line (runs of spaces or colons) overflows it, and [`gather`] gives up on it: such a line
+/// is not of the plain shape anyway.
+const CAPACITY: usize = WINDOW / 2 + 2 + 32;
+
+/// Reads a whole line of the plain shape, appending its pairs to `indices`/`values` and returning the
+/// label; `None` (possibly with pairs already appended: the caller truncates) for any other line.
+#[inline(always)]
+pub(super) fn structural_pairs(
+    line: &[u8],
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Option<f64> {
+    // The label is one token, read once per line by the serial reader: it ends at whitespace or at
+    // the end of the line, and only a single space may follow it here.
+    let (label, label_end) = plain_decimal(line, 0)?;
+    let len = line.len();
+    if label_end == len {
+        return Some(label);
+    }
+    // Offsets are kept as `u32` to keep the buffer small; a line of 4 GiB is not this path's business.
+    if line[label_end] != b' ' || len > (u32::MAX as usize) - WINDOW {
+        return None;
+    }
+    let mut pairs = Pairs::new(indices.len());
+    let mut separators = [0u32; CAPACITY];
+    // The label's space is the first separator found: every pair then starts at an even slot.
+    let (mut held, mut scan) = (0, label_end);
+    loop {
+        let window_end = len.min(scan + WINDOW);
+        while scan < window_end {
+            held = gather(
+                separator_mask(line, scan),
+                scan as u32,
+                &mut separators,
+                held,
+            )?;
+            scan += BLOCK;
+        }
+        // Pair `k` spans separators `2k` (a space), `2k + 1` (its colon) and `2k + 2` (the next space):
+        // read every pair whose end is known, independently of each other.
+        let mut k = 0;
+        while k + 2 < held {
+            let (space, colon, end) = (separators[k], separators[k + 1], separators[k + 2]);
+            pairs.stage(line, space as usize, colon as usize, end as usize)?;
+            k += 2;
+        }
+        if scan >= len {
+            match held - k {
+                2 => {
+                    let (space, colon) = (separators[k], separators[k + 1]);
+                    pairs.stage(line, space as usize, colon as usize, len)?;
+                }
+                // A trailing space (checked to be a space as the previous pair's end).
+                1 if separators[k] as usize == len - 1 => {}
+                _ => return None,
+            }
+            pairs.finish(indices, values);
+            return Some(label);
+        }
+        pairs.flush(indices, values);
+        separators.copy_within(k..held, 0);
+        held -= k;
+    }
+}
+
+/// The most pairs of the plain shape one window can end: each spans at least four bytes (`1:1 `).
+/// A line with more goes back to the caller (`Pairs::stage` refuses it).
+const WINDOW_PAIRS: usize = WINDOW / 4 + 2;
+
+/// The pairs of one line: staged a window at a time in fixed arrays (plain stores, where pushing onto
+/// the columns one by one reloads and checks their length and capacity for every pair), then
+/// appended to the columns, with the order check and the deferred division.
+struct Pairs {
+    /// Where this line's values start in the columns.
+    first: usize,
+    /// The smallest index the next pair may have (indices strictly increase).
+    next_index: u64,
+    /// Values are read as signed mantissas `m` with `f` fraction digits and become `m / 10^f` in
+    /// loops over whole arrays that the compiler vectorizes, not one division per pair: on lines that
+    /// mix precisions (writers that drop trailing zeros), scalar divisions one after another were
+    /// the reader's bottleneck. A line of one precision (the usual writer) divides once at its end;
+    /// once a line mixes them (`mixed`), each window is divided by its own divisors when it is
+    /// appended, and what the columns already held of the line (one precision) by that one.
+    shared_fraction_digits: Option<usize>,
+    mixed: bool,
+    /// The values of this line already in the columns are divided.
+    columns_divided: bool,
+    staged: usize,
+    indices: [u32; WINDOW_PAIRS],
+    mantissas: [f64; WINDOW_PAIRS],
+    divisors: [f64; WINDOW_PAIRS],
+}
+
+impl Pairs {
+    fn new(first: usize) -> Pairs {
+        Pairs {
+            first,
+            next_index: 0,
+            shared_fraction_digits: None,
+            mixed: false,
+            columns_divided: false,
+            staged: 0,
+            indices: [0; WINDOW_PAIRS],
+            mantissas: [0.0; WINDOW_PAIRS],
+            divisors: [1.0; WINDOW_PAIRS],
+        }
+    }
+
+    /// Reads and stages the pair between the separators at `space` and `colon` that ends at `end`
+    /// (the next separator, or the end of the line); `None` if that is not a plain pair, or its index
+    /// is not above the one before.
+    #[inline(always)]
+    fn stage(&mut self, line: &[u8], space: usize, colon: usize, end: usize) -> Option<()> {
+        // The scan only says "space or colon": the kinds must alternate. (`space` was checked as the
+        // previous pair's `end`, or is the label's.)
+        if line[colon] != b':' || line.get(end).is_some_and(|&b| b != b' ') {
+            return None;
+        }
+        let index = pair_index(line, space + 1, colon)?;
+        let (signed_mantissa, fraction_digits) = pair_value(line, colon + 1, end)?;
+        if u64::from(index) < self.next_index {
+            return None;
+        }
+        self.next_index = u64::from(index) + 1;
+        let shared = *self.shared_fraction_digits.get_or_insert(fraction_digits);
+        self.mixed |= fraction_digits != shared;
+        let slot = self.staged;
+        *self.indices.get_mut(slot)? = index;
+        *self.mantissas.get_mut(slot)? = signed_mantissa;
+        *self.divisors.get_mut(slot)? = *EXACT_POWERS_OF_TEN.get(fraction_digits)?;
+        self.staged = slot + 1;
+        Some(())
+    }
+
+    /// Appends the staged pairs to the columns.
+    fn flush(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
+        let staged = self.staged;
+        indices.extend_from_slice(&self.indices[..staged]);
+        if self.mixed {
+            if !self.columns_divided {
+                let shared = self.shared_fraction_digits.unwrap_or(0);
+                super::divide_by_power_of_ten(&mut values[self.first..], shared);
+                self.columns_divided = true;
+            }
+            for (m, d) in self.mantissas[..staged]
+                .iter_mut()
+                .zip(&self.divisors[..staged])
+            {
+                *m /= *d;
+            }
+        }
+        values.extend_from_slice(&self.mantissas[..staged]);
+        self.staged = 0;
+    }
+
+    /// The last window's pairs, and the deferred division of a line whose values share one precision.
+    fn finish(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
+        self.flush(indices, values);
+        if let (Some(f), false) = (self.shared_fraction_digits, self.mixed) {
+            super::divide_by_power_of_ten(&mut values[self.first..], f);
+        }
+    }
+}
+
+/// The index in `line[start..colon]`: up to 7 digits from one load, checked to be digits up to the
+/// colon; anything else by [`plain_index`], which must stop exactly at the colon.
+#[inline(always)]
+fn pair_index(line: &[u8], start: usize, colon: usize) -> Option<u32> {
+    let digits = colon - start;
+    match load_eight(line, start) {
+        // At most 7 digits: below 10^7 < 2^32.
+        Some(word) if (1..8).contains(&digits) && leading_digits(word) == digits => {
+            Some(first_digits_value(word, digits) as u32)
+        }
+        _ => match plain_index(line, start)? {
+            (index, stop) if stop == colon => Some(index),
+            _ => None,
+        },
+    }
+}
+
+/// The value in `line[start..end]` as `(±mantissa, fraction digits)`, exactly as
+/// `plain_decimal_parts` gives it. A value of at most nine bytes after its sign (`-0.846699`,
+/// `0.0809336`, `1`) is read from one load and a byte: the point is squeezed out, leaving at most 8
+/// digits to check and convert at once, the same instructions whatever the width (writers that trim
+/// trailing zeros mix widths 7 to 9 at random, which branches on the width would mispredict). Up to 7 + 8 digits take one load per digit run; both stay below
+/// 10^15 < 2^53, so the mantissa is exact. Anything else goes to `plain_decimal_parts`, which must
+/// stop exactly at `end`.
+#[inline(always)]
+fn pair_value(line: &[u8], start: usize, end: usize) -> Option<(f64, usize)> {
+    // `start <= end`, and `end` is a space or the end of the line, so a '-' here is inside the token.
+    let negative = line.get(start) == Some(&b'-');
+    let digits_start = start + usize::from(negative);
+    let width = end - digits_start;
+    if let Some(word) = load_eight(line, digits_start) {
+        let integer_digits = leading_digits(word);
+        if (1..8).contains(&integer_digits) {
+            if integer_digits == width {
+                return Some((signed(first_digits_value(word, width), negative), 0));
+            }
+            let after_integer = (word >> (8 * integer_digits)) as u8;
+            if width <= 9 && after_integer == b'.' && integer_digits + 1 < width {
+                // The bytes above the point move down one place over it, the ninth byte (if the
+                // value has one) into the top.
+                let ninth = u64::from(line.get(digits_start + 8).copied().unwrap_or(0));
+                let below_point = (1u64 << (8 * integer_digits)) - 1;
+                let digits = (word & below_point) | (((word >> 8) | (ninth << 56)) & !below_point);
+                let total = width - 1;
+                if leading_digits(digits) >= total {
+                    let mantissa = first_digits_value(digits, total);
+                    return Some((signed(mantissa, negative), total - integer_digits));
+                }
+            } else if after_integer == b'.' && (1..=8).contains(&(width - integer_digits - 1)) {
+                let fraction_digits = width - integer_digits - 1;
+                if let Some(fraction) = load_eight(line, digits_start + integer_digits + 1) {
+                    if leading_digits(fraction) >= fraction_digits {
+                        let mantissa = first_digits_value(word, integer_digits)
+                            * POWERS_OF_TEN_U64[fraction_digits]
+                            + first_digits_value(fraction, fraction_digits);
+                        return Some((signed(mantissa, negative), fraction_digits));
+                    }
+                }
+            }
+        }
+    }
+    match plain_decimal_parts(line, start)? {
+        (signed_mantissa, fraction_digits, stop) if stop == end => {
+            Some((signed_mantissa, fraction_digits))
+        }
+        _ => None,
+    }
+}
+
+/// `±mantissa` for a mantissa below 2^52 (the fast paths' are below 10^15), exactly. Not `as f64`:
+/// the unsigned conversion takes several instructions on x86_64 without AVX-512, and the signed one
+/// (`cvtsi2sd`) only writes the low half of its register, so every conversion waited for whatever
+/// last wrote that register, in practice the previous pair's division on lines that mix
+/// precisions: one serial chain of divisions. Setting the mantissa into the significand of 2^52
+/// and subtracting 2^52 is exact (both are exact in `f64`) and depends on nothing else.
+#[inline(always)]
+fn signed(mantissa: u64, negative: bool) -> f64 {
+    const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+    debug_assert!(mantissa < 1 << 52);
+    with_sign(
+        f64::from_bits(TWO_POW_52.to_bits() | mantissa) - TWO_POW_52,
+        negative,
+    )
+}
+
+/// The value of the first `n` (1 to 8) bytes of a little-endian `word`, all ASCII digits. Shifting
+/// the digit values (bytes minus `'0'`) to the top of the word fills the bytes below with zero
+/// digits, which read as the same number in eight digits; subtracting first cannot borrow into the
+/// digits, as borrows run upward and every byte below a digit is a digit.
+#[inline(always)]
+fn first_digits_value(word: u64, n: usize) -> u64 {
+    eight_digit_values(word.wrapping_sub(0x3030_3030_3030_3030) << (8 * (8 - n)))
+}
+
+/// The number eight digit values (0 to 9, first in the low byte) spell: neighbours paired into
+/// 2-digit, then 4-digit, then 8-digit numbers in three multiplies (as `super::eight_digits`, minus
+/// its subtraction of `'0'`).
+#[inline(always)]
+fn eight_digit_values(v: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    let v1 = (v & MASK).wrapping_mul(MUL1);
+    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
+    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+}
+
+/// Appends the offsets of the set bits of `mask` (separators of the block at `base`) to
+/// `separators[held..]` and returns the new count. Sixteen slots are written whatever the count (the
+/// usual block holds about eight separators), so the usual block costs no data-dependent branch;
+/// slots past the count hold junk that is never read. `None` if the buffer is too small, which
+/// [`CAPACITY`] rules out for lines of the plain shape.
+#[inline(always)]
+fn gather(
+    mut mask: u64,
+    base: u32,
+    separators: &mut [u32; CAPACITY],
+    held: usize,
+) -> Option<usize> {
+    let end = held + mask.count_ones() as usize;
+    let mut at = held;
+    loop {
+        for slot in separators.get_mut(at..at + 16)? {
+            *slot = base + mask.trailing_zeros();
+            mask &= mask.wrapping_sub(1);
+        }
+        at += 16;
+        if at >= end {
+            return Some(end);
+        }
+    }
+}
+
+/// Bit `i` set iff `line[at + i]` is a space or a colon, for the 64 bytes from `at` (fewer at the end
+/// of the line: the bits past it are clear).
+#[inline(always)]
+fn separator_mask(line: &[u8], at: usize) -> u64 {
+    match line.get(at..).and_then(<[u8]>::first_chunk::<BLOCK>) {
+        Some(block) => block_separators(block),
+        None => {
+            // The last, partial block: padded with zeros, which are not separators.
+            let mut padded = [0u8; BLOCK];
+            let rest = line.get(at..).unwrap_or(&[]);
+            padded[..rest.len()].copy_from_slice(rest);
+            block_separators(&padded)
+        }
+    }
+}
+
+/// The separator mask of one block, 16 bytes per SSE2 compare (SSE2 is part of x86_64 itself).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn block_separators(block: &[u8; BLOCK]) -> u64 {
+    use core::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut mask = 0u64;
+    for (n, chunk) in block.chunks_exact(16).enumerate() {
+        // SAFETY: SSE2 is enabled on every x86_64 target, so these intrinsics are available; the
+        // unaligned load reads the 16 bytes of `chunk`, which `chunks_exact(16)` guarantees exist.
+        let bits = unsafe {
+            let bytes = _mm_loadu_si128(chunk.as_ptr().cast());
+            let spaces = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b' ' as i8));
+            let colons = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b':' as i8));
+            _mm_movemask_epi8(_mm_or_si128(spaces, colons))
+        };
+        mask |= u64::from(bits as u16) << (16 * n);
+    }
+    mask
+}
+
+/// The portable separator mask, one byte at a time (the compiler vectorizes what it can).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn block_separators_portable(block: &[u8; BLOCK]) -> u64 {
+    block.iter().enumerate().fold(0, |mask, (i, &b)| {
+        mask | (u64::from(b == b' ' || b == b':') << i)
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn block_separators(block: &[u8; BLOCK]) -> u64 {
+    block_separators_portable(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::ingest::tests::libsvm_outcome;
+    use crate::ingest::{parse_libsvm_general, parse_libsvm_line};
+    use crate::sample::Sample;
+
+    /// The structural reader alone, appending after a sentinel pair: what it appends (`None` if it
+    /// refuses the line), and proof that it never touches what the columns held before.
+    fn structural_sample(line: &[u8]) -> Option<Sample> {
+        let (mut indices, mut values) = (vec![u32::MAX], vec![-7.5]);
+        let label = structural_pairs(line, &mut indices, &mut values);
+        assert_eq!((indices[0], values[0]), (u32::MAX, -7.5), "{line:?}");
+        assert_eq!(indices.len(), values.len(), "{line:?}");
+        Some(Sample {
+            indices: indices[1..].to_vec(),
+            values: values[1..].to_vec(),
+            label: label?,
+            weight: None,
+        })
+    }
+
+    /// A line of the shape the structural reader takes, salted with the near misses where such
+    /// readers break: trailing and double spaces, tabs, 8- to 11-digit indices (past `u32` too),
+    /// long and empty fraction runs, integer values, long integer parts, `-0`, leading zeros, `+`,
+    /// exponents, a value with a second colon. Lengths from a few bytes to over a kilobyte put
+    /// separators and line ends at every offset of a 64-byte block.
+    fn near_plain_line(rng: &mut impl Rng) -> String {
+        fn value(rng: &mut impl Rng) -> String {
+            let x: f64 = rng.gen_range(-1.0..1.0);
+            match rng.gen_range(0..400) {
+                0 => format!("{}", rng.gen_range(-99_999_999i64..99_999_999)),
+                1 => format!("{:.*}", rng.gen_range(9..26), x),
+                2 => format!(
+                    "{:.*}",
+                    rng.gen_range(0..9),
+                    x * 10f64.powi(rng.gen_range(0..12))
+                ),
+                3 => ["-0", "-0.0", "0.000000", "00.5", "5.", ".5", "-.5", "-", ""]
+                    [rng.gen_range(0..9)]
+                .into(),
+                4 => ["1e5", "+0.5", "inf", "0.5:1", "1.2.3", "-0.5e1"][rng.gen_range(0..6)].into(),
+                5..=30 => format!("{}", rng.gen_range(0..10)),
+                31..=60 => format!("{:.6}", x * 1e3),
+                _ => format!("{x:.6}"),
+            }
+        }
+        let mut line = match rng.gen_range(0..8) {
+            0 => format!("{:.*}", rng.gen_range(0..20), rng.gen_range(-1e6..1e6)),
+            1 => "-1".into(),
+            2 => "0".into(),
+            _ => "1".into(),
+        };
+        let mut index: u64 = rng.gen_range(0..3);
+        for _ in 0..rng.gen_range(0..70) {
+            line.push_str(match rng.gen_range(0..1000) {
+                0 => "  ",
+                1 => "\t",
+                2 => " \t",
+                _ => " ",
+            });
+            index += match rng.gen_range(0..1000) {
+                0 => rng.gen_range(1..5_000_000_000),
+                1..=30 => rng.gen_range(1..100_000_000),
+                _ => rng.gen_range(1..2_000_000),
+            };
+            match rng.gen_range(0..1000) {
+                0 => line.push_str(&format!("0{index}:{}", value(rng))),
+                1 => line.push_str(&format!("+{index}:{}", value(rng))),
+                2 => line.push_str(&format!("{index}")),
+                3 => line.push_str(&format!("{}:{}", index.saturating_sub(3), value(rng))),
+                _ => line.push_str(&format!("{index}:{}", value(rng))),
+            }
+        }
+        line.push_str(match rng.gen_range(0..12) {
+            0..=2 => " ",
+            3 => "  ",
+            4 => "\t",
+            5 => " #",
+            _ => "",
+        });
+        line
+    }
+
+    /// On every line the structural reader takes, it gives exactly the general parser's sample (same
+    /// bits); every line goes through `parse_libsvm_line` to the general parser's outcome; and the
+    /// reader does take the plain shape, trailing space included.
+    #[test]
+    fn structural_reader_matches_the_general_parser() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let (lines, mut taken) = (20_000, 0);
+        for _ in 0..lines {
+            let line = near_plain_line(&mut rng);
+            let general = libsvm_outcome(parse_libsvm_general(&line));
+            assert_eq!(
+                libsvm_outcome(parse_libsvm_line(&line)),
+                general,
+                "{line:?}"
+            );
+            if let Some(sample) = structural_sample(line.as_bytes()) {
+                assert_eq!(libsvm_outcome(Ok(sample)), general, "{line:?}");
+                taken += 1;
+            }
+        }
+        assert!(
+            taken > lines / 3,
+            "the structural reader took only {taken} of {lines} lines"
+        );
+        for line in [
+            "1",
+            "-1 ",
+            "1 7:0.5",
+            "1 7:0.5 ",
+            "1 0:-0 3:12 9:-0.846699 10:1234567.12345678 4294967295:1",
+            "0.25 21491:0.240142 11144999:-0.1 123456789:0.0000000000000000001",
+        ] {
+            let sample = structural_sample(line.as_bytes()).expect(line);
+            assert_eq!(
+                libsvm_outcome(Ok(sample)),
+                libsvm_outcome(parse_libsvm_general(line)),
+                "{line}"
+            );
+        }
+        for line in [
+            "",
+            " 1 7:1",
+            "1  7:1",
+            "1 7:1  ",
+            "1\t7:1",
+            "1 7:1\t",
+            "1 7:1 # c",
+            "1 7:1:2",
+            "1 7 8:1",
+            "1 7: 8:1",
+            "1 :1",
+            "1 7:1 7:2",
+            "1 4294967296:1",
+            "1 +7:1",
+            "1 7:1e3",
+            "1:2",
+        ] {
+            assert!(structural_sample(line.as_bytes()).is_none(), "{line:?}");
+        }
+    }
+
+    /// Random bytes, mostly the line alphabet: the structural reader never panics, and whatever it
+    /// takes the general parser reads the same way.
+    #[test]
+    fn structural_reader_survives_random_bytes() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+        for _ in 0..20_000 {
+            let len = rng.gen_range(0..200);
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| match rng.gen_range(0..20) {
+                    0 => rng.gen(),
+                    1..=3 => b' ',
+                    4 | 5 => b':',
+                    6 => b'.',
+                    7 => b'-',
+                    _ => b'0' + rng.gen_range(0..10),
+                })
+                .collect();
+            let sample = structural_sample(&bytes);
+            if let (Some(sample), Ok(line)) = (sample, std::str::from_utf8(&bytes)) {
+                assert_eq!(
+                    libsvm_outcome(Ok(sample)),
+                    libsvm_outcome(parse_libsvm_general(line)),
+                    "{line:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn separator_masks_agree_with_the_portable_scan() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..2000 {
+            let mut block = [0u8; BLOCK];
+            for b in &mut block {
+                *b = [b' ', b':', b'1', b'.', b'\t', 0xff, 0x80 | b' '][rng.gen_range(0..7)];
+            }
+            assert_eq!(block_separators(&block), block_separators_portable(&block));
+        }
+        let line = b"1 2:3 4:5";
+        assert_eq!(separator_mask(line, 0), 0b1010_1010);
+        assert_eq!(separator_mask(line, 3), 0b1_0101);
+    }
+}
