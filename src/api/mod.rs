@@ -62,6 +62,8 @@ pub struct AppState {
     pub budget: Arc<SampleBudget>,
     /// Bodies being parsed right now: while any are, the learners step only within their share.
     pub parsing: Arc<ParseGauge>,
+    /// The time slice parser threads ask for (`server.worker_slice_us`), nanoseconds; 0 = default.
+    pub worker_slice_ns: u64,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -234,7 +236,7 @@ async fn parse_off_runtime(
 ) -> Result<SampleBlock, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
-        crate::daemon::set_thread_nice(crate::daemon::PARSER_NICE);
+        crate::daemon::set_throughput_scheduling(crate::daemon::PARSER_NICE, st.worker_slice_ns);
         let _parsing = st.parsing.enter();
         let body = join_chunks(chunks);
         let text = std::str::from_utf8(&body).map_err(|e| BatchError {

@@ -13,6 +13,7 @@
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
 //! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
 //! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
+//! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
@@ -139,6 +140,9 @@ pub struct Config {
     pub realtime_http: bool,
     /// The scheduler time slice each HTTP worker asks for, nanoseconds; 0 leaves the kernel's default.
     pub http_slice_ns: u64,
+    /// The scheduler time slice the body parser and learner threads ask for, nanoseconds; 0 leaves the
+    /// kernel's default.
+    pub worker_slice_ns: u64,
     pub queue_capacity: usize,
     pub queue_samples: usize,
     pub max_dim: usize,
@@ -271,6 +275,7 @@ impl Config {
             body_limit_bytes: r.int("server", "body_limit_bytes", 1, 1 << 32)? as usize,
             realtime_http: r.bool("server", "realtime_http")?,
             http_slice_ns: r.int("server", "http_slice_us", 0, 100_000)? as u64 * 1000,
+            worker_slice_ns: r.int("server", "worker_slice_us", 0, 100_000)? as u64 * 1000,
             queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
             queue_samples: r.int("ingest", "queue_samples", 1, 1_000_000_000)? as usize,
             max_dim,

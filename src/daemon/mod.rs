@@ -48,6 +48,23 @@ pub(crate) fn set_thread_nice(nice: i32) {
     let _ = nice;
 }
 
+/// Sets the calling thread's nice value and, unless `slice_ns` is 0, its time slice (the throughput
+/// threads: body parsers and learners), once per thread: a parser runs on tokio's blocking pool and
+/// calls this before every body.
+pub(crate) fn set_throughput_scheduling(nice: i32, slice_ns: u64) {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if DONE.with(|done| done.replace(true)) {
+        return;
+    }
+    set_thread_nice(nice);
+    if slice_ns > 0 {
+        // Best effort, like the nice value: an old kernel keeps its default slice.
+        let _ = request_short_slice(slice_ns);
+    }
+}
+
 /// The time slice the HTTP workers ask the scheduler for: 100 µs, the shortest Linux grants.
 pub const LATENCY_SLICE_NS: u64 = 100_000;
 
@@ -288,6 +305,7 @@ pub async fn run(
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
     let budget = SampleBudget::new(config.queue_samples);
     let parsing = ParseGauge::new();
+    let worker_slice_ns = config.worker_slice_ns;
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
@@ -313,7 +331,7 @@ pub async fn run(
         let handle = std::thread::Builder::new()
             .name(format!("learner-{name}"))
             .spawn(move || {
-                set_thread_nice(LEARNER_NICE);
+                set_throughput_scheduling(LEARNER_NICE, worker_slice_ns);
                 learner_loop(
                     learner,
                     rx,
@@ -377,6 +395,7 @@ pub async fn run(
         ingest: Mutex::new(Some(ingest_tx.clone())),
         budget: budget.clone(),
         parsing,
+        worker_slice_ns,
     });
     if options.stdin {
         let (tx, budget, stop, metrics, dictionary) = (
@@ -747,6 +766,26 @@ mod tests {
             if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
                 let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
                 assert_eq!(slice, LATENCY_SLICE_NS, "{line}");
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A parser or learner thread keeps its lowered priority and gets the `server.worker_slice_us`
+    /// slice; asking again on the same thread changes nothing (the blocking pool reuses threads).
+    #[test]
+    fn throughput_threads_get_their_nice_value_and_slice_once() {
+        std::thread::spawn(|| {
+            set_throughput_scheduling(PARSER_NICE, 1_000_000);
+            set_throughput_scheduling(LEARNER_NICE, 2_000_000);
+            // SAFETY: getpriority only reads its integer arguments; `who = 0` is this thread.
+            let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+            assert_eq!(nice, PARSER_NICE);
+            let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
+            if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
+                let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
+                assert_eq!(slice, 1_000_000, "{line}");
             }
         })
         .join()
