@@ -48,6 +48,25 @@ pub fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f
     acc
 }
 
+/// Asks the CPU to bring `v[j]` into cache ahead of a read-modify-write (a hint: no effect on any
+/// value; nothing on other targets or out of bounds). For scatters into d-vectors far larger than the
+/// cache, where each update is otherwise a miss waited for in turn.
+#[inline(always)]
+pub fn prefetch(v: &[f64], j: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = v.get(j) {
+        // SAFETY: a prefetch never faults and changes no memory; the address is an element of `v`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(
+                (x as *const f64).cast::<i8>(),
+                std::arch::x86_64::_MM_HINT_T0,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, j);
+}
+
 /// `y += a x` for a sparse row `x` and a dense `y` (indices must be `< y.len()`).
 #[inline]
 pub fn sparse_axpy(a: f64, indices: &[u32], values: &[f64], y: &mut [f64]) {
