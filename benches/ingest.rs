@@ -13,29 +13,9 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use thresher::loss::{Loss, LossKind};
-use thresher::sample::Sample;
-use thresher::synth::{sparse_stream, write_wire_sample};
+use thresher::synth::{sparse_stream, wire_body};
 
 const SAMPLES: usize = 10_000;
-
-fn body(samples: &[Sample], format: BodyFormat) -> String {
-    let json = format != BodyFormat::Libsvm;
-    let mut out = String::new();
-    if format == BodyFormat::JsonArray {
-        out.push('[');
-    }
-    for (n, s) in samples.iter().enumerate() {
-        if format == BodyFormat::JsonArray && n > 0 {
-            out.push(',');
-        }
-        write_wire_sample(&mut out, s, json);
-        out.push('\n');
-    }
-    if format == BodyFormat::JsonArray {
-        out.push(']');
-    }
-    out
-}
 
 fn ingest(c: &mut Criterion) {
     let data = sparse_stream(SAMPLES, 1 << 20, 100, 40, 0.0, true, 7);
@@ -55,7 +35,7 @@ fn ingest(c: &mut Criterion) {
         ("ndjson_10k_x40", BodyFormat::Ndjson),
         ("json_array_10k_x40", BodyFormat::JsonArray),
     ] {
-        let text = body(&data.samples, format);
+        let text = wire_body(&data.samples, format);
         group.bench_function(name, |b| {
             b.iter(|| {
                 let s = parse_body(format, &text, &rules, &dict).unwrap();

@@ -13,7 +13,7 @@ use cpu::thread_cpu_ns;
 
 use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use thresher::loss::{Loss, LossKind};
-use thresher::synth::{sparse_stream, write_wire_sample};
+use thresher::synth::{sparse_stream, wire_body};
 
 const SAMPLES: usize = 10_000;
 
@@ -36,21 +36,7 @@ fn main() {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        let json = format != BodyFormat::Libsvm;
-        let mut body = String::new();
-        if format == BodyFormat::JsonArray {
-            body.push('[');
-        }
-        for (n, s) in data.samples.iter().enumerate() {
-            if format == BodyFormat::JsonArray && n > 0 {
-                body.push(',');
-            }
-            write_wire_sample(&mut body, s, json);
-            body.push('\n');
-        }
-        if format == BodyFormat::JsonArray {
-            body.push(']');
-        }
+        let body = wire_body(&data.samples, format);
         if std::env::var_os("DUMP_FIRST_LINE").is_some() {
             eprintln!("{}", body.lines().next().unwrap_or(""));
         }

@@ -15,13 +15,15 @@
 
 #[path = "support/cpu.rs"]
 mod cpu;
+#[path = "support/learner.rs"]
+mod learner;
 use cpu::thread_cpu_ns;
+use learner::loadgen_learner;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use thresher::config::{Config, StreamSolverKind};
-use thresher::loss::{Loss, LossKind};
+use thresher::config::StreamSolverKind;
 use thresher::sample::SampleBlock;
 use thresher::solver::stream::build;
 use thresher::synth::sparse_stream;
@@ -81,11 +83,7 @@ fn main() {
                     .chunks(per_call)
                     .map(|call| call.chunks(1000).map(SampleBlock::from_samples).collect())
                     .collect();
-                let mut config = Config::defaults().learners.remove(0);
-                config.solver = solver;
-                config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
-                config.k = 100;
-                config.lambda = 1e-4;
+                let config = loadgen_learner(solver);
                 let mut learner = build(&config, CAPACITY, None);
                 // Fill the window first: the steady state is a full window.
                 learner.insert_samples(&data.samples[..CAPACITY]);

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use thresher::ingest::batch::BodyFormat;
 use thresher::model::Model;
 use thresher::sample::Sample;
 
@@ -98,12 +99,12 @@ const DIM: usize = 1 << 20;
 const DISTINCT: usize = 200_000;
 
 fn serialise(samples: &[Sample], format: &str) -> String {
-    let mut out = String::with_capacity(samples.len() * 40 * 24);
-    for s in samples {
-        thresher::synth::write_wire_sample(&mut out, s, format == "json");
-        out.push('\n');
-    }
-    out
+    let format = if format == "json" {
+        BodyFormat::Ndjson
+    } else {
+        BodyFormat::Libsvm
+    };
+    thresher::synth::wire_body(samples, format)
 }
 
 fn start_daemon(args: &Args) -> (Child, String) {

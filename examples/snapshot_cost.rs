@@ -17,10 +17,12 @@
 
 #[path = "support/cpu.rs"]
 mod cpu;
+#[path = "support/learner.rs"]
+mod learner;
 use cpu::thread_cpu_ns;
+use learner::loadgen_learner;
 
-use thresher::config::{Config, StreamSolverKind};
-use thresher::loss::{Loss, LossKind};
+use thresher::config::StreamSolverKind;
 use thresher::sample::SampleSet;
 use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
@@ -46,11 +48,7 @@ fn main() {
         {
             continue;
         }
-        let mut config = Config::defaults().learners.remove(0);
-        config.solver = solver;
-        config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
-        config.k = 100;
-        config.lambda = 1e-4;
+        let config = loadgen_learner(solver);
         let mut learner = build(&config, CAPACITY, None);
         // The steady state: a full window and a model that has taken a few steps on it.
         learner.insert_samples(&data.samples);

@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::ingest::batch::BodyFormat;
 use crate::sample::Sample;
 
 /// A generated problem and the truth behind it.
@@ -143,6 +144,27 @@ pub fn write_wire_sample(out: &mut String, s: &Sample, json: bool) {
             let _ = write!(out, " {j}:{v:.6}");
         }
     }
+}
+
+/// A whole request body of `samples` in `format` (one [`write_wire_sample`] per line; a JSON array for
+/// `application/json`), as the load generator, the ingest benchmark and `examples/ingest_cpu` send it.
+pub fn wire_body(samples: &[Sample], format: BodyFormat) -> String {
+    let json = format != BodyFormat::Libsvm;
+    let mut out = String::with_capacity(samples.len() * 40 * 24);
+    if format == BodyFormat::JsonArray {
+        out.push('[');
+    }
+    for (n, s) in samples.iter().enumerate() {
+        if format == BodyFormat::JsonArray && n > 0 {
+            out.push(',');
+        }
+        write_wire_sample(&mut out, s, json);
+        out.push('\n');
+    }
+    if format == BodyFormat::JsonArray {
+        out.push(']');
+    }
+    out
 }
 
 /// Writes samples as LIBSVM text.
