@@ -14,7 +14,7 @@
 //! is fed with `try_send` only: when it is full the request gets 503 and nothing from it enters.
 //!
 //! `GET /v1/model` latency under ingest load: a request body is read chunk by chunk (`read_chunks`),
-//! yielding to the runtime after each chunk, and joined on the blocking pool. Why: with the stock `Bytes`
+//! yielding to the runtime after each chunk, and parsed on the blocking pool (not joined, for line bodies). Why: with the stock `Bytes`
 //! extractor, hyper reads up to 16 chunks (most of a 6 MB, 10k-sample batch) in one poll of the
 //! connection task and axum then copies them into one buffer in the same poll, and a GET that arrived
 //! meanwhile waited for that worker (2 workers on 2 cores, both often on POSTs).
@@ -34,7 +34,7 @@ use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use crate::ingest::batch::{parse_body, BatchError, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::{QueuedBatch, SampleBudget};
 use crate::ingest::pressure::ParseGauge;
 use crate::metrics::{reason, Metrics};
@@ -179,7 +179,7 @@ fn too_large(state: &AppState, limit: usize) -> ApiError {
     ))
 }
 
-/// The request body as the chunks hyper read, not joined (that copy is left to the blocking pool).
+/// The request body as the chunks hyper read, not joined: the blocking pool parses them in place.
 /// Yields to the runtime after every chunk: `yield_now` defers this task until the worker has polled
 /// the I/O driver, so a `GET` that arrived meanwhile runs before the next chunk is read. Over `limit`
 /// (by `Content-Length` up front, or by what arrives) is 413 and the rest is not read.
@@ -216,18 +216,6 @@ async fn read_chunks(
     Ok(chunks)
 }
 
-/// One buffer from `chunks`: free for a single chunk, else one copy.
-fn join_chunks(mut chunks: Vec<Bytes>) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.pop().unwrap_or_default();
-    }
-    let mut joined = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
-    for c in &chunks {
-        joined.extend_from_slice(c);
-    }
-    joined.into()
-}
-
 async fn parse_off_runtime(
     state: &Arc<AppState>,
     format: BodyFormat,
@@ -238,18 +226,14 @@ async fn parse_off_runtime(
     tokio::task::spawn_blocking(move || {
         crate::daemon::set_throughput_scheduling(crate::daemon::PARSER_NICE, st.worker_slice_ns);
         let _parsing = st.parsing.enter();
-        let body = join_chunks(chunks);
-        let text = std::str::from_utf8(&body).map_err(|e| BatchError {
-            line: None,
-            message: format!("body is not UTF-8: {e}"),
-            samples: 0,
-        })?;
+        // Line bodies are read chunk by chunk, in place (`ingest::segments`): no joined copy.
+        let segments: Vec<&[u8]> = chunks.iter().map(|c| c.as_ref()).collect();
         let rules = if predict {
             &st.predict_rules
         } else {
             &st.ingest_rules
         };
-        parse_body(format, text, rules, &st.dictionary)
+        parse_segments(format, &segments, rules, &st.dictionary)
     })
     .await
     .unwrap_or_else(|e| {
@@ -287,7 +271,7 @@ async fn post_samples(
         || state.budget.in_flight() >= state.budget.limit();
     if queue_full && format != BodyFormat::JsonArray {
         let n = tokio::task::spawn_blocking(move || {
-            crate::ingest::count_content_lines(&join_chunks(chunks))
+            crate::ingest::segments::count_content_lines(&chunks)
         })
         .await
         .unwrap_or(0);
@@ -459,27 +443,5 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({"status": "waiting for a first model"})),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn join_chunks_keeps_order_and_bytes() {
-        let chunks = vec![
-            Bytes::from_static(b"1 3:0.5\n-1 "),
-            Bytes::from_static(b"2:1"),
-            Bytes::from_static(b".5\n"),
-        ];
-        assert_eq!(&join_chunks(chunks)[..], b"1 3:0.5\n-1 2:1.5\n");
-        let one = Bytes::from_static(b"x");
-        assert_eq!(
-            join_chunks(vec![one.clone()]).as_ptr(),
-            one.as_ptr(),
-            "no copy"
-        );
-        assert!(join_chunks(Vec::new()).is_empty());
     }
 }

@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 use serde::Deserialize;
 
 use super::json_plain;
+use super::segments;
 use super::{
     count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
     LineError,
@@ -254,8 +255,20 @@ pub fn parse_body(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<SampleBlock, BatchError> {
+    parse_segments(format, &[body.as_bytes()], rules, dict)
+}
+
+/// [`parse_body`] of the concatenation of `segments` (a request body as the HTTP chunks it arrived
+/// in), which are not joined for the line formats ([`super::segments`]). A body that is not UTF-8 is
+/// refused naming the line (for a JSON array, the byte).
+pub fn parse_segments(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    dict: &FeatureDictionary,
+) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, body, rules, dict, true, &mut block)?;
+    parse_body_with(format, segments, rules, dict, true, &mut block)?;
     Ok(block)
 }
 
@@ -268,14 +281,14 @@ pub fn parse_body_into(
     dict: &FeatureDictionary,
     out: &mut SampleBlock,
 ) -> Result<usize, BatchError> {
-    parse_body_with(format, body, rules, dict, true, out)
+    parse_body_with(format, &[body.as_bytes()], rules, dict, true, out)
 }
 
 /// [`parse_body_into`], with the one-pass readers for plain lines and objects switched on (`fast`) or
 /// off: off is the general path alone, kept callable so the tests can check the readers change nothing.
 fn parse_body_with(
     format: BodyFormat,
-    body: &str,
+    segments: &[&[u8]],
     rules: &Rules,
     dict: &FeatureDictionary,
     fast: bool,
@@ -289,23 +302,18 @@ fn parse_body_with(
     // most one feature per object too many; in an array, the comma after each item but the last
     // stands for the line. (Growing the columns instead cost a third of the JSON parse time, in page
     // faults.)
-    let lines = || count_byte(body.as_bytes(), b'\n') + 1;
+    let count = |byte: u8| -> usize { segments.iter().map(|s| count_byte(s, byte)).sum() };
+    let lines = || count(b'\n') + 1;
     let taken = std::mem::take(out);
     let mut parsed = match format {
-        BodyFormat::Libsvm => Parsed::on(taken, lines(), count_byte(body.as_bytes(), b':')),
+        BodyFormat::Libsvm => Parsed::on(taken, lines(), count(b':')),
         BodyFormat::Ndjson => {
             let lines = lines();
-            Parsed::on(
-                taken,
-                lines,
-                (count_byte(body.as_bytes(), b',') + lines) / 2,
-            )
+            Parsed::on(taken, lines, (count(b',') + lines) / 2)
         }
-        BodyFormat::JsonArray => {
-            Parsed::on(taken, 0, count_byte(body.as_bytes(), b',').div_ceil(2))
-        }
+        BodyFormat::JsonArray => Parsed::on(taken, 0, count(b',').div_ceil(2)),
     };
-    let outcome = read_body(format, body, rules, fast, &mut parsed)
+    let outcome = read_body(format, segments, rules, fast, &mut parsed)
         .and_then(|()| finish(&mut parsed, rules, dict));
     let rows = parsed.rows();
     *out = parsed.samples;
@@ -322,7 +330,7 @@ fn parse_body_with(
 /// Parses every sample of a body onto `parsed`, stopping at the first invalid one.
 fn read_body(
     format: BodyFormat,
-    body: &str,
+    segments: &[&[u8]],
     rules: &Rules,
     fast: bool,
     parsed: &mut Parsed,
@@ -336,24 +344,29 @@ fn read_body(
     match format {
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
             // The sample count is only needed for a rejection: counted then, not on every body.
-            let total = || body.lines().filter(|l| !is_skippable(l)).count();
-            for (n, line) in super::lines(body).enumerate() {
+            let total = || {
+                let mut content = 0;
+                let _ = segments::for_each_line(segments, |_, line| {
+                    content += usize::from(!is_skippable(line));
+                    Ok(())
+                });
+                content
+            };
+            segments::for_each_line(segments, |number, line| {
                 if is_skippable(line) {
-                    continue;
+                    return Ok(());
                 }
                 if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line))
                 {
-                    parsed
-                        .push_libsvm(n + 1, line)
-                        .map_err(|e| fail(n + 1, e.to_string(), total()))?;
-                    continue;
+                    return parsed
+                        .push_libsvm(number, line)
+                        .map_err(|e| fail(number, e.to_string(), total()));
                 }
                 if format == BodyFormat::Ndjson && fast {
                     if let Some(fields) = json_plain::parse_line_fields(line, &mut scratch) {
-                        parsed
-                            .push_plain_json(n + 1, fields, &scratch, rules.predict)
-                            .map_err(|e| fail(n + 1, e.to_string(), total()))?;
-                        continue;
+                        return parsed
+                            .push_plain_json(number, fields, &scratch, rules.predict)
+                            .map_err(|e| fail(number, e.to_string(), total()));
                     }
                 }
                 let outcome = if format == BodyFormat::Libsvm {
@@ -365,15 +378,38 @@ fn read_body(
                         .map_err(|e| LineError::Json(e.to_string()))
                         .and_then(|w| wire_to_pending(w, rules.predict))
                 };
-                let p = outcome.map_err(|e| fail(n + 1, e.to_string(), total()))?;
-                parsed.push(n + 1, p);
-            }
+                let p = outcome.map_err(|e| fail(number, e.to_string(), total()))?;
+                parsed.push(number, p);
+                Ok(())
+            })
+            .map_err(|mut e| {
+                // A line that is not UTF-8 is refused by the walk itself, which reads no further:
+                // the samples are then counted by their lines' bytes.
+                if e.samples == 0 {
+                    e.samples = segments::count_content_lines(segments);
+                }
+                e
+            })?;
         }
         BodyFormat::JsonArray => {
             // An array of plain objects is read directly into the block: such items are valid for
             // serde too, so only the sample checks can fail, exactly as on the serde path. But serde
             // reads the whole array before checking any item, so the first failed check counts only
             // if the rest of the body reads plainly as well; otherwise serde decides everything.
+            // An array is one text: its segments are joined.
+            let joined;
+            let bytes: &[u8] = match segments {
+                [one] => one,
+                _ => {
+                    joined = segments::join(segments);
+                    &joined
+                }
+            };
+            let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
+                line: None,
+                message: format!("body is not UTF-8: {e}"),
+                samples: 0,
+            })?;
             if fast {
                 let mut first_error = None;
                 let read =
@@ -757,7 +793,8 @@ mod tests {
             };
             let run = |dict: &FeatureDictionary, fast: bool| {
                 let mut block = prefix.clone();
-                let result = parse_body_with(format, &body, &rules, dict, fast, &mut block);
+                let result =
+                    parse_body_with(format, &[body.as_bytes()], &rules, dict, fast, &mut block);
                 let mut own = SampleBlock::new();
                 match &result {
                     Ok(n) => {
@@ -785,6 +822,29 @@ mod tests {
                     &FeatureDictionary::new(2)
                 )),
                 "appending gives what parsing alone gives"
+            );
+            // The same body as the chunks of an HTTP request, cut anywhere (inside a line, a
+            // number, a `\r\n`, a character).
+            let b = body.as_bytes();
+            let mut cuts: Vec<usize> = (0..rng.gen_range(1..4))
+                .map(|_| rng.gen_range(0..=b.len()))
+                .collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for &cut in cuts.iter().chain([b.len()].iter()) {
+                chunks.push(&b[from..cut]);
+                from = cut;
+            }
+            assert_eq!(
+                fast,
+                outcome(parse_segments(
+                    format,
+                    &chunks,
+                    &rules,
+                    &FeatureDictionary::new(2)
+                )),
+                "a body in chunks parses as the joined body, cuts {cuts:?}"
             );
             assert_eq!(fast_dict.names(), general_dict.names());
             fast_ok += usize::from(!fast.starts_with("BatchError"));

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod budget;
 mod json_plain;
 pub mod pressure;
+pub mod segments;
 mod structural;
 
 use std::io::BufRead;

@@ -267,6 +267,18 @@ fn bad_input_matrix_lets_nothing_in() {
         );
         refused += 2.0;
     }
+    // Bytes that are not UTF-8 name their line (and count both samples as invalid).
+    let (got, body, _) = d.post(
+        "/v1/samples",
+        "text/plain",
+        b"1 1:0.5\n-1 2:\xff\n".to_vec(),
+    );
+    assert_eq!((got, body["line"].as_u64()), (400, Some(2)), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("not UTF-8"),
+        "{body}"
+    );
+    refused += 2.0;
     // A JSON array names the position of the bad element.
     let (got, body, _) = d.post(
         "/v1/samples",
