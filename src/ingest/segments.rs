@@ -8,7 +8,7 @@
 //! whole lines is checked for UTF-8 once, in place: a boundary after a `\n` never falls inside a
 //! multi-byte character, so the pieces are valid exactly when the whole body is.
 //!
-//! The lines are exactly [`super::lines`] of the joined body (which are `str::lines`), numbered
+//! The lines are exactly `ingest::lines` of the joined body (which are `str::lines`), numbered
 //! from 1 in the same way, so a parse over segments names the same line as a parse of the joined
 //! text.
 
