@@ -470,13 +470,14 @@ fn block_separators(block: &[u8; BLOCK]) -> u64 {
 mod simd {
     use core::arch::x86_64::{
         _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
-        _mm256_set1_epi8, _mm_cvtsi128_si64, _mm_madd_epi16, _mm_maddubs_epi16, _mm_packus_epi32,
+        _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsd_f64, _mm_cvtsi128_si32,
+        _mm_cvtsi64_si128, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32,
         _mm_set1_epi16, _mm_set1_epi32, _mm_set1_epi8, _mm_set_epi64x, _mm_shuffle_epi8,
-        _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
+        _mm_srli_epi64, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
     };
 
     use super::{
-        leading_digits, load_eight, signed, structural_pairs_with, PairReader, ScalarReader, BLOCK,
+        leading_digits, load_eight, structural_pairs_with, PairReader, ScalarReader, BLOCK,
     };
 
     /// Does this CPU have what [`structural_pairs_avx2`] enables? (`std` caches the answer.)
@@ -676,8 +677,16 @@ mod simd {
         let four = _mm_madd_epi16(two, _mm_set1_epi32(0x0001_0064));
         let narrowed = _mm_packus_epi32(four, four);
         let eight = _mm_madd_epi16(narrowed, _mm_set1_epi32(0x0001_2710));
-        let both = _mm_cvtsi128_si64(eight) as u64;
-        Some((both as u32, signed(both >> 32, negative), fraction_digits))
+        // The mantissa (below 10^8 < 2^31) converted in place, exactly, and signed by its sign bit
+        // (exactly IEEE negation, `-0` included): no trip through a general register.
+        let magnitude = _mm_cvtepi32_pd(_mm_srli_epi64::<32>(eight));
+        let sign = _mm_castsi128_pd(_mm_cvtsi64_si128(i64::from(negative) << 63));
+        let signed_mantissa = _mm_cvtsd_f64(_mm_or_pd(magnitude, sign));
+        Some((
+            _mm_cvtsi128_si32(eight) as u32,
+            signed_mantissa,
+            fraction_digits,
+        ))
     }
 }
 
