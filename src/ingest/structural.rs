@@ -521,12 +521,6 @@ mod simd {
             colon: usize,
             end: usize,
         ) -> Option<(u32, f64, usize)> {
-            // No instruction: it only keeps LLVM from moving memory accesses across this point,
-            // and so from interleaving the pair's vector code with the staging of the pair before
-            // (which spilled registers in the loop). Measured: without it the AVX2 reader was
-            // slower than the scalar one (690 against 560 ns a sample on `ingest_cpu`), with it
-            // faster (410).
-            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::Acquire);
             // SAFETY: as in `separator_mask`.
             match unsafe { pair_avx2(line, space, colon, end) } {
                 Some(pair) => Some(pair),
