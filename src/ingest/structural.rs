@@ -573,6 +573,21 @@ mod simd {
         std::hint::black_box(mask)
     }
 
+    /// [`pair_avx2`] for the tests, on a CPU that has the features (`None` elsewhere).
+    #[cfg(test)]
+    pub(super) fn pair_avx2_checked(
+        line: &[u8],
+        space: usize,
+        colon: usize,
+        end: usize,
+    ) -> Option<(u32, f64, usize)> {
+        if !available() {
+            return None;
+        }
+        // SAFETY: the CPU has the features, checked just above.
+        unsafe { pair_avx2(line, space, colon, end) }
+    }
+
     /// `pshufb` controls that move the `n` (1 to 8) index digits at the start of the low 8 bytes to
     /// the top of those 8 bytes, zeros below (0x80 clears a byte): the same number in 8 digits.
     const INDEX_SHUFFLE: [u64; 9] = {
@@ -892,6 +907,60 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Every pair the AVX2 pair reader takes (index and value of every width around its limits,
+    /// the point anywhere, signs, junk bytes, the line ending right after the pair or going on) it
+    /// reads exactly as the scalar reader does; and it does take the pairs of its shape.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_pairs_match_the_scalar_reader() {
+        if !simd::available() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+        let (mut taken, tries) = (0, 200_000);
+        for _ in 0..tries {
+            let token = |rng: &mut rand_chacha::ChaCha8Rng, alphabet: &[u8], len: usize| {
+                (0..len)
+                    .map(|_| {
+                        if rng.gen_range(0..30) == 0 {
+                            alphabet[rng.gen_range(0..alphabet.len())] as char
+                        } else {
+                            (b'0' + rng.gen_range(0..10)) as char
+                        }
+                    })
+                    .collect::<String>()
+            };
+            let index_len = rng.gen_range(0..11);
+            let index = token(&mut rng, b"+-.ax/", index_len);
+            let sign = ["", "", "-", "+"][rng.gen_range(0..4)];
+            let digits_len = rng.gen_range(0..11);
+            let mut digits = token(&mut rng, b"+-.ex/\x7f", digits_len);
+            if !digits.is_empty() && rng.gen_range(0..3) > 0 {
+                let point = rng.gen_range(0..=digits.len());
+                digits.insert(point, '.');
+            }
+            let value = format!("{sign}{digits}");
+            let rest = ["", " 9:1", " 123456789:0.5 7:1"][rng.gen_range(0..3)];
+            let line = format!("1 {index}:{value}{rest}");
+            let (space, colon) = (1, 2 + index.len());
+            let end = colon + 1 + value.len();
+            let simd = simd::pair_avx2_checked(line.as_bytes(), space, colon, end);
+            if let Some((i, m, f)) = simd {
+                let scalar = ScalarReader.pair(line.as_bytes(), space, colon, end);
+                assert_eq!(
+                    Some((i, m.to_bits(), f)),
+                    scalar.map(|(i, m, f)| (i, m.to_bits(), f)),
+                    "{line:?}"
+                );
+                taken += 1;
+            }
+        }
+        assert!(
+            taken > tries / 10,
+            "the AVX2 reader took only {taken} of {tries}"
+        );
     }
 
     #[test]
