@@ -18,6 +18,11 @@
 //! and finally the general parser. Tokens of the usual sizes (indices up to 7 digits, values
 //! `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or odder ones within
 //! this shape by the one-pass reader's token functions, so the values are the same bits as theirs.
+//!
+//! On x86_64 CPUs with AVX2 (detected at run time) the same loop runs compiled for AVX2, with the
+//! separators found 32 bytes per compare and each pair's index and value digits converted together
+//! in one 16-byte register (`simd::pair_avx2`); pairs outside its shape fall back to the scalar token
+//! readers, and the tests check both readers against each other and the general parser.
 
 use super::{
     leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
@@ -41,8 +46,75 @@ const CAPACITY: usize = WINDOW / 2 + 2 + 32;
 
 /// Reads a whole line of the plain shape, appending its pairs to `indices`/`values` and returning the
 /// label; `None` (possibly with pairs already appended: the caller truncates) for any other line.
+///
+/// On x86_64 CPUs with AVX2 (checked at run time) the line is read by [`simd::structural_pairs_avx2`],
+/// the same loop with the pairs' digits converted in vector registers; elsewhere by the scalar
+/// readers below. Both give the same pairs, the same bits, and refuse the same lines.
 #[inline(always)]
 pub(super) fn structural_pairs(
+    line: &[u8],
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: `available` has just checked that this CPU has the features the function enables.
+        return unsafe { simd::structural_pairs_avx2(line, indices, values) };
+    }
+    structural_pairs_with(ScalarReader, line, indices, values)
+}
+
+/// How one pair and one block's separators are read: by scalar SWAR code ([`ScalarReader`]) or with
+/// SIMD (`simd::Avx2Reader`). The loop of [`structural_pairs_with`] is the same for both.
+trait PairReader: Copy {
+    /// Bit `i` set iff `line[at + i]` is a space or a colon (see [`separator_mask`]).
+    fn separator_mask(self, line: &[u8], at: usize) -> u64;
+
+    /// The pair between the separators at `space` and `colon` that ends at `end` (the next separator
+    /// or the end of the line) as `(index, ±mantissa, fraction digits)`, exactly as [`pair_index`]
+    /// and [`pair_value`] read it; `None` where they refuse it.
+    fn pair(self, line: &[u8], space: usize, colon: usize, end: usize)
+        -> Option<(u32, f64, usize)>;
+}
+
+/// The portable reader: 8-byte SWAR loads per digit run.
+#[derive(Clone, Copy)]
+struct ScalarReader;
+
+impl PairReader for ScalarReader {
+    #[inline(always)]
+    fn separator_mask(self, line: &[u8], at: usize) -> u64 {
+        separator_mask(line, at)
+    }
+
+    #[inline(always)]
+    fn pair(
+        self,
+        line: &[u8],
+        space: usize,
+        colon: usize,
+        end: usize,
+    ) -> Option<(u32, f64, usize)> {
+        let index = pair_index(line, space + 1, colon)?;
+        let (signed_mantissa, fraction_digits) = pair_value(line, colon + 1, end)?;
+        Some((index, signed_mantissa, fraction_digits))
+    }
+}
+
+/// [`structural_pairs`] with the scalar reader whatever the CPU (the tests compare the two).
+#[cfg(test)]
+fn structural_pairs_scalar(
+    line: &[u8],
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Option<f64> {
+    structural_pairs_with(ScalarReader, line, indices, values)
+}
+
+/// The body of [`structural_pairs`] for one reader.
+#[inline(always)]
+fn structural_pairs_with<R: PairReader>(
+    reader: R,
     line: &[u8],
     indices: &mut Vec<u32>,
     values: &mut Vec<f64>,
@@ -66,7 +138,7 @@ pub(super) fn structural_pairs(
         let window_end = len.min(scan + WINDOW);
         while scan < window_end {
             held = gather(
-                separator_mask(line, scan),
+                reader.separator_mask(line, scan),
                 scan as u32,
                 &mut separators,
                 held,
@@ -78,14 +150,14 @@ pub(super) fn structural_pairs(
         let mut k = 0;
         while k + 2 < held {
             let (space, colon, end) = (separators[k], separators[k + 1], separators[k + 2]);
-            pairs.stage(line, space as usize, colon as usize, end as usize)?;
+            pairs.stage(reader, line, space as usize, colon as usize, end as usize)?;
             k += 2;
         }
         if scan >= len {
             match held - k {
                 2 => {
                     let (space, colon) = (separators[k], separators[k + 1]);
-                    pairs.stage(line, space as usize, colon as usize, len)?;
+                    pairs.stage(reader, line, space as usize, colon as usize, len)?;
                 }
                 // A trailing space (checked to be a space as the previous pair's end).
                 1 if separators[k] as usize == len - 1 => {}
@@ -147,14 +219,20 @@ impl Pairs {
     /// (the next separator, or the end of the line); `None` if that is not a plain pair, or its index
     /// is not above the one before.
     #[inline(always)]
-    fn stage(&mut self, line: &[u8], space: usize, colon: usize, end: usize) -> Option<()> {
+    fn stage<R: PairReader>(
+        &mut self,
+        reader: R,
+        line: &[u8],
+        space: usize,
+        colon: usize,
+        end: usize,
+    ) -> Option<()> {
         // The scan only says "space or colon": the kinds must alternate. (`space` was checked as the
         // previous pair's `end`, or is the label's.)
         if line[colon] != b':' || line.get(end).is_some_and(|&b| b != b' ') {
             return None;
         }
-        let index = pair_index(line, space + 1, colon)?;
-        let (signed_mantissa, fraction_digits) = pair_value(line, colon + 1, end)?;
+        let (index, signed_mantissa, fraction_digits) = reader.pair(line, space, colon, end)?;
         if u64::from(index) < self.next_index {
             return None;
         }
@@ -385,6 +463,242 @@ fn block_separators(block: &[u8; BLOCK]) -> u64 {
     block_separators_portable(block)
 }
 
+/// The AVX2 reader: separators 32 bytes per compare, and each pair's index and value digits
+/// converted together in one 16-byte register (simdjson's multiply-add digit trick) instead of two
+/// scalar SWAR conversions and the value's point squeezed out by shifts.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use core::arch::x86_64::{
+        _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
+        _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsd_f64, _mm_cvtsi128_si32,
+        _mm_cvtsi64_si128, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32,
+        _mm_set1_epi16, _mm_set1_epi32, _mm_set1_epi8, _mm_set_epi64x, _mm_shuffle_epi8,
+        _mm_srli_epi64, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
+    };
+
+    use super::{
+        leading_digits, load_eight, structural_pairs_with, PairReader, ScalarReader, BLOCK,
+    };
+
+    /// Does this CPU have what [`structural_pairs_avx2`] enables? (`std` caches the answer.)
+    #[inline(always)]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+
+    /// [`super::structural_pairs`] compiled for AVX2 (and BMI1/2 and POPCNT: the variable shifts, bit
+    /// scans and separator counts of the loop; without POPCNT, LLVM took the masks apart bit by bit
+    /// to count them), with the [`Avx2Reader`].
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    pub(super) fn structural_pairs_avx2(
+        line: &[u8],
+        indices: &mut Vec<u32>,
+        values: &mut Vec<f64>,
+    ) -> Option<f64> {
+        structural_pairs_with(Avx2Reader(()), line, indices, values)
+    }
+
+    /// Made only inside [`structural_pairs_avx2`] (the field is private), so holding one proves
+    /// the CPU has the features its methods' callees enable.
+    #[derive(Clone, Copy)]
+    pub(super) struct Avx2Reader(());
+
+    impl PairReader for Avx2Reader {
+        #[inline(always)]
+        fn separator_mask(self, line: &[u8], at: usize) -> u64 {
+            // SAFETY: an `Avx2Reader` exists only on a CPU with these features (see the type).
+            unsafe { separator_mask_avx2(line, at) }
+        }
+
+        #[inline(always)]
+        fn pair(
+            self,
+            line: &[u8],
+            space: usize,
+            colon: usize,
+            end: usize,
+        ) -> Option<(u32, f64, usize)> {
+            // SAFETY: as in `separator_mask`.
+            match unsafe { pair_avx2(line, space, colon, end) } {
+                Some(pair) => Some(pair),
+                None => ScalarReader.pair(line, space, colon, end),
+            }
+        }
+    }
+
+    /// `super::separator_mask` with two 32-byte compares per block.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn separator_mask_avx2(line: &[u8], at: usize) -> u64 {
+        match line.get(at..).and_then(<[u8]>::first_chunk::<BLOCK>) {
+            Some(block) => block_separators_avx2(block),
+            None => {
+                // The last, partial block: padded with zeros, which are not separators.
+                let mut padded = [0u8; BLOCK];
+                let rest = line.get(at..).unwrap_or(&[]);
+                padded[..rest.len()].copy_from_slice(rest);
+                block_separators_avx2(&padded)
+            }
+        }
+    }
+
+    /// The separator mask of one block, 32 bytes per AVX2 compare.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    pub(super) fn block_separators_avx2(block: &[u8; BLOCK]) -> u64 {
+        let (spaces, colons) = (_mm256_set1_epi8(b' ' as i8), _mm256_set1_epi8(b':' as i8));
+        let (low, high) = block.split_at(32);
+        // SAFETY: unaligned loads of the 32 bytes of each half of the 64-byte block.
+        let (low, high) = unsafe {
+            (
+                _mm256_loadu_si256(low.as_ptr().cast()),
+                _mm256_loadu_si256(high.as_ptr().cast()),
+            )
+        };
+        let low = _mm256_or_si256(
+            _mm256_cmpeq_epi8(low, spaces),
+            _mm256_cmpeq_epi8(low, colons),
+        );
+        let high = _mm256_or_si256(
+            _mm256_cmpeq_epi8(high, spaces),
+            _mm256_cmpeq_epi8(high, colons),
+        );
+        let mask = u64::from(_mm256_movemask_epi8(low) as u32)
+            | (u64::from(_mm256_movemask_epi8(high) as u32) << 32);
+        // Hidden from the optimizer, which otherwise reads the mask as 64 booleans and rebuilds it
+        // bit by bit (about a hundred instructions a block) for `gather`'s count and bit scans.
+        std::hint::black_box(mask)
+    }
+
+    /// [`pair_avx2`] for the tests, on a CPU that has the features (`None` elsewhere).
+    #[cfg(test)]
+    pub(super) fn pair_avx2_checked(
+        line: &[u8],
+        space: usize,
+        colon: usize,
+        end: usize,
+    ) -> Option<(u32, f64, usize)> {
+        if !available() {
+            return None;
+        }
+        // SAFETY: the CPU has the features, checked just above.
+        unsafe { pair_avx2(line, space, colon, end) }
+    }
+
+    /// `pshufb` controls that move the `n` (1 to 8) index digits at the start of the low 8 bytes to
+    /// the top of those 8 bytes, zeros below (0x80 clears a byte): the same number in 8 digits.
+    const INDEX_SHUFFLE: [u64; 9] = {
+        let mut table = [0x8080_8080_8080_8080u64; 9];
+        let mut n = 1;
+        while n <= 8 {
+            let mut word = 0x8080_8080_8080_8080u64;
+            let mut digit = 0;
+            while digit < n {
+                let slot = 8 - n + digit;
+                word = (word & !(0xFF << (8 * slot))) | ((digit as u64) << (8 * slot));
+                digit += 1;
+            }
+            table[n] = word;
+            n += 1;
+        }
+        table
+    };
+
+    /// `pshufb` controls for the high 8 bytes, entry `9 * width + point`: the value's `width` (1 to 8)
+    /// bytes there, with a point at byte `point` (or none, `point == width`), become its digits
+    /// without the point, moved to the top of those 8 bytes with zeros below.
+    const VALUE_SHUFFLE: [u64; 81] = {
+        let mut table = [0x8080_8080_8080_8080u64; 81];
+        let mut width = 1;
+        while width <= 8 {
+            let mut point = 0;
+            while point <= width {
+                let digits = if point < width { width - 1 } else { width };
+                let mut word = 0x8080_8080_8080_8080u64;
+                let (mut digit, mut source) = (0, 0);
+                while source < width {
+                    if source != point {
+                        let slot = 8 - digits + digit;
+                        word =
+                            (word & !(0xFF << (8 * slot))) | (((8 + source) as u64) << (8 * slot));
+                        digit += 1;
+                    }
+                    source += 1;
+                }
+                table[9 * width + point] = word;
+                point += 1;
+            }
+            width += 1;
+        }
+        table
+    };
+
+    /// The pair between `space`, `colon` and `end` when its index has 1 to 8 digits and its value
+    /// is `[-]` then at most 8 bytes of digits with at most one point among them (at least one
+    /// digit, and 8 more bytes of the line from the value's first digit to load): both numbers are
+    /// below 10^8, so exact in `u32` and `f64`. The index bytes go to the low half of a register and
+    /// the value bytes to the high half; one shuffle aligns both digit runs to the right of their
+    /// halves (the point dropped), one compare checks that every byte taken is a digit, and three
+    /// multiply-adds make 2-, 4- and 8-digit numbers of both at once. Exactly what `pair_index` and
+    /// `pair_value` give on these pairs; `None` (the scalar reader decides) for any other.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn pair_avx2(line: &[u8], space: usize, colon: usize, end: usize) -> Option<(u32, f64, usize)> {
+        let index_digits = colon - space - 1;
+        let negative = line.get(colon + 1) == Some(&b'-');
+        let start = colon + 1 + usize::from(negative);
+        // A '-' is not a separator, so `end` is past it.
+        let width = end - start;
+        let value_word = load_eight(line, start)?;
+        let index_word = load_eight(line, space + 1)?;
+        if !(1..=8).contains(&index_digits) || !(1..=8).contains(&width) {
+            return None;
+        }
+        let point = leading_digits(value_word);
+        let (key, fraction_digits) = if point >= width {
+            (9 * width + width, 0)
+        } else {
+            // The first non-digit must be the point, and a digit must be left besides it.
+            if (value_word >> (8 * point)) as u8 != b'.' || width == 1 {
+                return None;
+            }
+            (9 * width + point, width - 1 - point)
+        };
+        let raw = _mm_set_epi64x(value_word as i64, index_word as i64);
+        let digits = _mm_sub_epi8(raw, _mm_set1_epi8(b'0' as i8));
+        let shuffle = _mm_set_epi64x(
+            VALUE_SHUFFLE[key] as i64,
+            INDEX_SHUFFLE[index_digits] as i64,
+        );
+        let aligned = _mm_shuffle_epi8(digits, shuffle);
+        // Bytes that were not digits are above 9 (those below '0' wrap around); the zeros are fine.
+        let above_nine = _mm_subs_epu8(aligned, _mm_set1_epi8(9));
+        if _mm_testz_si128(above_nine, above_nine) == 0 {
+            return None;
+        }
+        // Neighbours to 2-digit numbers (10 a + b), then 4-digit (100 ab + cd) as 32-bit lanes,
+        // narrowed to 16 bits (each below 10^4) and paired again into 8-digit numbers (10^4 abcd +
+        // efgh): lane 0 the index, lane 1 the value's mantissa.
+        let two = _mm_maddubs_epi16(aligned, _mm_set1_epi16(0x010A));
+        let four = _mm_madd_epi16(two, _mm_set1_epi32(0x0001_0064));
+        let narrowed = _mm_packus_epi32(four, four);
+        let eight = _mm_madd_epi16(narrowed, _mm_set1_epi32(0x0001_2710));
+        // The mantissa (below 10^8 < 2^31) converted in place, exactly, and signed by its sign bit
+        // (exactly IEEE negation, `-0` included): no trip through a general register.
+        let magnitude = _mm_cvtepi32_pd(_mm_srli_epi64::<32>(eight));
+        let sign = _mm_castsi128_pd(_mm_cvtsi64_si128(i64::from(negative) << 63));
+        let signed_mantissa = _mm_cvtsd_f64(_mm_or_pd(magnitude, sign));
+        Some((
+            _mm_cvtsi128_si32(eight) as u32,
+            signed_mantissa,
+            fraction_digits,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rand::{Rng, SeedableRng};
@@ -396,9 +710,25 @@ mod tests {
 
     /// The structural reader alone, appending after a sentinel pair: what it appends (`None` if it
     /// refuses the line), and proof that it never touches what the columns held before.
+    /// On CPUs with AVX2 that is the SIMD reader, checked here against the scalar one: the same
+    /// pairs, bits and refusals.
     fn structural_sample(line: &[u8]) -> Option<Sample> {
+        let sample = structural_sample_with(structural_pairs, line);
+        let scalar = structural_sample_with(structural_pairs_scalar, line);
+        assert_eq!(
+            sample.clone().map(|s| libsvm_outcome(Ok(s))),
+            scalar.map(|s| libsvm_outcome(Ok(s))),
+            "{line:?}"
+        );
+        sample
+    }
+
+    /// A line reader appending to the columns and returning the label.
+    type Reader = fn(&[u8], &mut Vec<u32>, &mut Vec<f64>) -> Option<f64>;
+
+    fn structural_sample_with(reader: Reader, line: &[u8]) -> Option<Sample> {
         let (mut indices, mut values) = (vec![u32::MAX], vec![-7.5]);
-        let label = structural_pairs(line, &mut indices, &mut values);
+        let label = reader(line, &mut indices, &mut values);
         assert_eq!((indices[0], values[0]), (u32::MAX, -7.5), "{line:?}");
         assert_eq!(indices.len(), values.len(), "{line:?}");
         Some(Sample {
@@ -501,6 +831,11 @@ mod tests {
             "1 7:0.5",
             "1 7:0.5 ",
             "1 0:-0 3:12 9:-0.846699 10:1234567.12345678 4294967295:1",
+            // The SIMD reader's edges: 8-digit indices and values, the point first and last, zeros.
+            "1 12345678:12345678 23456789:-1234567. 34567890:.1234567 99999999:-.9999999 \
+             100000000:0.000000 100000001:-00.00001 100000002:7 100000003:-0",
+            "-1 1:1.5 22:-22.25 333:333.125 4444:-4444.0625 55555:0.0000001 666666:9999999 \
+             7777777:-9.9 88888888:5. 88888889:-5. 88888890:.5 88888891:+1 88888892:+0.25",
             "0.25 21491:0.240142 11144999:-0.1 123456789:0.0000000000000000001",
         ] {
             let sample = structural_sample(line.as_bytes()).expect(line);
@@ -527,6 +862,20 @@ mod tests {
             "1 +7:1",
             "1 7:1e3",
             "1:2",
+            "1 7:-",
+            "1 7:.",
+            "1 7:-.",
+            "1 7:1.2.3 8:1",
+            "1 7:1..2 8:1",
+            "1 7:--1 8:1",
+            "1 7:-+1 8:1",
+            "1 7:1-1 8:1",
+            "1 7:1.-1 8:1",
+            "1 7a:1 8:1",
+            "1 a7:1 8:1",
+            "1 7:0.5/ 8:1",
+            "1 7:0.5\u{7f} 8:1",
+            "1 7:0.5\u{0} 8:1",
         ] {
             assert!(structural_sample(line.as_bytes()).is_none(), "{line:?}");
         }
@@ -560,6 +909,60 @@ mod tests {
         }
     }
 
+    /// Every pair the AVX2 pair reader takes (index and value of every width around its limits,
+    /// the point anywhere, signs, junk bytes, the line ending right after the pair or going on) it
+    /// reads exactly as the scalar reader does; and it does take the pairs of its shape.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_pairs_match_the_scalar_reader() {
+        if !simd::available() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
+        let (mut taken, tries) = (0, 200_000);
+        for _ in 0..tries {
+            let token = |rng: &mut rand_chacha::ChaCha8Rng, alphabet: &[u8], len: usize| {
+                (0..len)
+                    .map(|_| {
+                        if rng.gen_range(0..30) == 0 {
+                            alphabet[rng.gen_range(0..alphabet.len())] as char
+                        } else {
+                            (b'0' + rng.gen_range(0..10)) as char
+                        }
+                    })
+                    .collect::<String>()
+            };
+            let index_len = rng.gen_range(0..11);
+            let index = token(&mut rng, b"+-.ax/", index_len);
+            let sign = ["", "", "-", "+"][rng.gen_range(0..4)];
+            let digits_len = rng.gen_range(0..11);
+            let mut digits = token(&mut rng, b"+-.ex/\x7f", digits_len);
+            if !digits.is_empty() && rng.gen_range(0..3) > 0 {
+                let point = rng.gen_range(0..=digits.len());
+                digits.insert(point, '.');
+            }
+            let value = format!("{sign}{digits}");
+            let rest = ["", " 9:1", " 123456789:0.5 7:1"][rng.gen_range(0..3)];
+            let line = format!("1 {index}:{value}{rest}");
+            let (space, colon) = (1, 2 + index.len());
+            let end = colon + 1 + value.len();
+            let simd = simd::pair_avx2_checked(line.as_bytes(), space, colon, end);
+            if let Some((i, m, f)) = simd {
+                let scalar = ScalarReader.pair(line.as_bytes(), space, colon, end);
+                assert_eq!(
+                    Some((i, m.to_bits(), f)),
+                    scalar.map(|(i, m, f)| (i, m.to_bits(), f)),
+                    "{line:?}"
+                );
+                taken += 1;
+            }
+        }
+        assert!(
+            taken > tries / 10,
+            "the AVX2 reader took only {taken} of {tries}"
+        );
+    }
+
     #[test]
     fn separator_masks_agree_with_the_portable_scan() {
         use rand::{Rng, SeedableRng};
@@ -570,6 +973,18 @@ mod tests {
                 *b = [b' ', b':', b'1', b'.', b'\t', 0xff, 0x80 | b' '][rng.gen_range(0..7)];
             }
             assert_eq!(block_separators(&block), block_separators_portable(&block));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            for _ in 0..2000 {
+                let mut block = [0u8; BLOCK];
+                for b in &mut block {
+                    *b = [b' ', b':', b'1', b'.', b'\t', 0xff, 0x80 | b' '][rng.gen_range(0..7)];
+                }
+                // SAFETY: the CPU has the features, checked just above.
+                let simd = unsafe { simd::block_separators_avx2(&block) };
+                assert_eq!(simd, block_separators_portable(&block));
+            }
         }
         let line = b"1 2:3 4:5";
         assert_eq!(separator_mask(line, 0), 0b1010_1010);
