@@ -54,8 +54,8 @@ use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, masked_dot, prefetch, sparse_axpy, top_k_indices, top_k_of_pairs,
-    ThresholdScratch,
+    extend_with_top_k_candidates, hard_threshold_paired, masked_dot, prefetch, sparse_axpy,
+    top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
 
 pub mod mirror;
@@ -261,6 +261,8 @@ pub struct StreamSdiht {
     dz_on_batch: Vec<f64>,
     /// The top k of `z` outside `batch_coords`, `(index, z_j)`.
     top_outside: Vec<(u32, f64)>,
+    /// A trial's candidates for `H_k(z + t dz)`: `top_outside` and the entries of C that can compete.
+    candidates: Vec<(u32, f64)>,
     /// A trial's `H_k(z + t dz)`: support and unscaled values, parallel.
     trial_values: Vec<f64>,
     /// Bit set over features, all zero between inserts: the support while an insert predicts, then
@@ -301,6 +303,7 @@ impl StreamSdiht {
             z_on_batch: Vec::new(),
             dz_on_batch: Vec::new(),
             top_outside: Vec::new(),
+            candidates: Vec::new(),
             trial_values: Vec::new(),
             coord_mask: Vec::new(),
         };
@@ -422,6 +425,19 @@ impl StreamSdiht {
         self.top_outside.clear();
         self.top_outside
             .extend(outside.iter().map(|&j| (j, self.z[j as usize])));
+        // Every trial keeps k of (top_outside ∪ C): with k entries outside, none of C below the
+        // smallest of them can be kept (it loses to each of the k), nor below the k-th largest of C's
+        // chunk maxima, so only C's entries reaching both are handed to the heap — a few hundred of a
+        // large batch's |C| (`sparse::extend_with_top_k_candidates`). The kept set is the same, ties
+        // included.
+        let floor = if self.top_outside.len() == k {
+            self.top_outside
+                .iter()
+                .map(|&(_, v)| v.abs())
+                .fold(f64::INFINITY, f64::min)
+        } else {
+            0.0
+        };
         let conj_at = |this: &Self, t: f64| -> f64 {
             this.new_positions
                 .iter()
@@ -435,12 +451,19 @@ impl StreamSdiht {
         // D at `alpha + t alpha_new`; leaves `H_k(z + t dz)` in `self.trial_support` /
         // `self.trial_values` (unscaled, ascending index order).
         let dual_at = |this: &mut Self, t: f64| -> (f64, f64) {
-            let changed = this
-                .batch_coords
-                .iter()
-                .zip(this.z_on_batch.iter().zip(&this.dz_on_batch))
-                .map(|(&j, (&z, &dz))| (j, z + t * dz));
-            let candidates = this.top_outside.iter().copied().chain(changed);
+            this.candidates.clear();
+            this.candidates.extend_from_slice(&this.top_outside);
+            extend_with_top_k_candidates(
+                &this.batch_coords,
+                &this.z_on_batch,
+                &this.dz_on_batch,
+                t,
+                k,
+                floor,
+                &mut this.candidates,
+                &mut this.threshold,
+            );
+            let candidates = this.candidates.iter().copied();
             let kept = top_k_of_pairs(candidates, k, &mut this.threshold);
             this.trial_support.clear();
             this.trial_values.clear();
@@ -667,13 +690,13 @@ impl StreamingLearner for StreamSdiht {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.w, &self.coord_mask);
-            self.stats.progressive_loss_sum += l.value(u);
+            let (value, alpha) = l.value_and_dual_of_margin(u);
+            self.stats.progressive_loss_sum += value;
             self.stats.progressive_count += 1;
             self.stats.samples_seen += 1;
             if seq < passing {
                 continue;
             }
-            let alpha = l.dual_of_margin(u);
             // The oldest sample leaves before its slot takes the new row's features.
             if let Some((old, old_alpha)) = self.window.oldest_if_full() {
                 remove_contribution(&loss, old, old_alpha, &mut self.z, &mut self.conj_sum);
