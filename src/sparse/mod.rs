@@ -172,7 +172,22 @@ pub fn hard_threshold_paired(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
+    // The previous support, when it has k nonzero entries in `dense`, bounds the k-th magnitude from
+    // below: k entries reach its smallest, so nothing below it can be kept, and the scan skips every
+    // chunk under it from the start instead of only once the heap has filled with better entries.
+    let mut floor = 0.0;
     if out.len() == dense.len() {
+        if support.len() == k {
+            floor = support
+                .iter()
+                .map(|&j| dense[j as usize].abs())
+                .fold(f64::INFINITY, |a, m| if m < a { m } else { a });
+            // Zero or NaN among them (`!(m > 0)`): no bound.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            if !(floor > 0.0) || floor.is_infinite() {
+                floor = 0.0;
+            }
+        }
         for &j in support.iter() {
             out[j as usize] = 0.0;
         }
@@ -181,7 +196,7 @@ pub fn hard_threshold_paired(
         out.resize(dense.len(), 0.0);
     }
     support.clear();
-    select_top_k(dense, k, scratch);
+    select_top_k_at_least(dense, k, floor, scratch);
     for &j in scratch.order.iter() {
         out[j as usize] = dense[j as usize];
     }
@@ -239,6 +254,13 @@ pub fn top_k_of_pairs(
 /// Leaves in `scratch.order` the indices of the `k` entries of `dense` largest in magnitude (nonzero,
 /// not NaN; ties → lower index), ascending.
 fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
+    select_top_k_at_least(dense, k, 0.0, scratch);
+}
+
+/// [`select_top_k`] given that at least `k` entries of `dense` have magnitude `>= floor` (`0` when
+/// nothing is known): chunks whose magnitudes all lie below `floor` cannot hold a kept entry (each
+/// loses to those k) and are skipped. The kept set is the same.
+fn select_top_k_at_least(dense: &[f64], k: usize, floor: f64, scratch: &mut ThresholdScratch) {
     scratch.order.clear();
     if k == 0 {
         return;
@@ -248,7 +270,8 @@ fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
         for (c, chunk) in dense.chunks(SCAN_CHUNK).enumerate() {
             // Once the heap is full almost no entry beats the k-th magnitude: a chunk whose largest
             // magnitude does not is skipped after a branch-free max the compiler vectorizes.
-            if best.rejects(largest_magnitude(chunk)) {
+            let largest = largest_magnitude(chunk);
+            if largest < floor || best.rejects(largest) {
                 continue;
             }
             for (o, &v) in chunk.iter().enumerate() {
@@ -694,6 +717,48 @@ mod tests {
             let want = top_k_of_pairs(known.iter().copied().chain(all), k, &mut scratch).to_vec();
             let got = top_k_of_pairs(known.iter().copied().chain(kept), k, &mut scratch);
             assert_eq!(got, want, "round {round}");
+        }
+    }
+
+    /// The paired threshold's floor from the previous support (a vector changing a little per call,
+    /// as the learner's `z` does, with many ties at the floor) leaves exactly the unbounded selection.
+    #[test]
+    fn paired_threshold_with_the_previous_support_as_floor_keeps_the_same_set() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(14);
+        let mut reference = ThresholdScratch::default();
+        let mut scratch = ThresholdScratch::default();
+        for round in 0..30 {
+            let d = rng.gen_range(200..4000);
+            let k = rng.gen_range(1..=d / 16);
+            let grid = |rng: &mut rand_chacha::ChaCha8Rng| match rng.gen_range(0..20) {
+                0 => 0.0,
+                1 => f64::NAN,
+                _ => rng.gen_range(-6i32..=6) as f64 * 0.5,
+            };
+            let mut v: Vec<f64> = (0..d).map(|_| grid(&mut rng)).collect();
+            let (mut out, mut support) = (Vec::new(), Vec::new());
+            for call in 0..20 {
+                for _ in 0..d / 10 {
+                    let j = rng.gen_range(0..d);
+                    v[j] = grid(&mut rng);
+                }
+                hard_threshold_paired(&v, k, &mut out, &mut support, &mut scratch);
+                let want = top_k_indices(&v, k, &mut reference);
+                assert_eq!(support, want, "round {round} call {call}");
+                for (j, x) in out.iter().enumerate() {
+                    let expect = if support.contains(&(j as u32)) {
+                        v[j]
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(
+                        x.to_bits(),
+                        expect.to_bits(),
+                        "round {round} call {call} [{j}]"
+                    );
+                }
+            }
         }
     }
 
