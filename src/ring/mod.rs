@@ -81,6 +81,14 @@ impl Window {
             .then(|| (self.slots[self.head].sample.row(), self.alphas[self.head]))
     }
 
+    /// The row the `ahead`-th push from now will evict (`ahead = 0` is [`Window::oldest_if_full`]'s),
+    /// when the window is full: for a learner to prefetch what it will remove.
+    #[inline]
+    pub fn oldest_ahead(&self, ahead: usize) -> Option<Row<'_>> {
+        self.is_full()
+            .then(|| self.slots[(self.head + ahead) % self.capacity].sample.row())
+    }
+
     /// Copies a row in with dual `alpha` and returns the storage index it went to. When full it replaces
     /// the oldest sample (see [`Window::oldest_if_full`]) in that slot's own vectors, which keep their
     /// capacity: no allocation unless the row has more features than the slot ever held.

@@ -15,12 +15,13 @@
 //!
 //! **Fused certificate.** A streaming learner publishes `P(w)`, `D` at its dual iterate and `D` at the
 //! dual point of `w`; as calls of the functions below that is six walks over the samples.
-//! [`fused_certificate`] gives the same values, bit for bit, from three (see there for why not one).
+//! [`fused_certificate`] gives the same values, bit for bit, from one.
 
 use crate::loss::Loss;
 use crate::sample::SampleSet;
 use crate::sparse::{
-    hard_threshold, masked_dot, sparse_axpy, sparse_dot, top_k_indices, ThresholdScratch,
+    hard_threshold, masked_dot, prefetch, prefetch_all, sparse_axpy, sparse_dot, top_k_indices,
+    top_k_indices_of_two_lanes, ThresholdScratch,
 };
 
 /// A primal value, a dual value and their gap, over the same samples.
@@ -159,12 +160,20 @@ impl CertificateValues {
 pub struct CertificateScratch {
     /// `a_i = P_F(l_i'(w.x_i))` of every row, in row order: the dual point of the model.
     pub alpha_from_primal: Vec<f64>,
-    /// `w~` of one dual point at a time.
+    /// `w~` of the dual points, interleaved: `w~(a)_j` at `[LANES j]`, `w~(alpha)_j` at `[LANES j + 1]`
+    /// (`LANES` = 2 with an iterate, 1 without).
     w_tilde: Vec<f64>,
     /// Bit set of the model's support (bit `j % 64` of word `j / 64`).
     support_mask: Vec<u64>,
-    threshold: ThresholdScratch,
+    /// `H_k` scratch of each lane.
+    threshold: [ThresholdScratch; 2],
 }
+
+/// How many rows ahead [`fused_certificate`]'s scatter prefetches its targets (as the intake's warm
+/// start does), and twice that, the rows themselves: the misses of the next rows then overlap this
+/// row's work. Measured 2/4, 4/8, 4/12, 6/12, 8/16: 4/8 among the best, within noise of each other;
+/// without the targets' prefetch the one walk takes 1.8x the old three walks.
+const CERTIFICATE_PREFETCH_ROWS_AHEAD: usize = 4;
 
 /// The certificate of a model `w` (zero outside `support`, no intercept) over `data`, equal bit for bit
 /// to the sequence of calls it replaces, from scratch over `data` (never from a solver's running sums):
@@ -178,25 +187,27 @@ pub struct CertificateScratch {
 ///   `D(alpha) = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~(alpha))||^2` with
 ///   `w~(alpha) = -(1/(lambda N)) sum_i alpha_i x_i` (Lemma 1).
 ///
-/// Three walks over the rows instead of six:
+/// One walk over the rows instead of six: per row, `u_i` by [`masked_dot`] against a bit mask of the
+/// support (the 8d-byte `w` is read only where it can be nonzero), `l_i(u_i)` and `a_i` (sharing their
+/// `exp`), `l_i*(a_i)`, `l_i*(alpha_i)`, then both scatters `w~ += -a_i / (lambda N) x_i` and
+/// `-alpha_i / (lambda N) x_i` into one interleaved vector, so each coordinate costs one cache miss for
+/// both duals, with the targets of the rows [`CERTIFICATE_PREFETCH_ROWS_AHEAD`] ahead prefetched so the
+/// misses overlap instead of stalling in turn. Then one sweep picks `H_k`'s top k of each lane
+/// ([`top_k_indices_of_two_lanes`]) and `||H_k(w~)||^2` is summed over the k kept entries alone, in
+/// ascending index order as the dense norm does (its other terms are zeros).
 ///
-/// 1. every per-row scalar at once: `u_i` by [`masked_dot`] against a bit mask of the support (the
-///    8d-byte `w` is read only where it can be nonzero), `l_i(u_i)`, `a_i`, `l_i*(a_i)`, `l_i*(alpha_i)`;
-/// 2. and 3. one scatter `w~ += -alpha_i / (lambda N) x_i` per dual point, each followed by `H_k`'s top-k
-///    scan of `w~` and `||H_k(w~)||^2` summed over the k kept entries alone, in ascending index order
-///    as the dense norm does (its other terms are zeros; no thresholded d-vector is written).
-///
-/// Why not one walk: the scatters are random read-modify-writes into a d-vector (8 MiB at d = 2^20)
-/// and run at the speed of the cache misses in flight; beside walk 1's per-row `exp`/`log` chains, or
-/// beside each other (16 MiB of targets), they run slower. Measured on a 100k x 40 window at d = 2^20
-/// (`examples/snapshot_cost.rs`, thread CPU time, interleaved runs on a loaded 2-core machine): one
-/// walk with both scatters (two d-vectors or one interleaved 2d-vector) took 1.1-1.3x the six
-/// separate walks; walk 1 with the iterate's scatter in it, 0.85-0.95x; three walks, 0.55-0.7x.
+/// An earlier version with three walks (the scalars, then one scatter per dual point, unprefetched)
+/// measured faster than one unprefetched walk: the scatter's misses then queued behind the `exp`/`log`
+/// chains. Prefetching the rows ahead removes that. Measured on a 100k x 40 window at d = 2^20
+/// (`examples/snapshot_cost.rs`, thread CPU, old and new builds alternated): SDIHT's certificate
+/// 0.75-0.85x the three walks on a quiet machine (in-process alternation), 0.45x on a loaded one;
+/// with one dual point (mirror, smidas) 0.6x.
 ///
 /// Bit-for-bit: every sum accumulates the same terms in row (or index) order from the same starting
-/// value as the function it replaces, and the top-k is the support [`hard_threshold`] picks.
+/// value as the function it replaces (each lane of the interleaved scatter is `dual_value`'s own
+/// scatter), and the top-k is the support [`hard_threshold`] picks.
 /// `k` is the `H_k` of the duals; `a` is left in `scratch.alpha_from_primal`. No intercept: its dual
-/// constraint `sum alpha = 0` ([`project_with_sum`]) would need every `a_i` before walk 1's sums.
+/// constraint `sum alpha = 0` ([`project_with_sum`]) would need every `a_i` before the sums.
 #[allow(clippy::too_many_arguments)]
 pub fn fused_certificate<S: SampleSet>(
     data: &S,
@@ -208,82 +219,108 @@ pub fn fused_certificate<S: SampleSet>(
     iterate: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
+    match iterate {
+        Some(iterate) => fused_walk::<2, S>(data, loss, lambda, k, w, support, iterate, scratch),
+        None => fused_walk::<1, S>(data, loss, lambda, k, w, support, &[], scratch),
+    }
+}
+
+/// [`fused_certificate`] with `LANES` dual points scattered: the model's (lane 0) and, when
+/// `LANES == 2`, `iterate` (lane 1).
+#[allow(clippy::too_many_arguments)]
+fn fused_walk<const LANES: usize, S: SampleSet>(
+    data: &S,
+    loss: &Loss,
+    lambda: f64,
+    k: usize,
+    w: &[f64],
+    support: &[u32],
+    iterate: &[f64],
+    scratch: &mut CertificateScratch,
+) -> CertificateValues {
     let rows = data.len();
     let n = rows.max(1) as f64;
+    let dim = data.dim();
     // The mask covers every row index (< dim) and every support index (< w.len()).
     let mask = &mut scratch.support_mask;
     mask.clear();
-    mask.resize(data.dim().max(w.len()).div_ceil(64), 0);
+    mask.resize(dim.max(w.len()).div_ceil(64), 0);
     for &j in support {
         mask[j as usize / 64] |= 1 << (j % 64);
     }
     let alpha_from_primal = &mut scratch.alpha_from_primal;
     alpha_from_primal.clear();
     alpha_from_primal.reserve(rows);
+    let w_tilde = &mut scratch.w_tilde;
+    w_tilde.clear();
+    w_tilde.resize(LANES * dim, 0.0);
+    // `dual_value` scales each row by `-alpha_i / (lambda * n)`: the same divisor, once.
+    let lambda_n = lambda * n;
     // Starting values as in the functions replaced: `primal_value` sums from `0.0`; `conjugate_sum` is
     // an `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from the library itself.
     let mut loss_sum = 0.0;
     let mut conjugate_at_primal: f64 = std::iter::empty::<f64>().sum();
     let mut conjugate_at_iterate = conjugate_at_primal;
+    // `iterate` is empty with one lane: rows are counted, not zipped with it.
+    #[allow(clippy::needless_range_loop)]
     for i in 0..rows {
+        // Two stages: the row itself (its own allocations, which the hardware prefetcher cannot
+        // follow), then, once its indices are cached, its targets in `w~`.
+        if i + 2 * CERTIFICATE_PREFETCH_ROWS_AHEAD < rows {
+            let r = data.row(i + 2 * CERTIFICATE_PREFETCH_ROWS_AHEAD);
+            prefetch_all(r.indices);
+            prefetch_all(r.values);
+        }
+        if i + CERTIFICATE_PREFETCH_ROWS_AHEAD < rows {
+            for &j in data.row(i + CERTIFICATE_PREFETCH_ROWS_AHEAD).indices {
+                prefetch(w_tilde, LANES * j as usize);
+            }
+        }
         let r = data.row(i);
         let l = loss.sample(r.label, r.weight);
         let u = masked_dot(r.indices, r.values, w, mask);
-        loss_sum += l.value(u);
-        let a = l.dual_of_margin(u);
+        let (value, a) = l.value_and_dual_of_margin(u);
+        loss_sum += value;
         alpha_from_primal.push(a);
         conjugate_at_primal += l.conjugate(a);
-        if let Some(iterate) = iterate {
+        let mut scale = [0.0; LANES];
+        scale[0] = -a / lambda_n;
+        if LANES == 2 {
             conjugate_at_iterate += l.conjugate(iterate[i]);
+            scale[LANES - 1] = -iterate[i] / lambda_n;
+        }
+        for (&j, &v) in r.indices.iter().zip(r.values) {
+            let at = LANES * j as usize;
+            for (target, scale) in w_tilde[at..at + LANES].iter_mut().zip(scale) {
+                *target += scale * v;
+            }
         }
     }
     let primal = loss_sum / n + 0.5 * lambda * mask_sq_norm(w, mask);
-    let dual_at_iterate = iterate.map(|alpha| {
-        scatter_w_tilde(data, lambda, alpha, &mut scratch.w_tilde);
-        dual_of_w_tilde(lambda, n, k, conjugate_at_iterate, scratch)
-    });
-    scatter_w_tilde(
-        data,
-        lambda,
-        &scratch.alpha_from_primal,
-        &mut scratch.w_tilde,
-    );
-    let dual_at_primal = dual_of_w_tilde(lambda, n, k, conjugate_at_primal, scratch);
-    CertificateValues {
-        primal,
-        dual_at_iterate,
-        dual_at_primal,
+    let on_support = |kept: &[u32], lane: usize| -> f64 {
+        let sum: f64 = kept
+            .iter()
+            .map(|&j| w_tilde[LANES * j as usize + lane] * w_tilde[LANES * j as usize + lane])
+            .sum();
+        // `D = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2`
+        0.5 * lambda * as_dense_sum(sum, dim)
+    };
+    if LANES == 2 {
+        let (at_primal, at_iterate) =
+            top_k_indices_of_two_lanes(w_tilde, k, &mut scratch.threshold);
+        CertificateValues {
+            primal,
+            dual_at_iterate: Some(-conjugate_at_iterate / n - on_support(at_iterate, 1)),
+            dual_at_primal: -conjugate_at_primal / n - on_support(at_primal, 0),
+        }
+    } else {
+        let kept = top_k_indices(w_tilde, k, &mut scratch.threshold[0]);
+        CertificateValues {
+            primal,
+            dual_at_iterate: None,
+            dual_at_primal: -conjugate_at_primal / n - on_support(kept, 0),
+        }
     }
-}
-
-/// `w~(alpha) = -(1/(lambda N)) sum_i alpha_i x_i` into `w_tilde` (length `data.dim()`), exactly as
-/// [`dual_value`] forms it.
-fn scatter_w_tilde<S: SampleSet>(data: &S, lambda: f64, alpha: &[f64], w_tilde: &mut Vec<f64>) {
-    let n = data.len().max(1) as f64;
-    w_tilde.clear();
-    w_tilde.resize(data.dim(), 0.0);
-    for (i, &a) in alpha.iter().enumerate().take(data.len()) {
-        let r = data.row(i);
-        sparse_axpy(-a / (lambda * n), r.indices, r.values, w_tilde);
-    }
-}
-
-/// `D = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2` from the conjugate sum and
-/// `scratch.w_tilde`: one top-k scan, then the norm over the kept entries alone.
-fn dual_of_w_tilde(
-    lambda: f64,
-    n: f64,
-    k: usize,
-    conjugate_sum: f64,
-    scratch: &mut CertificateScratch,
-) -> f64 {
-    let w_tilde = &scratch.w_tilde;
-    let kept = top_k_indices(w_tilde, k, &mut scratch.threshold);
-    let on_support: f64 = kept
-        .iter()
-        .map(|&j| w_tilde[j as usize] * w_tilde[j as usize])
-        .sum();
-    -conjugate_sum / n - 0.5 * lambda * as_dense_sum(on_support, w_tilde.len())
 }
 
 /// [`sq_norm`] of a `w` that is zero outside the bits set in `mask`, bit for bit: the squares on the

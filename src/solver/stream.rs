@@ -54,8 +54,8 @@ use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, masked_dot, prefetch, sparse_axpy, top_k_indices, top_k_of_pairs,
-    ThresholdScratch,
+    extend_with_top_k_candidates, hard_threshold_paired, masked_dot, prefetch, prefetch_all,
+    sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
 
 pub mod mirror;
@@ -68,6 +68,21 @@ const MAX_BACKTRACK: usize = 12;
 /// How many rows ahead the warm start's `dz` scatter prefetches its targets: far enough for the misses to
 /// arrive in time, near enough that they are still cached when used.
 const PREFETCH_ROWS_AHEAD: usize = 2;
+
+/// How many rows ahead a block step prefetches its rows' targets in `z`, and (twice that) the rows
+/// themselves (the certificate's distances, `objective::fused_certificate`).
+const STEP_PREFETCH_ROWS_AHEAD: usize = 4;
+
+/// How many coordinates ahead the warm start's gather of `z` and `dz` over the batch's coordinates
+/// prefetches.
+const GATHER_PREFETCH_AHEAD: usize = 16;
+
+/// Asks the CPU to bring a row's indices and values into cache (a hint; no effect on any value).
+#[inline(always)]
+fn prefetch_row(r: Row<'_>) {
+    prefetch_all(r.indices);
+    prefetch_all(r.values);
+}
 
 /// Counters a learner keeps (and checkpoints).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -261,6 +276,8 @@ pub struct StreamSdiht {
     dz_on_batch: Vec<f64>,
     /// The top k of `z` outside `batch_coords`, `(index, z_j)`.
     top_outside: Vec<(u32, f64)>,
+    /// A trial's candidates for `H_k(z + t dz)`: `top_outside` and the entries of C that can compete.
+    candidates: Vec<(u32, f64)>,
     /// A trial's `H_k(z + t dz)`: support and unscaled values, parallel.
     trial_values: Vec<f64>,
     /// Bit set over features, all zero between inserts: the support while an insert predicts, then
@@ -301,6 +318,7 @@ impl StreamSdiht {
             z_on_batch: Vec::new(),
             dz_on_batch: Vec::new(),
             top_outside: Vec::new(),
+            candidates: Vec::new(),
             trial_values: Vec::new(),
             coord_mask: Vec::new(),
         };
@@ -410,7 +428,13 @@ impl StreamSdiht {
         // on contiguous copies of `z` and `dz` over C instead of random reads of three d-vectors.
         self.z_on_batch.clear();
         self.dz_on_batch.clear();
-        for &j in &self.batch_coords {
+        for (m, &j) in self.batch_coords.iter().enumerate() {
+            // Ascending but sparse (a 1 000-sample batch touches one coordinate in 25 at d = 2^20,
+            // a cache line each), which the hardware prefetcher does not follow far enough ahead.
+            if let Some(&ahead) = self.batch_coords.get(m + GATHER_PREFETCH_AHEAD) {
+                prefetch(&self.z, ahead as usize);
+                prefetch(&self.dz, ahead as usize);
+            }
             let j = j as usize;
             self.z_on_batch.push(self.z[j]);
             self.dz_on_batch.push(self.dz[j]);
@@ -422,6 +446,19 @@ impl StreamSdiht {
         self.top_outside.clear();
         self.top_outside
             .extend(outside.iter().map(|&j| (j, self.z[j as usize])));
+        // Every trial keeps k of (top_outside ∪ C): with k entries outside, none of C below the
+        // smallest of them can be kept (it loses to each of the k), nor below the k-th largest of C's
+        // chunk maxima, so only C's entries reaching both are handed to the heap — a few hundred of a
+        // large batch's |C| (`sparse::extend_with_top_k_candidates`). The kept set is the same, ties
+        // included.
+        let floor = if self.top_outside.len() == k {
+            self.top_outside
+                .iter()
+                .map(|&(_, v)| v.abs())
+                .fold(f64::INFINITY, f64::min)
+        } else {
+            0.0
+        };
         let conj_at = |this: &Self, t: f64| -> f64 {
             this.new_positions
                 .iter()
@@ -435,12 +472,19 @@ impl StreamSdiht {
         // D at `alpha + t alpha_new`; leaves `H_k(z + t dz)` in `self.trial_support` /
         // `self.trial_values` (unscaled, ascending index order).
         let dual_at = |this: &mut Self, t: f64| -> (f64, f64) {
-            let changed = this
-                .batch_coords
-                .iter()
-                .zip(this.z_on_batch.iter().zip(&this.dz_on_batch))
-                .map(|(&j, (&z, &dz))| (j, z + t * dz));
-            let candidates = this.top_outside.iter().copied().chain(changed);
+            this.candidates.clear();
+            this.candidates.extend_from_slice(&this.top_outside);
+            extend_with_top_k_candidates(
+                &this.batch_coords,
+                &this.z_on_batch,
+                &this.dz_on_batch,
+                t,
+                k,
+                floor,
+                &mut this.candidates,
+                &mut this.threshold,
+            );
+            let candidates = this.candidates.iter().copied();
             let kept = top_k_of_pairs(candidates, k, &mut this.threshold);
             this.trial_support.clear();
             this.trial_values.clear();
@@ -518,6 +562,10 @@ impl StreamSdiht {
         }
         self.margins.clear();
         for i in rows.clone() {
+            // The rows live in their own allocations, which the hardware prefetcher cannot follow.
+            if i + STEP_PREFETCH_ROWS_AHEAD < rows.end {
+                prefetch_row(self.window.row(i + STEP_PREFETCH_ROWS_AHEAD));
+            }
             let r = self.window.row(i);
             self.margins
                 .push(masked_dot(r.indices, r.values, &self.w, &self.coord_mask));
@@ -554,6 +602,16 @@ impl StreamSdiht {
             }
             let mut conj_delta = 0.0;
             for (pos, i) in rows.clone().enumerate() {
+                // Two stages, as the certificate's scatter: the row, then (its indices cached) its
+                // targets in `z` (8 MiB at d = 2^20), so the misses overlap instead of queueing.
+                if i + 2 * STEP_PREFETCH_ROWS_AHEAD < rows.end {
+                    prefetch_row(self.window.row(i + 2 * STEP_PREFETCH_ROWS_AHEAD));
+                }
+                if i + STEP_PREFETCH_ROWS_AHEAD < rows.end {
+                    for &j in self.window.row(i + STEP_PREFETCH_ROWS_AHEAD).indices {
+                        prefetch(&self.z, j as usize);
+                    }
+                }
                 let delta = self.new_alpha[pos] - self.old_alpha[pos];
                 if delta != 0.0 {
                     let r = self.window.row(i);
@@ -667,14 +725,24 @@ impl StreamingLearner for StreamSdiht {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.w, &self.coord_mask);
-            self.stats.progressive_loss_sum += l.value(u);
+            let (value, alpha) = l.value_and_dual_of_margin(u);
+            self.stats.progressive_loss_sum += value;
             self.stats.progressive_count += 1;
             self.stats.samples_seen += 1;
             if seq < passing {
                 continue;
             }
-            let alpha = l.dual_of_margin(u);
-            // The oldest sample leaves before its slot takes the new row's features.
+            // The oldest sample leaves before its slot takes the new row's features. The samples
+            // leaving next are prefetched (their rows, then their targets in `z`), as the block steps
+            // do: the oldest slots are cold, each in its own allocation.
+            if let Some(r) = self.window.oldest_ahead(2 * STEP_PREFETCH_ROWS_AHEAD) {
+                prefetch_row(r);
+            }
+            if let Some(r) = self.window.oldest_ahead(STEP_PREFETCH_ROWS_AHEAD) {
+                for &j in r.indices {
+                    prefetch(&self.z, j as usize);
+                }
+            }
             if let Some((old, old_alpha)) = self.window.oldest_if_full() {
                 remove_contribution(&loss, old, old_alpha, &mut self.z, &mut self.conj_sum);
             }

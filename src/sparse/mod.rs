@@ -67,6 +67,40 @@ pub fn prefetch(v: &[f64], j: usize) {
     let _ = (v, j);
 }
 
+/// Asks the CPU to bring all of `v` into cache (a hint, as [`prefetch`]): for a row read a few rows
+/// from now, when rows live in separate allocations the hardware prefetcher cannot follow.
+#[inline(always)]
+pub fn prefetch_all<T>(v: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let start = v.as_ptr().cast::<i8>();
+        let bytes = std::mem::size_of_val(v);
+        // Every 64-byte line from the first byte to the last.
+        let mut at = 0;
+        while at < bytes {
+            // SAFETY: a prefetch never faults and changes no memory; the address lies within `v`.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    start.wrapping_add(at),
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+            at += 64;
+        }
+        if bytes > 0 {
+            // SAFETY: as above; the last byte of `v`, whose line the stride may have stepped over.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    start.wrapping_add(bytes - 1),
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
 /// `y += a x` for a sparse row `x` and a dense `y` (indices must be `< y.len()`).
 #[inline]
 pub fn sparse_axpy(a: f64, indices: &[u32], values: &[f64], y: &mut [f64]) {
@@ -92,6 +126,11 @@ pub struct ThresholdScratch {
     /// [`top_k_of_pairs`]'s heap (the same order, carrying each value's bits) and its result.
     pair_heap: BinaryHeap<Reverse<(u64, Reverse<u32>, u64)>>,
     pairs: Vec<(u32, f64)>,
+    /// One lane of an interleaved vector, contiguous, for [`top_k_indices_of_two_lanes`]' large-k path.
+    lane: Vec<f64>,
+    /// [`extend_with_top_k_candidates`]' chunk maxima, and a copy to select in.
+    chunk_largest: Vec<f64>,
+    chunk_selected: Vec<f64>,
 }
 
 /// Up to this `k / d` ratio one pass with a `k`-element heap beats quickselect over all nonzeros.
@@ -133,7 +172,22 @@ pub fn hard_threshold_paired(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
+    // The previous support, when it has k nonzero entries in `dense`, bounds the k-th magnitude from
+    // below: k entries reach its smallest, so nothing below it can be kept, and the scan skips every
+    // chunk under it from the start instead of only once the heap has filled with better entries.
+    let mut floor = 0.0;
     if out.len() == dense.len() {
+        if support.len() == k {
+            floor = support
+                .iter()
+                .map(|&j| dense[j as usize].abs())
+                .fold(f64::INFINITY, |a, m| if m < a { m } else { a });
+            // Zero or NaN among them (`!(m > 0)`): no bound.
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
+            if !(floor > 0.0) || floor.is_infinite() {
+                floor = 0.0;
+            }
+        }
         for &j in support.iter() {
             out[j as usize] = 0.0;
         }
@@ -142,7 +196,7 @@ pub fn hard_threshold_paired(
         out.resize(dense.len(), 0.0);
     }
     support.clear();
-    select_top_k(dense, k, scratch);
+    select_top_k_at_least(dense, k, floor, scratch);
     for &j in scratch.order.iter() {
         out[j as usize] = dense[j as usize];
     }
@@ -200,74 +254,257 @@ pub fn top_k_of_pairs(
 /// Leaves in `scratch.order` the indices of the `k` entries of `dense` largest in magnitude (nonzero,
 /// not NaN; ties → lower index), ascending.
 fn select_top_k(dense: &[f64], k: usize, scratch: &mut ThresholdScratch) {
-    let order = &mut scratch.order;
-    order.clear();
+    select_top_k_at_least(dense, k, 0.0, scratch);
+}
+
+/// [`select_top_k`] given that at least `k` entries of `dense` have magnitude `>= floor` (`0` when
+/// nothing is known): chunks whose magnitudes all lie below `floor` cannot hold a kept entry (each
+/// loses to those k) and are skipped. The kept set is the same.
+fn select_top_k_at_least(dense: &[f64], k: usize, floor: f64, scratch: &mut ThresholdScratch) {
+    scratch.order.clear();
     if k == 0 {
         return;
     }
     if k.saturating_mul(HEAP_MAX_K_FRACTION) <= dense.len() {
-        let heap = &mut scratch.heap;
-        heap.clear();
-        // Magnitude bits of the worst kept entry; an entry must beat it strictly, since every later
-        // entry has a higher index and loses ties.
-        let mut worst = 0u64;
+        let mut best = HeapTopK::new(&mut scratch.heap, k);
         for (c, chunk) in dense.chunks(SCAN_CHUNK).enumerate() {
             // Once the heap is full almost no entry beats the k-th magnitude: a chunk whose largest
             // magnitude does not is skipped after a branch-free max the compiler vectorizes.
-            if heap.len() == k && largest_magnitude(chunk) <= f64::from_bits(worst) {
+            let largest = largest_magnitude(chunk);
+            if largest < floor || best.rejects(largest) {
                 continue;
             }
-            for (o, v) in chunk.iter().enumerate() {
-                let j = c * SCAN_CHUNK + o;
-                let m = v.abs();
-                // `!(m > 0)` skips zeros and NaN; for non-negative floats the bit pattern orders as the
-                // value.
-                #[allow(clippy::neg_cmp_op_on_partial_ord)]
-                if !(m > 0.0) {
+            for (o, &v) in chunk.iter().enumerate() {
+                best.offer(c * SCAN_CHUNK + o, v);
+            }
+        }
+        best.finish(&mut scratch.order);
+    } else {
+        select_top_k_by_quickselect(dense, k, &mut scratch.magnitudes, &mut scratch.order);
+    }
+}
+
+/// [`select_top_k`]'s path for a large `k / d`: quickselect the k-th magnitude on a contiguous copy
+/// (no indirection through an index array), then one scan in index order keeps everything above it
+/// and the lowest-indexed ties. Leaves `order` ascending.
+fn select_top_k_by_quickselect(
+    dense: &[f64],
+    k: usize,
+    magnitudes: &mut Vec<f64>,
+    order: &mut Vec<u32>,
+) {
+    magnitudes.clear();
+    // `> 0.0` drops zeros and NaN.
+    magnitudes.extend(dense.iter().map(|v| v.abs()).filter(|m| *m > 0.0));
+    let (threshold, mut ties_to_keep) = if magnitudes.len() <= k {
+        (0.0, usize::MAX)
+    } else {
+        let descending = |a: &f64, b: &f64| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal);
+        let (above, kth, _) = magnitudes.select_nth_unstable_by(k - 1, descending);
+        let kth = *kth;
+        (kth, k - above.iter().filter(|m| **m > kth).count())
+    };
+    for (j, v) in dense.iter().enumerate() {
+        let m = v.abs();
+        if m > threshold {
+            order.push(j as u32);
+        } else if m == threshold && m > 0.0 && ties_to_keep > 0 {
+            ties_to_keep -= 1;
+            order.push(j as u32);
+        }
+    }
+}
+
+/// The `k` best entries offered so far, in index order (the heap path of [`select_top_k`]): each entry
+/// must beat the worst kept one strictly, since every later entry has a higher index and loses ties.
+struct HeapTopK<'a> {
+    /// Worst on top: `Reverse((|v| bits, Reverse(index)))`.
+    heap: &'a mut BinaryHeap<Reverse<(u64, Reverse<u32>)>>,
+    k: usize,
+    /// Magnitude bits of the worst kept entry once the heap is full.
+    worst: u64,
+}
+
+impl<'a> HeapTopK<'a> {
+    /// `k >= 1`.
+    fn new(heap: &'a mut BinaryHeap<Reverse<(u64, Reverse<u32>)>>, k: usize) -> HeapTopK<'a> {
+        heap.clear();
+        HeapTopK { heap, k, worst: 0 }
+    }
+
+    /// Whether no entry of magnitude at most `largest` can enter any more.
+    #[inline(always)]
+    fn rejects(&self, largest: f64) -> bool {
+        self.heap.len() == self.k && largest <= f64::from_bits(self.worst)
+    }
+
+    /// Offers entry `j` with value `v`; `j` must exceed every index offered before.
+    #[inline(always)]
+    fn offer(&mut self, j: usize, v: f64) {
+        let m = v.abs();
+        // `!(m > 0)` skips zeros and NaN; for non-negative floats the bit pattern orders as the value.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        if !(m > 0.0) {
+            return;
+        }
+        let bits = m.to_bits();
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse((bits, Reverse(j as u32))));
+            if self.heap.len() == self.k {
+                self.worst = self.heap.peek().map_or(0, |e| e.0 .0);
+            }
+        } else if bits > self.worst {
+            if let Some(mut top) = self.heap.peek_mut() {
+                *top = Reverse((bits, Reverse(j as u32)));
+            }
+            self.worst = self.heap.peek().map_or(0, |e| e.0 .0);
+        }
+    }
+
+    /// The kept indices, ascending, into `order`.
+    fn finish(self, order: &mut Vec<u32>) {
+        order.extend(self.heap.drain().map(|Reverse((_, Reverse(j)))| j));
+        order.sort_unstable();
+    }
+}
+
+/// [`top_k_indices`] of both lanes of an interleaved vector at once: entry `j` of lane `l` is
+/// `lanes[2 j + l]`, and lane `l`'s kept indices come back in `scratch[l]`'s order (ascending), the
+/// same as `top_k_indices` of that lane alone. Why: two d-vectors scattered into one interleaved
+/// vector share each cache line (see `objective::fused_certificate`); one sweep then serves both.
+pub fn top_k_indices_of_two_lanes<'a>(
+    lanes: &[f64],
+    k: usize,
+    scratch: &'a mut [ThresholdScratch; 2],
+) -> (&'a [u32], &'a [u32]) {
+    let d = lanes.len() / 2;
+    let [first, second] = &mut *scratch;
+    first.order.clear();
+    second.order.clear();
+    if k == 0 {
+        return (&scratch[0].order, &scratch[1].order);
+    }
+    if k.saturating_mul(HEAP_MAX_K_FRACTION) <= d {
+        let mut best = [
+            HeapTopK::new(&mut first.heap, k),
+            HeapTopK::new(&mut second.heap, k),
+        ];
+        for (c, chunk) in lanes.chunks(2 * SCAN_CHUNK).enumerate() {
+            // Eight running maxima over an interleaved chunk: the even ones are lane 0's.
+            let largest = largest_magnitude_of_two_lanes(chunk);
+            for (lane, best) in best.iter_mut().enumerate() {
+                if best.rejects(largest[lane]) {
                     continue;
                 }
-                let bits = m.to_bits();
-                if heap.len() < k {
-                    heap.push(Reverse((bits, Reverse(j as u32))));
-                    if heap.len() == k {
-                        worst = heap.peek().map_or(0, |e| e.0 .0);
-                    }
-                } else if bits > worst {
-                    if let Some(mut top) = heap.peek_mut() {
-                        *top = Reverse((bits, Reverse(j as u32)));
-                    }
-                    worst = heap.peek().map_or(0, |e| e.0 .0);
+                for (o, pair) in chunk.chunks_exact(2).enumerate() {
+                    best.offer(c * SCAN_CHUNK + o, pair[lane]);
                 }
             }
         }
-        order.extend(heap.drain().map(|Reverse((_, Reverse(j)))| j));
-        order.sort_unstable();
+        let [b0, b1] = best;
+        b0.finish(&mut first.order);
+        b1.finish(&mut second.order);
     } else {
-        // Quickselect the k-th magnitude on a contiguous copy (no indirection through an index array),
-        // then one scan in index order keeps everything above it and the lowest-indexed ties.
-        let magnitudes = &mut scratch.magnitudes;
-        magnitudes.clear();
-        // `> 0.0` drops zeros and NaN.
-        magnitudes.extend(dense.iter().map(|v| v.abs()).filter(|m| *m > 0.0));
-        let (threshold, mut ties_to_keep) = if magnitudes.len() <= k {
-            (0.0, usize::MAX)
-        } else {
-            let descending =
-                |a: &f64, b: &f64| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal);
-            let (above, kth, _) = magnitudes.select_nth_unstable_by(k - 1, descending);
-            let kth = *kth;
-            (kth, k - above.iter().filter(|m| **m > kth).count())
-        };
-        for (j, v) in dense.iter().enumerate() {
+        // Large k / d (small problems): each lane on its own, through a contiguous copy.
+        for (lane, s) in [first, second].into_iter().enumerate() {
+            let mut copy = std::mem::take(&mut s.lane);
+            copy.clear();
+            copy.extend(lanes.chunks_exact(2).map(|pair| pair[lane]));
+            select_top_k_by_quickselect(&copy, k, &mut s.magnitudes, &mut s.order);
+            s.lane = copy;
+        }
+    }
+    (&scratch[0].order, &scratch[1].order)
+}
+
+/// [`largest_magnitude`] of each lane of an interleaved chunk (even length).
+#[inline]
+fn largest_magnitude_of_two_lanes(chunk: &[f64]) -> [f64; 2] {
+    let mut lanes = [0.0f64; 8];
+    let mut eights = chunk.chunks_exact(8);
+    for eight in &mut eights {
+        for (lane, v) in lanes.iter_mut().zip(eight) {
             let m = v.abs();
-            if m > threshold {
-                order.push(j as u32);
-            } else if m == threshold && m > 0.0 && ties_to_keep > 0 {
-                ties_to_keep -= 1;
-                order.push(j as u32);
+            *lane = if m > *lane { m } else { *lane };
+        }
+    }
+    for (o, v) in eights.remainder().iter().enumerate() {
+        let m = v.abs();
+        lanes[o % 2] = if m > lanes[o % 2] { m } else { lanes[o % 2] };
+    }
+    let max = |a: f64, b: f64| if b > a { b } else { a };
+    [
+        max(max(lanes[0], lanes[2]), max(lanes[4], lanes[6])),
+        max(max(lanes[1], lanes[3]), max(lanes[5], lanes[7])),
+    ]
+}
+
+/// Appends to `out` every pair `(indices[m], v_m)`, `v_m = base[m] + t * step[m]` (computed exactly so),
+/// that the top `k` of `known ∪ {all pairs}` can keep, given that `known` holds `k` entries of
+/// magnitude `>= floor` (pass `floor = 0` otherwise): the pairs, in order, whose magnitude is at least
+/// the larger of `floor` and `k`-th largest chunk maximum (NaN never; zeros only if that bound is 0,
+/// for the top-k to skip). Why that is safe: an entry below either bound loses to `k` distinct
+/// entries — the known ones, or one per chunk of the `k` largest chunk maxima — ties or not.
+///
+/// One branch-free pass the compiler vectorizes takes each chunk's largest magnitude; a selection
+/// among the `|C| / 64` chunk maxima gives the bound; only chunks reaching it are scanned. For the
+/// streaming warm start, whose top k of `z + t dz` over a batch's coordinates C this narrows from
+/// `|C|` (up to d) heap offers to a few hundred.
+#[allow(clippy::too_many_arguments)]
+pub fn extend_with_top_k_candidates(
+    indices: &[u32],
+    base: &[f64],
+    step: &[f64],
+    t: f64,
+    k: usize,
+    floor: f64,
+    out: &mut Vec<(u32, f64)>,
+    scratch: &mut ThresholdScratch,
+) {
+    if k == 0 {
+        return;
+    }
+    let largest = &mut scratch.chunk_largest;
+    largest.clear();
+    for (base, step) in base.chunks(SCAN_CHUNK).zip(step.chunks(SCAN_CHUNK)) {
+        let mut lanes = [0.0f64; 8];
+        let mut eights = base.chunks_exact(8).zip(step.chunks_exact(8));
+        for (b, s) in &mut eights {
+            for l in 0..8 {
+                let m = (b[l] + t * s[l]).abs();
+                // `>` is false for NaN, which therefore never wins.
+                lanes[l] = if m > lanes[l] { m } else { lanes[l] };
             }
         }
-        // The scan leaves `order` ascending.
+        let tail = base.len() / 8 * 8;
+        for (b, s) in base[tail..].iter().zip(&step[tail..]) {
+            let m = (b + t * s).abs();
+            lanes[0] = if m > lanes[0] { m } else { lanes[0] };
+        }
+        largest.push(lanes.iter().fold(0.0, |a, &b| if b > a { b } else { a }));
+    }
+    let mut bound = floor;
+    if largest.len() >= k {
+        let selected = &mut scratch.chunk_selected;
+        selected.clear();
+        selected.extend_from_slice(largest);
+        // No NaN among the maxima, so `total_cmp` orders them as `<` does.
+        let (_, kth, _) = selected.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a));
+        bound = bound.max(*kth);
+    }
+    let chunks = indices
+        .chunks(SCAN_CHUNK)
+        .zip(base.chunks(SCAN_CHUNK).zip(step.chunks(SCAN_CHUNK)));
+    for ((indices, (base, step)), &most) in chunks.zip(largest.iter()) {
+        if most < bound {
+            continue;
+        }
+        for ((&j, &b), &s) in indices.iter().zip(base).zip(step) {
+            let v = b + t * s;
+            if v.abs() >= bound {
+                out.push((j, v));
+            }
+        }
     }
 }
 
@@ -384,6 +621,143 @@ mod tests {
             assert_eq!(got_indices, want, "round {round}");
             for (j, v) in got {
                 assert_eq!(v.to_bits(), dense[j as usize].to_bits());
+            }
+        }
+    }
+
+    /// Both lanes of an interleaved vector get exactly the top k of each lane alone, on the heap path
+    /// (small k) and the quickselect path (large k), with ties, zeros and NaN, and lengths that leave
+    /// partial chunks.
+    #[test]
+    fn top_k_of_two_lanes_equals_each_lane_alone() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(12);
+        let mut alone = ThresholdScratch::default();
+        let mut lanes = [ThresholdScratch::default(), ThresholdScratch::default()];
+        for round in 0..60 {
+            let d = rng.gen_range(1..2500);
+            let k = if round % 2 == 0 {
+                rng.gen_range(0..=d / 16 + 1)
+            } else {
+                rng.gen_range(0..=d + 1)
+            };
+            let interleaved: Vec<f64> = (0..2 * d)
+                .map(|_| match rng.gen_range(0..10) {
+                    0..=2 => 0.0,
+                    3 => f64::NAN,
+                    4..=6 => rng.gen_range(-4i32..=4) as f64,
+                    _ => rng.gen_range(-1.0..1.0),
+                })
+                .collect();
+            let (first, second) = top_k_indices_of_two_lanes(&interleaved, k, &mut lanes);
+            let (first, second) = (first.to_vec(), second.to_vec());
+            for (lane, got) in [first, second].into_iter().enumerate() {
+                let dense: Vec<f64> = interleaved.chunks(2).map(|p| p[lane]).collect();
+                let want = top_k_indices(&dense, k, &mut alone);
+                assert_eq!(got, want, "round {round} lane {lane} d={d} k={k}");
+            }
+        }
+    }
+
+    /// The candidates handed on leave the top k of (known ∪ C) unchanged, ties at either bound
+    /// included, with and without k known entries; every candidate is at least the known floor.
+    #[test]
+    fn top_k_candidates_keep_every_entry_the_top_k_can_take() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        let mut scratch = ThresholdScratch::default();
+        for round in 0..300 {
+            let size = rng.gen_range(0..1500);
+            let k = rng.gen_range(0..40);
+            // Few distinct magnitudes so ties with the bounds are common; t as the warm start uses.
+            let t = [0.0, 1.0, 0.5, 0.25][round % 4];
+            let mut coordinates: Vec<u32> = (0..8000).filter(|_| rng.gen_bool(0.25)).collect();
+            coordinates.truncate(size);
+            let grid = |rng: &mut rand_chacha::ChaCha8Rng| match rng.gen_range(0..12) {
+                0 => 0.0,
+                1 => f64::NAN,
+                _ => rng.gen_range(-8i32..=8) as f64 * 0.25,
+            };
+            let base: Vec<f64> = coordinates.iter().map(|_| grid(&mut rng)).collect();
+            let step: Vec<f64> = coordinates.iter().map(|_| grid(&mut rng)).collect();
+            // k known entries outside C (above its indices) half the time, else none.
+            let known: Vec<(u32, f64)> = if round % 2 == 0 {
+                (0..k)
+                    .map(|m| (8001 + m as u32, rng.gen_range(1i32..=10) as f64 * 0.25))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let floor = if known.len() == k && k > 0 {
+                known
+                    .iter()
+                    .map(|&(_, v)| v.abs())
+                    .fold(f64::INFINITY, f64::min)
+            } else {
+                0.0
+            };
+            let all: Vec<(u32, f64)> = coordinates
+                .iter()
+                .zip(base.iter().zip(&step))
+                .map(|(&j, (&b, &s))| (j, b + t * s))
+                .collect();
+            let mut kept = Vec::new();
+            extend_with_top_k_candidates(
+                &coordinates,
+                &base,
+                &step,
+                t,
+                k,
+                floor,
+                &mut kept,
+                &mut scratch,
+            );
+            assert!(kept.iter().all(|&(_, v)| v.abs() >= floor), "round {round}");
+            assert!(kept.len() <= all.len());
+            let want = top_k_of_pairs(known.iter().copied().chain(all), k, &mut scratch).to_vec();
+            let got = top_k_of_pairs(known.iter().copied().chain(kept), k, &mut scratch);
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+
+    /// The paired threshold's floor from the previous support (a vector changing a little per call,
+    /// as the learner's `z` does, with many ties at the floor) leaves exactly the unbounded selection.
+    #[test]
+    fn paired_threshold_with_the_previous_support_as_floor_keeps_the_same_set() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(14);
+        let mut reference = ThresholdScratch::default();
+        let mut scratch = ThresholdScratch::default();
+        for round in 0..30 {
+            let d = rng.gen_range(200..4000);
+            let k = rng.gen_range(1..=d / 16);
+            let grid = |rng: &mut rand_chacha::ChaCha8Rng| match rng.gen_range(0..20) {
+                0 => 0.0,
+                1 => f64::NAN,
+                _ => rng.gen_range(-6i32..=6) as f64 * 0.5,
+            };
+            let mut v: Vec<f64> = (0..d).map(|_| grid(&mut rng)).collect();
+            let (mut out, mut support) = (Vec::new(), Vec::new());
+            for call in 0..20 {
+                for _ in 0..d / 10 {
+                    let j = rng.gen_range(0..d);
+                    v[j] = grid(&mut rng);
+                }
+                hard_threshold_paired(&v, k, &mut out, &mut support, &mut scratch);
+                let want = top_k_indices(&v, k, &mut reference);
+                assert_eq!(support, want, "round {round} call {call}");
+                for (j, x) in out.iter().enumerate() {
+                    let expect = if support.contains(&(j as u32)) {
+                        v[j]
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(
+                        x.to_bits(),
+                        expect.to_bits(),
+                        "round {round} call {call} [{j}]"
+                    );
+                }
             }
         }
     }
