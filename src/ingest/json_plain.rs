@@ -17,8 +17,10 @@
 //! (`Cursor::plain_indices`, `Cursor::plain_values`): item ends come from bitmasks of `,` and `]`
 //! over 64 bytes at a time (SSE2 on x86_64, a byte loop elsewhere) instead of a digit-by-digit walk,
 //! and each item is checked and converted from its known bounds with the SWAR digit helpers of the
-//! LIBSVM reader. Those runs take only items that the general loop would read to the same number and
-//! hand everything else to it, item by item, so they change speed only.
+//! LIBSVM reader. On CPUs with AVX2 (detected at run time) the runs go through `simd` instead, which
+//! converts two items at once in one SSE register, as the LIBSVM reader's AVX2 path does with a pair.
+//! Those runs take only items that the general loop would read to the same number and hand everything
+//! else to it, item by item, so they change speed only.
 
 use super::{
     eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,
@@ -284,6 +286,9 @@ impl<'a> Cursor<'a> {
         self.skip_whitespace();
         values.clear();
         divisors.clear();
+        // The AVX2 runs store finished values (divided in the register, divisor 1): the loop of
+        // divisions is needed only after scalar runs or general items.
+        let mut divide = !simd_runs();
         if !self.eat(b']') {
             loop {
                 if self.plain_values(values, divisors) {
@@ -293,13 +298,16 @@ impl<'a> Cursor<'a> {
                 let (numerator, divisor) = self.number_parts()?;
                 values.push(numerator);
                 divisors.push(divisor);
+                divide = true;
                 if self.list_closes()? {
                     break;
                 }
             }
         }
-        for (v, d) in values.iter_mut().zip(divisors.iter()) {
-            *v /= *d;
+        if divide {
+            for (v, d) in values.iter_mut().zip(divisors.iter()) {
+                *v /= *d;
+            }
         }
         Some(())
     }
@@ -387,6 +395,7 @@ impl<'a> Cursor<'a> {
     /// [`Cursor::number_parts`] gives for it.
     #[inline(always)]
     fn plain_values(&mut self, values: &mut Vec<f64>, divisors: &mut Vec<f64>) -> bool {
+        // The AVX2 run divides in the register and stores divisor 1 (see `Cursor::values`).
         #[cfg(target_arch = "x86_64")]
         if simd::available() {
             // SAFETY: the CPU has the features `simd::plain_values` enables, checked just above.
@@ -523,6 +532,15 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Do [`Cursor::plain_indices`] and [`Cursor::plain_values`] take the AVX2 path on this CPU?
+#[inline(always)]
+fn simd_runs() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return simd::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 /// The separator bits ([`separator_mask`]) of the 64 bytes from `at`; past the end of `bytes` (the
 /// last block of a line) the bits are clear, so a list that ends its line runs plain to its `]` too.
 /// `None` from the end of `bytes` on.
@@ -586,7 +604,7 @@ mod simd {
     use core::arch::x86_64::{
         __m128d, __m128i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
         _mm256_or_si256, _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsi128_si64,
-        _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
+        _mm_div_pd, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
         _mm_set1_epi32, _mm_set1_epi8, _mm_set1_pd, _mm_set_epi64x, _mm_setr_epi8,
         _mm_shuffle_epi8, _mm_storeu_pd, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
     };
@@ -785,8 +803,9 @@ mod simd {
     const VALUE_LIMIT: [u8; 16] = [9, 0, 9, 9, 9, 9, 9, 9, 9, 0, 9, 9, 9, 9, 9, 9];
 
     /// The plain value items `bytes[s0..e0]` and `bytes[s1..e1]` (ends on a separator): each
-    /// `[-]d.dddddd` after at most one space; their signed mantissas (item 0 in the low lane), exact
-    /// (below 10^7), with the divisor `10^6` to come. `None` if either is not plain.
+    /// `[-]d.dddddd` after at most one space; their values (item 0 in the low lane): the signed
+    /// mantissa (exact, below 10^7) over `10^6`, one correctly rounded division, exactly what
+    /// `Cursor::values` makes of the scalar run's mantissa and divisor. `None` if either is not plain.
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     fn two_values(bytes: &[u8], s0: usize, e0: usize, s1: usize, e1: usize) -> Option<__m128d> {
@@ -823,11 +842,12 @@ mod simd {
             (u64::from(negative1) << 63) as i64,
             (u64::from(negative0) << 63) as i64,
         ));
-        Some(_mm_or_pd(magnitudes, signs))
+        // IEEE division rounds `-m / p` to exactly `-(m / p)`, so signing first changes nothing.
+        Some(_mm_div_pd(_mm_or_pd(magnitudes, signs), _mm_set1_pd(1e6)))
     }
 
-    /// Appends the low lane of `two` (and the high one if `both`) to `values`, and as many `10^6` to
-    /// `divisors`; both have room for two more (reserved per block).
+    /// Appends the low lane of `two` (and the high one if `both`) to `values`, and as many `1` to
+    /// `divisors` (the values are finished); both have room for two more (reserved per block).
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     fn push_values(values: &mut Vec<f64>, divisors: &mut Vec<f64>, two: __m128d, both: bool) {
@@ -840,7 +860,7 @@ mod simd {
         // lengths grow over only the `added` ones written.
         unsafe {
             _mm_storeu_pd(values.as_mut_ptr().add(values_len), two);
-            _mm_storeu_pd(divisors.as_mut_ptr().add(divisors_len), _mm_set1_pd(1e6));
+            _mm_storeu_pd(divisors.as_mut_ptr().add(divisors_len), _mm_set1_pd(1.0));
             values.set_len(values_len + added);
             divisors.set_len(divisors_len + added);
         }
@@ -1273,10 +1293,15 @@ pub(crate) mod tests {
                     slow.plain_values_scalar(&mut slow_values, &mut slow_divisors),
                     "{at} {line}"
                 );
-                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                // The AVX2 run divides at once, the scalar one leaves it to `Cursor::values`.
+                let quotients = |v: &[f64], d: &[f64]| {
+                    assert_eq!(v.len(), d.len());
+                    let q = v.iter().zip(d).map(|(v, d)| (v / d).to_bits());
+                    q.collect::<Vec<_>>()
+                };
                 assert_eq!(
-                    (fast.at, bits(&fast_values), bits(&fast_divisors)),
-                    (slow.at, bits(&slow_values), bits(&slow_divisors)),
+                    (fast.at, quotients(&fast_values, &fast_divisors)),
+                    (slow.at, quotients(&slow_values, &slow_divisors)),
                     "{at} {line}"
                 );
                 runs_to_the_end += usize::from(taken && fast_values.len() > 20);
