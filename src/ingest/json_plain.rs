@@ -237,6 +237,30 @@ impl<'a> Cursor<'a> {
     /// A key without escapes, one of the four plain fields.
     fn key(&mut self) -> Option<Field> {
         self.expect(b'"')?;
+        // The usual key and its closing quote within the next eight bytes: one compare of the word
+        // instead of a byte loop to the quote (what that loop would find, for these exact bytes).
+        if let Some(word) = load_eight(self.bytes, self.at) {
+            let (field, len) = match word {
+                w if w == u64::from_le_bytes(*b"indices\"") => (Field::Indices, 8),
+                w if w & 0x00FF_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"values\"\0") => {
+                    (Field::Values, 7)
+                }
+                w if w & 0x0000_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"label\"\0\0") => {
+                    (Field::Label, 6)
+                }
+                w if w & 0x00FF_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"weight\"\0") => {
+                    (Field::Weight, 7)
+                }
+                _ => return self.key_after_quote(),
+            };
+            self.at += len;
+            return Some(field);
+        }
+        self.key_after_quote()
+    }
+
+    /// [`Cursor::key`] after its opening quote, byte by byte.
+    fn key_after_quote(&mut self) -> Option<Field> {
         let rest = &self.bytes[self.at..];
         let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
         let field = match &rest[..len] {
@@ -1383,6 +1407,7 @@ pub(crate) mod tests {
             r#"{"label":1,"indices":[],"values":[]}"#,
             r#"{"label":1,"values":[9007199254740993, 0.30000000000000004, 12345678901234567890]}"#,
             r#"{}"#,
+            r#"{"weight":2,"values":[0.5],"label":0,"indices":[3]}"#,
         ] {
             let plain = parse_line(line, &mut scratch).expect(line);
             let wire: WireSample = serde_json::from_str(line).unwrap();
@@ -1397,6 +1422,15 @@ pub(crate) mod tests {
             r#"{"label":1} x"#,
             r#"{"indices":[01]}"#,
             r#"{"values":[1,]}"#,
+            // Near misses of the eight-byte key compare, and keys cut at the end of the text.
+            r#"{"labels":1}"#,
+            r#"{"labe":1}"#,
+            r#"{"indicesx":[1]}"#,
+            r#"{"indice":[1]}"#,
+            r#"{"value":[1]}"#,
+            r#"{"weights":2}"#,
+            r#"{"weight"#,
+            r#"{"label":1,"values""#,
         ] {
             assert!(parse_line(line, &mut scratch).is_none(), "{line}");
         }
