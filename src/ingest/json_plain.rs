@@ -649,15 +649,20 @@ mod simd {
     /// `super::separators_at` with two 32-byte compares per block.
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
-    fn separators_at(bytes: &[u8], at: usize) -> Option<u64> {
+    pub(super) fn separators_at(bytes: &[u8], at: usize) -> Option<u64> {
         let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
         Some(match rest.first_chunk::<BLOCK>() {
             Some(block) => block_separators(block),
-            None => {
-                let mut block = [0; BLOCK];
-                block[..rest.len()].copy_from_slice(rest);
-                block_separators(&block)
-            }
+            // The last, partial block: the text's last 64 bytes, their bits shifted down so that
+            // bit 0 is `at` (`0 < shift < 64`), the bits past the end clear; no copy.
+            None => match bytes.last_chunk::<BLOCK>() {
+                Some(last) => block_separators(last) >> (BLOCK - rest.len()),
+                None => {
+                    let mut block = [0; BLOCK];
+                    block[..rest.len()].copy_from_slice(rest);
+                    block_separators(&block)
+                }
+            },
         })
     }
 
@@ -1332,6 +1337,31 @@ pub(crate) mod tests {
             }
         }
         assert!(runs_to_the_end > 100, "only {runs_to_the_end} long runs");
+    }
+
+    /// The AVX2 separator bits from every offset of texts of every length up to three blocks (the
+    /// last block of a long text is read as the text's last 64 bytes, shifted) are the portable ones.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_separators_at_every_offset_match_the_portable_ones() {
+        if !simd::available() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(47);
+        for len in 0..200 {
+            let text: Vec<u8> = (0..len).map(|_| b"0,] 1.-"[rng.gen_range(0..7)]).collect();
+            for at in 0..=len + 1 {
+                let want = text.get(at..).filter(|rest| !rest.is_empty()).map(|rest| {
+                    let mut block = [0; 64];
+                    let n = rest.len().min(64);
+                    block[..n].copy_from_slice(&rest[..n]);
+                    separator_mask_portable(&block)
+                });
+                // SAFETY: the CPU has the features, checked above.
+                let got = unsafe { simd::separators_at(&text, at) };
+                assert_eq!(got, want, "{len} {at}");
+            }
+        }
     }
 
     /// The SSE2 separator mask is the byte-by-byte one, on blocks dense in the bytes it looks for.
