@@ -17,8 +17,10 @@
 //! (`Cursor::plain_indices`, `Cursor::plain_values`): item ends come from bitmasks of `,` and `]`
 //! over 64 bytes at a time (SSE2 on x86_64, a byte loop elsewhere) instead of a digit-by-digit walk,
 //! and each item is checked and converted from its known bounds with the SWAR digit helpers of the
-//! LIBSVM reader. Those runs take only items that the general loop would read to the same number and
-//! hand everything else to it, item by item, so they change speed only.
+//! LIBSVM reader. On CPUs with AVX2 (detected at run time) the runs go through `simd` instead, which
+//! converts two items at once in one SSE register, as the LIBSVM reader's AVX2 path does with a pair.
+//! Those runs take only items that the general loop would read to the same number and hand everything
+//! else to it, item by item, so they change speed only.
 
 use super::{
     eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,
@@ -235,6 +237,30 @@ impl<'a> Cursor<'a> {
     /// A key without escapes, one of the four plain fields.
     fn key(&mut self) -> Option<Field> {
         self.expect(b'"')?;
+        // The usual key and its closing quote within the next eight bytes: one compare of the word
+        // instead of a byte loop to the quote (what that loop would find, for these exact bytes).
+        if let Some(word) = load_eight(self.bytes, self.at) {
+            let (field, len) = match word {
+                w if w == u64::from_le_bytes(*b"indices\"") => (Field::Indices, 8),
+                w if w & 0x00FF_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"values\"\0") => {
+                    (Field::Values, 7)
+                }
+                w if w & 0x0000_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"label\"\0\0") => {
+                    (Field::Label, 6)
+                }
+                w if w & 0x00FF_FFFF_FFFF_FFFF == u64::from_le_bytes(*b"weight\"\0") => {
+                    (Field::Weight, 7)
+                }
+                _ => return self.key_after_quote(),
+            };
+            self.at += len;
+            return Some(field);
+        }
+        self.key_after_quote()
+    }
+
+    /// [`Cursor::key`] after its opening quote, byte by byte.
+    fn key_after_quote(&mut self) -> Option<Field> {
         let rest = &self.bytes[self.at..];
         let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
         let field = match &rest[..len] {
@@ -284,6 +310,9 @@ impl<'a> Cursor<'a> {
         self.skip_whitespace();
         values.clear();
         divisors.clear();
+        // The AVX2 runs store finished values (divided in the register, divisor 1): the loop of
+        // divisions is needed only after scalar runs or general items.
+        let mut divide = !simd_runs();
         if !self.eat(b']') {
             loop {
                 if self.plain_values(values, divisors) {
@@ -293,13 +322,16 @@ impl<'a> Cursor<'a> {
                 let (numerator, divisor) = self.number_parts()?;
                 values.push(numerator);
                 divisors.push(divisor);
+                divide = true;
                 if self.list_closes()? {
                     break;
                 }
             }
         }
-        for (v, d) in values.iter_mut().zip(divisors.iter()) {
-            *v /= *d;
+        if divide {
+            for (v, d) in values.iter_mut().zip(divisors.iter()) {
+                *v /= *d;
+            }
         }
         Some(())
     }
@@ -329,6 +361,18 @@ impl<'a> Cursor<'a> {
     /// and the processor overlaps them; each is then one load and the SWAR digit helpers.
     #[inline(always)]
     fn plain_indices(&mut self, indices: &mut Vec<u32>) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            // SAFETY: the CPU has the features `simd::plain_indices` enables, checked just above.
+            return unsafe { simd::plain_indices(self.bytes, &mut self.at, indices) };
+        }
+        self.plain_indices_scalar(indices)
+    }
+
+    /// [`Cursor::plain_indices`] one item at a time with the SWAR helpers: the path of CPUs without
+    /// AVX2, and the reference the tests hold the SIMD run to.
+    #[inline(always)]
+    fn plain_indices_scalar(&mut self, indices: &mut Vec<u32>) -> bool {
         let bytes = self.bytes;
         let mut start = self.at;
         while let Some(mut separators) = separators_at(bytes, start) {
@@ -375,6 +419,19 @@ impl<'a> Cursor<'a> {
     /// [`Cursor::number_parts`] gives for it.
     #[inline(always)]
     fn plain_values(&mut self, values: &mut Vec<f64>, divisors: &mut Vec<f64>) -> bool {
+        // The AVX2 run divides in the register and stores divisor 1 (see `Cursor::values`).
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            // SAFETY: the CPU has the features `simd::plain_values` enables, checked just above.
+            return unsafe { simd::plain_values(self.bytes, &mut self.at, values, divisors) };
+        }
+        self.plain_values_scalar(values, divisors)
+    }
+
+    /// [`Cursor::plain_values`] one item at a time with the SWAR helpers (see
+    /// [`Cursor::plain_indices_scalar`]).
+    #[inline(always)]
+    fn plain_values_scalar(&mut self, values: &mut Vec<f64>, divisors: &mut Vec<f64>) -> bool {
         let bytes = self.bytes;
         let mut start = self.at;
         while let Some(mut separators) = separators_at(bytes, start) {
@@ -499,6 +556,15 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Do [`Cursor::plain_indices`] and [`Cursor::plain_values`] take the AVX2 path on this CPU?
+#[inline(always)]
+fn simd_runs() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return simd::available();
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 /// The separator bits ([`separator_mask`]) of the 64 bytes from `at`; past the end of `bytes` (the
 /// last block of a line) the bits are clear, so a list that ends its line runs plain to its `]` too.
 /// `None` from the end of `bytes` on.
@@ -551,6 +617,339 @@ fn separator_mask_portable(block: &[u8; 64]) -> u64 {
     block.iter().enumerate().fold(0, |mask, (i, &b)| {
         mask | (u64::from(b == b',' || b == b']') << i)
     })
+}
+
+/// The plain runs with AVX2 (runtime-detected, as the LIBSVM reader's `structural::simd`): separator
+/// masks from two 32-byte compares per block, and two items converted at once in one SSE register, the
+/// first item in the low 8 bytes and the next in the high 8. Each run takes exactly the items (and
+/// stops exactly where) [`Cursor::plain_indices_scalar`] and [`Cursor::plain_values_scalar`] do.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use core::arch::x86_64::{
+        __m128d, __m128i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
+        _mm256_or_si256, _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsi128_si64,
+        _mm_div_pd, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
+        _mm_set1_epi32, _mm_set1_epi8, _mm_set1_pd, _mm_set_epi64x, _mm_setr_epi8,
+        _mm_shuffle_epi8, _mm_storeu_pd, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
+    };
+
+    use super::load_eight;
+
+    const BLOCK: usize = 64;
+
+    /// Does this CPU have what the functions here enable? (`std` caches the answer.)
+    #[inline(always)]
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi1")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+
+    /// `super::separators_at` with two 32-byte compares per block.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    pub(super) fn separators_at(bytes: &[u8], at: usize) -> Option<u64> {
+        let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
+        Some(match rest.first_chunk::<BLOCK>() {
+            Some(block) => block_separators(block),
+            // The last, partial block: the text's last 64 bytes, their bits shifted down so that
+            // bit 0 is `at` (`0 < shift < 64`), the bits past the end clear; no copy.
+            None => match bytes.last_chunk::<BLOCK>() {
+                Some(last) => block_separators(last) >> (BLOCK - rest.len()),
+                None => {
+                    let mut block = [0; BLOCK];
+                    block[..rest.len()].copy_from_slice(rest);
+                    block_separators(&block)
+                }
+            },
+        })
+    }
+
+    /// Bit `i` set where `block[i]` is `,` or `]`.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    pub(super) fn block_separators(block: &[u8; BLOCK]) -> u64 {
+        let (commas, closes) = (_mm256_set1_epi8(b',' as i8), _mm256_set1_epi8(b']' as i8));
+        let (low, high) = block.split_at(32);
+        // SAFETY: unaligned loads of the 32 bytes of each half of the 64-byte block.
+        let (low, high) = unsafe {
+            (
+                _mm256_loadu_si256(low.as_ptr().cast()),
+                _mm256_loadu_si256(high.as_ptr().cast()),
+            )
+        };
+        let low = _mm256_or_si256(
+            _mm256_cmpeq_epi8(low, commas),
+            _mm256_cmpeq_epi8(low, closes),
+        );
+        let high = _mm256_or_si256(
+            _mm256_cmpeq_epi8(high, commas),
+            _mm256_cmpeq_epi8(high, closes),
+        );
+        let mask = u64::from(_mm256_movemask_epi8(low) as u32)
+            | (u64::from(_mm256_movemask_epi8(high) as u32) << 32);
+        // Hidden from the optimizer, which otherwise may rebuild the mask bit by bit (as it did in
+        // the LIBSVM reader) for the bit scans.
+        std::hint::black_box(mask)
+    }
+
+    /// `pshufb` control bytes moving the `n` (1 to 7) digits at the start of the 8 bytes from
+    /// `offset` (0 or 8) to the top of those 8 bytes, zeros (0x80) below: the same number in 8 digits.
+    const fn index_shuffle(n: usize, offset: u64) -> u64 {
+        let mut word = 0x8080_8080_8080_8080u64;
+        let mut digit = 0;
+        while digit < n {
+            let slot = 8 - n + digit;
+            word = (word & !(0xFF << (8 * slot))) | ((digit as u64 + offset) << (8 * slot));
+            digit += 1;
+        }
+        word
+    }
+
+    const INDEX_SHUFFLE_LOW: [u64; 8] = {
+        let mut table = [0; 8];
+        let mut n = 0;
+        while n < 8 {
+            table[n] = index_shuffle(n, 0);
+            n += 1;
+        }
+        table
+    };
+
+    const INDEX_SHUFFLE_HIGH: [u64; 8] = {
+        let mut table = [0; 8];
+        let mut n = 0;
+        while n < 8 {
+            table[n] = index_shuffle(n, 8);
+            n += 1;
+        }
+        table
+    };
+
+    /// The two 8-digit numbers of `aligned` (digit values, most significant first in each half):
+    /// neighbours to 2-digit numbers, then 4-digit ones (32-bit lanes), narrowed to 16 bits and paired
+    /// into 8-digit ones: the low half's in 32-bit lane 0, the high half's in lane 1.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn two_eight_digit_numbers(aligned: __m128i) -> __m128i {
+        let two = _mm_maddubs_epi16(aligned, _mm_set1_epi16(0x010A));
+        let four = _mm_madd_epi16(two, _mm_set1_epi32(0x0001_0064));
+        let narrowed = _mm_packus_epi32(four, four);
+        _mm_madd_epi16(narrowed, _mm_set1_epi32(0x0001_2710))
+    }
+
+    /// The plain index items `bytes[s0..e0]` and `bytes[s1..e1]` (ends on a separator): each 1 to 7
+    /// digits, no leading zero, after at most one space, with 8 bytes to load from its first digit;
+    /// both values (item 0 in the low 32 bits), `None` if either is not plain.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn two_indices(bytes: &[u8], s0: usize, e0: usize, s1: usize, e1: usize) -> Option<u64> {
+        // `s <= e < bytes.len()`, and a space is not a separator, so `first <= e`.
+        let f0 = s0 + usize::from(bytes[s0] == b' ');
+        let f1 = s1 + usize::from(bytes[s1] == b' ');
+        let (n0, n1) = (e0 - f0, e1 - f1);
+        let w0 = load_eight(bytes, f0)?;
+        let w1 = load_eight(bytes, f1)?;
+        if !(1..=7).contains(&n0)
+            || !(1..=7).contains(&n1)
+            || (n0 > 1 && w0 as u8 == b'0')
+            || (n1 > 1 && w1 as u8 == b'0')
+        {
+            return None;
+        }
+        let digits = _mm_sub_epi8(
+            _mm_set_epi64x(w1 as i64, w0 as i64),
+            _mm_set1_epi8(b'0' as i8),
+        );
+        let shuffle = _mm_set_epi64x(INDEX_SHUFFLE_HIGH[n1] as i64, INDEX_SHUFFLE_LOW[n0] as i64);
+        let aligned = _mm_shuffle_epi8(digits, shuffle);
+        // Bytes that were not digits are above 9 (those below '0' wrap around); the zeros are fine.
+        let above_nine = _mm_subs_epu8(aligned, _mm_set1_epi8(9));
+        if _mm_testz_si128(above_nine, above_nine) == 0 {
+            return None;
+        }
+        // At most 7 digits each: below 10^7, so the 32-bit lanes hold them exactly.
+        Some(_mm_cvtsi128_si64(two_eight_digit_numbers(aligned)) as u64)
+    }
+
+    /// `Cursor::plain_indices_scalar` two items at a time (see there); `at` as `Cursor::at`.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    pub(super) fn plain_indices(bytes: &[u8], at: &mut usize, indices: &mut Vec<u32>) -> bool {
+        let mut start = *at;
+        while let Some(mut separators) = separators_at(bytes, start) {
+            let block_start = start;
+            if separators == 0 {
+                break;
+            }
+            while separators != 0 {
+                let end = block_start + separators.trailing_zeros() as usize;
+                separators &= separators - 1;
+                // The next item too, if it is in this block and this one does not close the list;
+                // otherwise this one twice, one of them dropped.
+                let pair = separators != 0 && bytes[end] == b',';
+                let (next_start, next_end) = if pair {
+                    (end + 1, block_start + separators.trailing_zeros() as usize)
+                } else {
+                    (start, end)
+                };
+                let last = match two_indices(bytes, start, end, next_start, next_end) {
+                    Some(both) => {
+                        indices.push(both as u32);
+                        if pair {
+                            indices.push((both >> 32) as u32);
+                            separators &= separators - 1;
+                        }
+                        next_end
+                    }
+                    // The second may be the one not taken: the first alone, then stop on the second.
+                    None => match two_indices(bytes, start, end, start, end) {
+                        Some(one) if pair => {
+                            indices.push(one as u32);
+                            *at = end + 1;
+                            return false;
+                        }
+                        _ => {
+                            *at = start;
+                            return false;
+                        }
+                    },
+                };
+                if bytes[last] == b']' {
+                    *at = last + 1;
+                    return true;
+                }
+                start = last + 1;
+            }
+        }
+        *at = start;
+        false
+    }
+
+    /// Subtracted from a `d.dddddd` item's bytes: digit values, and a zero where the point was.
+    const VALUE_BASE: [u8; 16] = *b"0.0000000.000000";
+    /// The largest each byte may be after [`VALUE_BASE`]: 9 for a digit, 0 for the point.
+    const VALUE_LIMIT: [u8; 16] = [9, 0, 9, 9, 9, 9, 9, 9, 9, 0, 9, 9, 9, 9, 9, 9];
+
+    /// The plain value items `bytes[s0..e0]` and `bytes[s1..e1]` (ends on a separator): each
+    /// `[-]d.dddddd` after at most one space; their values (item 0 in the low lane): the signed
+    /// mantissa (exact, below 10^7) over `10^6`, one correctly rounded division, exactly what
+    /// `Cursor::values` makes of the scalar run's mantissa and divisor. `None` if either is not plain.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn two_values(bytes: &[u8], s0: usize, e0: usize, s1: usize, e1: usize) -> Option<__m128d> {
+        // `s <= e < bytes.len()`, and neither a space nor a '-' is a separator, so `first <= e`.
+        let f0 = s0 + usize::from(bytes[s0] == b' ');
+        let f1 = s1 + usize::from(bytes[s1] == b' ');
+        let (negative0, negative1) = (bytes[f0] == b'-', bytes[f1] == b'-');
+        if e0 - f0 != 8 + usize::from(negative0) || e1 - f1 != 8 + usize::from(negative1) {
+            return None;
+        }
+        // The items' last eight bytes (`e >= f + 8`), `d.dddddd` if they are plain.
+        let w0 = load_eight(bytes, e0 - 8)?;
+        let w1 = load_eight(bytes, e1 - 8)?;
+        // SAFETY: unaligned loads of the two 16-byte constants.
+        let (base, limit) = unsafe {
+            (
+                core::ptr::read_unaligned(VALUE_BASE.as_ptr().cast::<__m128i>()),
+                core::ptr::read_unaligned(VALUE_LIMIT.as_ptr().cast::<__m128i>()),
+            )
+        };
+        let digits = _mm_sub_epi8(_mm_set_epi64x(w1 as i64, w0 as i64), base);
+        let excess = _mm_subs_epu8(digits, limit);
+        if _mm_testz_si128(excess, excess) == 0 {
+            return None;
+        }
+        // The integer digit and the six fraction digits, moved to the top of each half.
+        let aligned = _mm_shuffle_epi8(
+            digits,
+            _mm_setr_epi8(-128, 0, 2, 3, 4, 5, 6, 7, -128, 8, 10, 11, 12, 13, 14, 15),
+        );
+        // Converted in place, exactly, and signed by the sign bit (IEEE negation, `-0` included).
+        let magnitudes = _mm_cvtepi32_pd(two_eight_digit_numbers(aligned));
+        let signs = _mm_castsi128_pd(_mm_set_epi64x(
+            (u64::from(negative1) << 63) as i64,
+            (u64::from(negative0) << 63) as i64,
+        ));
+        // IEEE division rounds `-m / p` to exactly `-(m / p)`, so signing first changes nothing.
+        Some(_mm_div_pd(_mm_or_pd(magnitudes, signs), _mm_set1_pd(1e6)))
+    }
+
+    /// Appends the low lane of `two` (and the high one if `both`) to `values`, and as many `1` to
+    /// `divisors` (the values are finished); both have room for two more (reserved per block).
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    #[inline]
+    fn push_values(values: &mut Vec<f64>, divisors: &mut Vec<f64>, two: __m128d, both: bool) {
+        let (values_len, divisors_len) = (values.len(), divisors.len());
+        let added = 1 + usize::from(both);
+        debug_assert!(values.capacity() >= values_len + 2);
+        debug_assert!(divisors.capacity() >= divisors_len + 2);
+        // SAFETY: both vectors have room for two more (reserved before each block, which has at most
+        // `BLOCK` items, so `BLOCK + 2` covers them all); each store writes those two slots, and the
+        // lengths grow over only the `added` ones written.
+        unsafe {
+            _mm_storeu_pd(values.as_mut_ptr().add(values_len), two);
+            _mm_storeu_pd(divisors.as_mut_ptr().add(divisors_len), _mm_set1_pd(1.0));
+            values.set_len(values_len + added);
+            divisors.set_len(divisors_len + added);
+        }
+    }
+
+    /// `Cursor::plain_values_scalar` two items at a time (see there); `at` as `Cursor::at`.
+    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+    pub(super) fn plain_values(
+        bytes: &[u8],
+        at: &mut usize,
+        values: &mut Vec<f64>,
+        divisors: &mut Vec<f64>,
+    ) -> bool {
+        let mut start = *at;
+        while let Some(mut separators) = separators_at(bytes, start) {
+            let block_start = start;
+            if separators == 0 {
+                break;
+            }
+            values.reserve(BLOCK + 2);
+            divisors.reserve(BLOCK + 2);
+            while separators != 0 {
+                let end = block_start + separators.trailing_zeros() as usize;
+                separators &= separators - 1;
+                let pair = separators != 0 && bytes[end] == b',';
+                let (next_start, next_end) = if pair {
+                    (end + 1, block_start + separators.trailing_zeros() as usize)
+                } else {
+                    (start, end)
+                };
+                let last = match two_values(bytes, start, end, next_start, next_end) {
+                    Some(two) => {
+                        push_values(values, divisors, two, pair);
+                        if pair {
+                            separators &= separators - 1;
+                        }
+                        next_end
+                    }
+                    None => match two_values(bytes, start, end, start, end) {
+                        Some(one) if pair => {
+                            push_values(values, divisors, one, false);
+                            *at = end + 1;
+                            return false;
+                        }
+                        _ => {
+                            *at = start;
+                            return false;
+                        }
+                    },
+                };
+                if bytes[last] == b']' {
+                    *at = last + 1;
+                    return true;
+                }
+                start = last + 1;
+            }
+        }
+        *at = start;
+        false
+    }
 }
 
 #[cfg(test)]
@@ -882,6 +1281,89 @@ pub(crate) mod tests {
         assert_eq!(values.len(), 10);
     }
 
+    /// The runs (AVX2 on CPUs that have it) against the scalar ones, started at every byte of
+    /// load-generator lines, plain and bent: the same answer, the same stopping point, the same items
+    /// appended (bit for bit) after what the vectors held.
+    #[test]
+    fn plain_runs_match_the_scalar_runs_from_every_offset() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(43);
+        let mut runs_to_the_end = 0;
+        for _ in 0..300 {
+            let mut line = random_wire_object(&mut rng);
+            if rng.gen_range(0..3) == 0 {
+                // Cut anywhere, so lists and items end right at the end of the text too.
+                let cut = rng.gen_range(0..=line.len());
+                line.truncate(cut);
+            }
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                let (mut fast, mut slow) = (Cursor::new(bytes), Cursor::new(bytes));
+                (fast.at, slow.at) = (at, at);
+                let (mut fast_indices, mut slow_indices) = (vec![7u32], vec![7u32]);
+                let taken = fast.plain_indices(&mut fast_indices);
+                assert_eq!(
+                    taken,
+                    slow.plain_indices_scalar(&mut slow_indices),
+                    "{at} {line}"
+                );
+                assert_eq!(
+                    (fast.at, &fast_indices),
+                    (slow.at, &slow_indices),
+                    "{at} {line}"
+                );
+                runs_to_the_end += usize::from(taken && fast_indices.len() > 20);
+
+                (fast.at, slow.at) = (at, at);
+                let (mut fast_values, mut slow_values) = (vec![-0.5], vec![-0.5]);
+                let (mut fast_divisors, mut slow_divisors) = (vec![1.0], vec![1.0]);
+                let taken = fast.plain_values(&mut fast_values, &mut fast_divisors);
+                assert_eq!(
+                    taken,
+                    slow.plain_values_scalar(&mut slow_values, &mut slow_divisors),
+                    "{at} {line}"
+                );
+                // The AVX2 run divides at once, the scalar one leaves it to `Cursor::values`.
+                let quotients = |v: &[f64], d: &[f64]| {
+                    assert_eq!(v.len(), d.len());
+                    let q = v.iter().zip(d).map(|(v, d)| (v / d).to_bits());
+                    q.collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    (fast.at, quotients(&fast_values, &fast_divisors)),
+                    (slow.at, quotients(&slow_values, &slow_divisors)),
+                    "{at} {line}"
+                );
+                runs_to_the_end += usize::from(taken && fast_values.len() > 20);
+            }
+        }
+        assert!(runs_to_the_end > 100, "only {runs_to_the_end} long runs");
+    }
+
+    /// The AVX2 separator bits from every offset of texts of every length up to three blocks (the
+    /// last block of a long text is read as the text's last 64 bytes, shifted) are the portable ones.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn simd_separators_at_every_offset_match_the_portable_ones() {
+        if !simd::available() {
+            return;
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(47);
+        for len in 0..200 {
+            let text: Vec<u8> = (0..len).map(|_| b"0,] 1.-"[rng.gen_range(0..7)]).collect();
+            for at in 0..=len + 1 {
+                let want = text.get(at..).filter(|rest| !rest.is_empty()).map(|rest| {
+                    let mut block = [0; 64];
+                    let n = rest.len().min(64);
+                    block[..n].copy_from_slice(&rest[..n]);
+                    separator_mask_portable(&block)
+                });
+                // SAFETY: the CPU has the features, checked above.
+                let got = unsafe { simd::separators_at(&text, at) };
+                assert_eq!(got, want, "{len} {at}");
+            }
+        }
+    }
+
     /// The SSE2 separator mask is the byte-by-byte one, on blocks dense in the bytes it looks for.
     #[test]
     fn separator_mask_matches_the_portable_one() {
@@ -955,6 +1437,7 @@ pub(crate) mod tests {
             r#"{"label":1,"indices":[],"values":[]}"#,
             r#"{"label":1,"values":[9007199254740993, 0.30000000000000004, 12345678901234567890]}"#,
             r#"{}"#,
+            r#"{"weight":2,"values":[0.5],"label":0,"indices":[3]}"#,
         ] {
             let plain = parse_line(line, &mut scratch).expect(line);
             let wire: WireSample = serde_json::from_str(line).unwrap();
@@ -969,6 +1452,15 @@ pub(crate) mod tests {
             r#"{"label":1} x"#,
             r#"{"indices":[01]}"#,
             r#"{"values":[1,]}"#,
+            // Near misses of the eight-byte key compare, and keys cut at the end of the text.
+            r#"{"labels":1}"#,
+            r#"{"labe":1}"#,
+            r#"{"indicesx":[1]}"#,
+            r#"{"indice":[1]}"#,
+            r#"{"value":[1]}"#,
+            r#"{"weights":2}"#,
+            r#"{"weight"#,
+            r#"{"label":1,"values""#,
         ] {
             assert!(parse_line(line, &mut scratch).is_none(), "{line}");
         }
