@@ -20,8 +20,8 @@
 use crate::loss::Loss;
 use crate::sample::SampleSet;
 use crate::sparse::{
-    hard_threshold, masked_dot, prefetch, prefetch_all, sparse_axpy, sparse_dot, top_k_indices,
-    top_k_indices_of_two_lanes, ThresholdScratch,
+    hard_threshold, masked_dot, prefetch, prefetch_all, reserve_dense, sparse_axpy, sparse_dot,
+    top_k_indices, top_k_indices_of_two_lanes, ThresholdScratch,
 };
 
 /// A primal value, a dual value and their gap, over the same samples.
@@ -253,6 +253,7 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     alpha_from_primal.reserve(rows);
     let w_tilde = &mut scratch.w_tilde;
     w_tilde.clear();
+    reserve_dense(w_tilde, LANES * dim);
     w_tilde.resize(LANES * dim, 0.0);
     // `dual_value` scales each row by `-alpha_i / (lambda * n)`: the same divisor, once.
     let lambda_n = lambda * n;

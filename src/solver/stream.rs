@@ -55,7 +55,7 @@ use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::sparse::{
     extend_with_top_k_candidates, hard_threshold_paired, masked_dot, prefetch, prefetch_all,
-    sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
+    reserve_dense, sparse_axpy, top_k_indices, top_k_of_pairs, ThresholdScratch,
 };
 
 pub mod mirror;
@@ -344,6 +344,8 @@ impl StreamSdiht {
 
     fn ensure_dim(&mut self, d: usize) {
         if self.z.len() < d {
+            reserve_dense(&mut self.z, d);
+            reserve_dense(&mut self.w, d);
             self.z.resize(d, 0.0);
             self.w.resize(d, 0.0);
             self.coord_mask.resize(d.div_ceil(64), 0);
@@ -393,6 +395,7 @@ impl StreamSdiht {
         let (k, lambda) = (self.config.k, self.config.lambda);
         let d = self.z.len();
         if self.dz.len() < d {
+            reserve_dense(&mut self.dz, d);
             self.dz.resize(d, 0.0);
         }
         // `dz = sum_new alpha_i x_i`, marking the batch's coordinates C in the mask. Each row's 40-odd
