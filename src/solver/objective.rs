@@ -191,7 +191,7 @@ const CERTIFICATE_PREFETCH_ROWS_AHEAD: usize = 4;
 /// support (the 8d-byte `w` is read only where it can be nonzero), `l_i(u_i)` and `a_i` (sharing their
 /// `exp`), `l_i*(a_i)`, `l_i*(alpha_i)`, then both scatters `w~ += -a_i / (lambda N) x_i` and
 /// `-alpha_i / (lambda N) x_i` into one interleaved vector, so each coordinate costs one cache miss for
-/// both duals, with the targets of the rows [`CERTIFICATE_PREFETCH_ROWS_AHEAD`] ahead prefetched so the
+/// both duals, with the targets of the rows `CERTIFICATE_PREFETCH_ROWS_AHEAD` ahead prefetched so the
 /// misses overlap instead of stalling in turn. Then one sweep picks `H_k`'s top k of each lane
 /// ([`top_k_indices_of_two_lanes`]) and `||H_k(w~)||^2` is summed over the k kept entries alone, in
 /// ascending index order as the dense norm does (its other terms are zeros).
