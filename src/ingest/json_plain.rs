@@ -626,9 +626,8 @@ fn separator_mask_portable(block: &[u8; 64]) -> u64 {
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use core::arch::x86_64::{
-        __m128d, __m128i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8,
-        _mm256_or_si256, _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsi128_si64,
-        _mm_div_pd, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
+        __m128d, __m128i, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsi128_si64, _mm_div_pd,
+        _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
         _mm_set1_epi32, _mm_set1_epi8, _mm_set1_pd, _mm_set_epi64x, _mm_setr_epi8,
         _mm_shuffle_epi8, _mm_storeu_pd, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
     };
@@ -670,28 +669,7 @@ mod simd {
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     pub(super) fn block_separators(block: &[u8; BLOCK]) -> u64 {
-        let (commas, closes) = (_mm256_set1_epi8(b',' as i8), _mm256_set1_epi8(b']' as i8));
-        let (low, high) = block.split_at(32);
-        // SAFETY: unaligned loads of the 32 bytes of each half of the 64-byte block.
-        let (low, high) = unsafe {
-            (
-                _mm256_loadu_si256(low.as_ptr().cast()),
-                _mm256_loadu_si256(high.as_ptr().cast()),
-            )
-        };
-        let low = _mm256_or_si256(
-            _mm256_cmpeq_epi8(low, commas),
-            _mm256_cmpeq_epi8(low, closes),
-        );
-        let high = _mm256_or_si256(
-            _mm256_cmpeq_epi8(high, commas),
-            _mm256_cmpeq_epi8(high, closes),
-        );
-        let mask = u64::from(_mm256_movemask_epi8(low) as u32)
-            | (u64::from(_mm256_movemask_epi8(high) as u32) << 32);
-        // Hidden from the optimizer, which otherwise may rebuild the mask bit by bit (as it did in
-        // the LIBSVM reader) for the bit scans.
-        std::hint::black_box(mask)
+        crate::ingest::avx2::two_byte_mask(block, b',', b']')
     }
 
     /// `pshufb` control bytes moving the `n` (1 to 7) digits at the start of the 8 bytes from

@@ -5,6 +5,8 @@
 //! line is ever skipped silently (only blank lines and `#` comments are). Feature indices are kept
 //! exactly as written.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 pub mod batch;
 pub mod budget;
 mod json_plain;

@@ -469,11 +469,10 @@ fn block_separators(block: &[u8; BLOCK]) -> u64 {
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use core::arch::x86_64::{
-        _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
-        _mm256_set1_epi8, _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsd_f64, _mm_cvtsi128_si32,
-        _mm_cvtsi64_si128, _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32,
-        _mm_set1_epi16, _mm_set1_epi32, _mm_set1_epi8, _mm_set_epi64x, _mm_shuffle_epi8,
-        _mm_srli_epi64, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
+        _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsd_f64, _mm_cvtsi128_si32, _mm_cvtsi64_si128,
+        _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
+        _mm_set1_epi32, _mm_set1_epi8, _mm_set_epi64x, _mm_shuffle_epi8, _mm_srli_epi64,
+        _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
     };
 
     use super::{
@@ -549,28 +548,7 @@ mod simd {
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     pub(super) fn block_separators_avx2(block: &[u8; BLOCK]) -> u64 {
-        let (spaces, colons) = (_mm256_set1_epi8(b' ' as i8), _mm256_set1_epi8(b':' as i8));
-        let (low, high) = block.split_at(32);
-        // SAFETY: unaligned loads of the 32 bytes of each half of the 64-byte block.
-        let (low, high) = unsafe {
-            (
-                _mm256_loadu_si256(low.as_ptr().cast()),
-                _mm256_loadu_si256(high.as_ptr().cast()),
-            )
-        };
-        let low = _mm256_or_si256(
-            _mm256_cmpeq_epi8(low, spaces),
-            _mm256_cmpeq_epi8(low, colons),
-        );
-        let high = _mm256_or_si256(
-            _mm256_cmpeq_epi8(high, spaces),
-            _mm256_cmpeq_epi8(high, colons),
-        );
-        let mask = u64::from(_mm256_movemask_epi8(low) as u32)
-            | (u64::from(_mm256_movemask_epi8(high) as u32) << 32);
-        // Hidden from the optimizer, which otherwise reads the mask as 64 booleans and rebuilds it
-        // bit by bit (about a hundred instructions a block) for `gather`'s count and bit scans.
-        std::hint::black_box(mask)
+        crate::ingest::avx2::two_byte_mask(block, b' ', b':')
     }
 
     /// [`pair_avx2`] for the tests, on a CPU that has the features (`None` elsewhere).
