@@ -6,8 +6,7 @@ use core::arch::x86_64::{
     _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
 };
 
-/// Bytes per separator block: one 64-bit mask.
-pub(super) const BLOCK: usize = 64;
+use super::SEPARATOR_BLOCK as BLOCK;
 
 /// Bit `i` set where `block[i]` is `first` or `second` (a reader's two separators), 32 bytes per
 /// compare.

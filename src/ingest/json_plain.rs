@@ -24,7 +24,7 @@
 
 use super::{
     eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,
-    with_sign,
+    with_sign, zero_padded_block, SEPARATOR_BLOCK,
 };
 
 /// The fields of one sample object, as the `serde` wire struct would hold them (for the tests).
@@ -571,13 +571,9 @@ fn simd_runs() -> bool {
 #[inline(always)]
 fn separators_at(bytes: &[u8], at: usize) -> Option<u64> {
     let rest = bytes.get(at..).filter(|rest| !rest.is_empty())?;
-    Some(match rest.first_chunk::<64>() {
+    Some(match rest.first_chunk::<SEPARATOR_BLOCK>() {
         Some(block) => separator_mask(block),
-        None => {
-            let mut block = [0; 64];
-            block[..rest.len()].copy_from_slice(rest);
-            separator_mask(&block)
-        }
+        None => separator_mask(&zero_padded_block(rest)),
     })
 }
 
@@ -632,9 +628,8 @@ mod simd {
         _mm_shuffle_epi8, _mm_storeu_pd, _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
     };
 
-    use super::load_eight;
-
-    const BLOCK: usize = 64;
+    use super::{load_eight, zero_padded_block};
+    use crate::ingest::SEPARATOR_BLOCK as BLOCK;
 
     /// Does this CPU have what the functions here enable? (`std` caches the answer.)
     #[inline(always)]
@@ -656,11 +651,7 @@ mod simd {
             // bit 0 is `at` (`0 < shift < 64`), the bits past the end clear; no copy.
             None => match bytes.last_chunk::<BLOCK>() {
                 Some(last) => block_separators(last) >> (BLOCK - rest.len()),
-                None => {
-                    let mut block = [0; BLOCK];
-                    block[..rest.len()].copy_from_slice(rest);
-                    block_separators(&block)
-                }
+                None => block_separators(&zero_padded_block(rest)),
             },
         })
     }

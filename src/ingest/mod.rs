@@ -346,6 +346,19 @@ fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
     Some((acc as u32, i))
 }
 
+/// Bytes per separator block of the SIMD readers (`structural`, `json_plain`): one 64-bit mask.
+pub(crate) const SEPARATOR_BLOCK: usize = 64;
+
+/// `rest` (a line's last bytes, fewer than a block) at the start of a block padded with zeros, which
+/// no reader takes for a separator: the readers' last, partial block.
+#[inline(always)]
+pub(crate) fn zero_padded_block(rest: &[u8]) -> [u8; SEPARATOR_BLOCK] {
+    let mut block = [0; SEPARATOR_BLOCK];
+    let n = rest.len().min(SEPARATOR_BLOCK);
+    block[..n].copy_from_slice(&rest[..n]);
+    block
+}
+
 /// The eight bytes at `b[at..]` as a little-endian word (first byte lowest), if there are eight.
 #[inline(always)]
 pub(crate) fn load_eight(b: &[u8], at: usize) -> Option<u64> {

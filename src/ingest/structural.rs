@@ -26,11 +26,11 @@
 
 use super::{
     leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
-    EXACT_POWERS_OF_TEN, POWERS_OF_TEN_U64,
+    zero_padded_block, EXACT_POWERS_OF_TEN, POWERS_OF_TEN_U64,
 };
 
 /// Bytes scanned per separator mask (one bit per byte).
-const BLOCK: usize = 64;
+const BLOCK: usize = super::SEPARATOR_BLOCK;
 
 /// Bytes whose separators are gathered before the pairs among them are read: small enough that the
 /// offset buffer is cheap to set up on every line, large enough that the per-window loop exits
@@ -417,13 +417,7 @@ fn gather(
 fn separator_mask(line: &[u8], at: usize) -> u64 {
     match line.get(at..).and_then(<[u8]>::first_chunk::<BLOCK>) {
         Some(block) => block_separators(block),
-        None => {
-            // The last, partial block: padded with zeros, which are not separators.
-            let mut padded = [0u8; BLOCK];
-            let rest = line.get(at..).unwrap_or(&[]);
-            padded[..rest.len()].copy_from_slice(rest);
-            block_separators(&padded)
-        }
+        None => block_separators(&zero_padded_block(line.get(at..).unwrap_or(&[]))),
     }
 }
 
@@ -476,7 +470,8 @@ mod simd {
     };
 
     use super::{
-        leading_digits, load_eight, structural_pairs_with, PairReader, ScalarReader, BLOCK,
+        leading_digits, load_eight, structural_pairs_with, zero_padded_block, PairReader,
+        ScalarReader, BLOCK,
     };
 
     /// Does this CPU have what [`structural_pairs_avx2`] enables? (`std` caches the answer.)
@@ -534,13 +529,7 @@ mod simd {
     fn separator_mask_avx2(line: &[u8], at: usize) -> u64 {
         match line.get(at..).and_then(<[u8]>::first_chunk::<BLOCK>) {
             Some(block) => block_separators_avx2(block),
-            None => {
-                // The last, partial block: padded with zeros, which are not separators.
-                let mut padded = [0u8; BLOCK];
-                let rest = line.get(at..).unwrap_or(&[]);
-                padded[..rest.len()].copy_from_slice(rest);
-                block_separators_avx2(&padded)
-            }
+            None => block_separators_avx2(&zero_padded_block(line.get(at..).unwrap_or(&[]))),
         }
     }
 
