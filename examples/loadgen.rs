@@ -58,6 +58,12 @@ struct Args {
     /// Concurrent HTTP senders.
     #[arg(long, default_value_t = 2)]
     senders: usize,
+    /// Each sender's socket send buffer (`SO_SNDBUF`), KiB; the kernel doubles it. 0 = the kernel's
+    /// autotuning, which grows to 4 MiB here: a sender's write of a 7 MB body then copies megabytes per
+    /// system call on one of the two cores the daemon runs on, with no preemption in the kernel (see
+    /// the README's daemon benchmarks). A sender on another host would not take the daemon's cores.
+    #[arg(long, default_value_t = 256)]
+    sender_sndbuf_kib: usize,
     /// Window capacity of the daemon's learner.
     #[arg(long, default_value_t = 100_000)]
     capacity: usize,
@@ -191,43 +197,90 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// `GET path` over one keep-alive connection: just enough HTTP/1.1 for the daemon's responses (which
+/// One keep-alive HTTP/1.1 connection: just enough of the protocol for the daemon's responses (which
 /// carry `Content-Length`), so the measured time is the write, the daemon, and the read — no hidden
-/// client threads. Reconnects after an error.
-struct Probe {
+/// client threads. Reconnects after an error. The GET probe and every sender each have their own.
+struct Connection {
     addr: String,
     stream: Option<TcpStream>,
     buf: Vec<u8>,
+    /// `SO_SNDBUF` for the socket, bytes (the kernel doubles it); `None` = the kernel's autotuning.
+    send_buffer: Option<usize>,
 }
 
-impl Probe {
-    fn new(addr: &str) -> Probe {
-        Probe {
+impl Connection {
+    fn new(addr: &str, send_buffer: Option<usize>) -> Connection {
+        Connection {
             addr: addr.to_string(),
             stream: None,
             buf: Vec::with_capacity(1 << 16),
+            send_buffer,
         }
     }
 
     /// Status and body of `GET path`.
     fn get(&mut self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-        let result = self.exchange(path);
+        self.request(
+            &format!("GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr),
+            &[],
+        )
+    }
+
+    /// Status and body of `POST path` with `body`.
+    fn post(
+        &mut self,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> std::io::Result<(u16, Vec<u8>)> {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        self.request(&head, body)
+    }
+
+    fn request(&mut self, head: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+        let result = self.exchange(head, body);
         if result.is_err() {
             self.stream = None;
         }
         result
     }
 
-    fn exchange(&mut self, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    fn connect(&self) -> std::io::Result<TcpStream> {
+        let s = TcpStream::connect(&self.addr)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        if let Some(bytes) = self.send_buffer {
+            use std::os::fd::AsRawFd;
+            let bytes = bytes as libc::c_int;
+            // SAFETY: a valid socket, and a c_int option value that outlives the call.
+            let rc = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (&bytes as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(s)
+    }
+
+    fn exchange(&mut self, head: &str, body: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
         use std::io::{Error, Read, Write};
         if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr)?;
-            s.set_nodelay(true)?;
-            s.set_read_timeout(Some(Duration::from_secs(30)))?;
-            self.stream = Some(s);
+            self.stream = Some(self.connect()?);
         }
         let stream = self.stream.as_mut().unwrap();
-        write!(stream, "GET {path} HTTP/1.1\r\nhost: {}\r\n\r\n", self.addr)?;
+        stream.write_all(head.as_bytes())?;
+        stream.write_all(body)?;
         self.buf.clear();
         let mut chunk = [0u8; 1 << 14];
         let head_end = loop {
@@ -409,7 +462,7 @@ fn main() {
         .expect("post the warm-up batch");
     assert_eq!(warm_resp.status().as_u16(), 202, "warm-up batch accepted");
     let warm_samples = batch_sizes[warm] as u64;
-    let mut probe = Probe::new(&addr);
+    let mut probe = Connection::new(&addr, None);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !matches!(probe.get("/v1/model"), Ok((200, _))) {
         assert!(
@@ -484,7 +537,8 @@ fn main() {
         (args.duration > 0.0).then(|| Instant::now() + Duration::from_secs_f64(args.duration));
     let senders: Vec<_> = (0..args.senders)
         .map(|_| {
-            let (client, base) = (client.clone(), base.clone());
+            let send_buffer = (args.sender_sndbuf_kib > 0).then_some(args.sender_sndbuf_kib * 1024);
+            let mut connection = Connection::new(&addr, send_buffer);
             let (bodies, batch_sizes) = (bodies.clone(), batch_sizes.clone());
             let (accepted, rejected_503, next_batch, acceptances) = (
                 accepted.clone(),
@@ -500,13 +554,10 @@ fn main() {
                 }
                 let at = b as usize % bodies.len();
                 loop {
-                    let resp = client
-                        .post(format!("{base}/v1/samples"))
-                        .header("content-type", content_type)
-                        .body(bodies[at])
-                        .send()
+                    let (status, reply) = connection
+                        .post("/v1/samples", content_type, bodies[at].as_bytes())
                         .expect("post");
-                    match resp.status().as_u16() {
+                    match status {
                         202 => {
                             let total = accepted
                                 .fetch_add(batch_sizes[at] as u64, Ordering::Relaxed)
@@ -524,7 +575,7 @@ fn main() {
                             }
                             std::thread::sleep(Duration::from_millis(5));
                         }
-                        s => panic!("unexpected status {s}: {}", resp.text().unwrap_or_default()),
+                        s => panic!("unexpected status {s}: {}", String::from_utf8_lossy(&reply)),
                     }
                 }
             })
@@ -602,7 +653,7 @@ fn main() {
     let (catchup_p50, catchup_p99, catchup_max, catchup_n) =
         latency_stats(&latencies, load_end, catchup_end);
     println!(
-        "format={} batch={} senders={} capacity={} snapshot_ms={} samples={} seconds={:.2} samples_per_s={:.0} \
+        "format={} batch={} senders={} sender_sndbuf_kib={} capacity={} snapshot_ms={} samples={} seconds={:.2} samples_per_s={:.0} \
          sustained_samples_per_s={:.0} http_503={} model_get_p50_ms={:.3} model_get_p99_ms={:.3} \
          model_get_max_ms={:.3} model_gets={} idle_get_p50_ms={:.3} idle_get_p99_ms={:.3} \
          idle_get_max_ms={:.3} idle_gets={} catchup_get_p50_ms={:.3} catchup_get_p99_ms={:.3} \
@@ -612,6 +663,7 @@ fn main() {
         args.format,
         args.batch,
         args.senders,
+        args.sender_sndbuf_kib,
         args.capacity,
         args.snapshot_ms,
         sent,

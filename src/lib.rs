@@ -36,12 +36,15 @@
 //! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
 //! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.
 //! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown.
+//! - [`courtesy`] — yield points in the long kernels, switched on for the daemon's parser and learner
+//!   threads so that a woken HTTP worker gets a core within a fraction of the kernel's 4 ms tick.
 //! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
 //! - [`metrics`] — the Prometheus registry and every metric name.
 
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod courtesy;
 pub mod daemon;
 pub mod ingest;
 pub mod loss;

@@ -62,8 +62,8 @@ pub struct AppState {
     pub budget: Arc<SampleBudget>,
     /// Bodies being parsed right now: while any are, the learners step only within their share.
     pub parsing: Arc<ParseGauge>,
-    /// The time slice parser threads ask for (`server.worker_slice_us`), nanoseconds; 0 = default.
-    pub worker_slice_ns: u64,
+    /// How parser threads are scheduled (`server.worker_slice_us`, `server.yield_interval_us`).
+    pub worker_scheduling: crate::daemon::WorkerScheduling,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -224,7 +224,7 @@ async fn parse_off_runtime(
 ) -> Result<SampleBlock, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
-        crate::daemon::set_throughput_scheduling(crate::daemon::PARSER_NICE, st.worker_slice_ns);
+        crate::daemon::set_throughput_scheduling(crate::daemon::PARSER_NICE, st.worker_scheduling);
         let _parsing = st.parsing.enter();
         // Line bodies are read chunk by chunk, in place (`ingest::segments`): no joined copy.
         let segments: Vec<&[u8]> = chunks.iter().map(|c| c.as_ref()).collect();

@@ -14,6 +14,8 @@
 //! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
 //! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
 //! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
+//! | `server.yield_interval_us` | 200 | µs (0 = never yield) | 0 ..= 100000 | `THRESHER_SERVER_YIELD_INTERVAL_US` |
+//! | `server.recv_buffer_kib` | 256 | KiB per connection (0 = the kernel's autotuning) | 0 ..= 65536 | `THRESHER_SERVER_RECV_BUFFER_KIB` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
@@ -143,6 +145,12 @@ pub struct Config {
     /// The scheduler time slice the body parser and learner threads ask for, nanoseconds; 0 leaves the
     /// kernel's default.
     pub worker_slice_ns: u64,
+    /// How often the parser and learner threads yield their core at a yield point ([`crate::courtesy`]);
+    /// zero = never.
+    pub yield_interval: Duration,
+    /// `SO_RCVBUF` of the listening socket, inherited by every connection, bytes; 0 leaves the kernel's
+    /// autotuning (which grows a busy loopback connection's buffer to tens of MiB).
+    pub recv_buffer_bytes: usize,
     pub queue_capacity: usize,
     pub queue_samples: usize,
     pub max_dim: usize,
@@ -276,6 +284,13 @@ impl Config {
             realtime_http: r.bool("server", "realtime_http")?,
             http_slice_ns: r.int("server", "http_slice_us", 0, 100_000)? as u64 * 1000,
             worker_slice_ns: r.int("server", "worker_slice_us", 0, 100_000)? as u64 * 1000,
+            yield_interval: Duration::from_micros(r.int(
+                "server",
+                "yield_interval_us",
+                0,
+                100_000,
+            )? as u64),
+            recv_buffer_bytes: r.int("server", "recv_buffer_kib", 0, 65_536)? as usize * 1024,
             queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
             queue_samples: r.int("ingest", "queue_samples", 1, 1_000_000_000)? as usize,
             max_dim,

@@ -48,10 +48,29 @@ pub(crate) fn set_thread_nice(nice: i32) {
     let _ = nice;
 }
 
-/// Sets the calling thread's nice value and, unless `slice_ns` is 0, its time slice (the throughput
-/// threads: body parsers and learners), once per thread: a parser runs on tokio's blocking pool and
-/// calls this before every body.
-pub(crate) fn set_throughput_scheduling(nice: i32, slice_ns: u64) {
+/// How the throughput threads (body parsers and learners) are scheduled: `server.worker_slice_us` and
+/// `server.yield_interval_us`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerScheduling {
+    /// The time slice they ask for, nanoseconds; 0 = the kernel's default.
+    pub slice_ns: u64,
+    /// How often they yield at the kernels' yield points ([`crate::courtesy`]); zero = never.
+    pub yield_interval: Duration,
+}
+
+impl WorkerScheduling {
+    pub fn of(config: &Config) -> WorkerScheduling {
+        WorkerScheduling {
+            slice_ns: config.worker_slice_ns,
+            yield_interval: config.yield_interval,
+        }
+    }
+}
+
+/// Sets the calling thread's nice value, its time slice (unless `slice_ns` is 0) and its yield interval
+/// (the throughput threads: body parsers and learners), once per thread: a parser runs on tokio's
+/// blocking pool and calls this before every body.
+pub(crate) fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -59,10 +78,11 @@ pub(crate) fn set_throughput_scheduling(nice: i32, slice_ns: u64) {
         return;
     }
     set_thread_nice(nice);
-    if slice_ns > 0 {
+    if scheduling.slice_ns > 0 {
         // Best effort, like the nice value: an old kernel keeps its default slice.
-        let _ = request_short_slice(slice_ns);
+        let _ = request_short_slice(scheduling.slice_ns);
     }
+    crate::courtesy::enable_for_this_thread(scheduling.yield_interval);
 }
 
 /// The time slice the HTTP workers ask the scheduler for: 100 µs, the shortest Linux grants.
@@ -305,7 +325,7 @@ pub async fn run(
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
     let budget = SampleBudget::new(config.queue_samples);
     let parsing = ParseGauge::new();
-    let worker_slice_ns = config.worker_slice_ns;
+    let worker_scheduling = WorkerScheduling::of(&config);
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
@@ -331,7 +351,7 @@ pub async fn run(
         let handle = std::thread::Builder::new()
             .name(format!("learner-{name}"))
             .spawn(move || {
-                set_throughput_scheduling(LEARNER_NICE, worker_slice_ns);
+                set_throughput_scheduling(LEARNER_NICE, worker_scheduling);
                 learner_loop(
                     learner,
                     rx,
@@ -395,7 +415,7 @@ pub async fn run(
         ingest: Mutex::new(Some(ingest_tx.clone())),
         budget: budget.clone(),
         parsing,
-        worker_slice_ns,
+        worker_scheduling,
     });
     if options.stdin {
         let (tx, budget, stop, metrics, dictionary) = (
@@ -424,9 +444,8 @@ pub async fn run(
     }
     drop(ingest_tx);
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| DaemonError::Bind {
+    let listener =
+        listen(config.listen, config.recv_buffer_bytes).map_err(|source| DaemonError::Bind {
             addr: config.listen,
             source,
         })?;
@@ -495,6 +514,26 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Binds the HTTP listener. A `recv_buffer_bytes` above 0 is set as the listening socket's `SO_RCVBUF`
+/// before `listen`, so every accepted connection inherits it (and the window scale it implies). Why:
+/// the kernel's autotuning grows a busy loopback connection's buffer to tens of MiB, and a client's
+/// write of a 7 MB body then runs for milliseconds in one system call, where (kernel preemption being
+/// off here) nothing else gets that core: 0.5 MiB keeps each such stretch short and costs no
+/// measurable ingest rate (see the README's daemon benchmarks).
+fn listen(addr: SocketAddr, recv_buffer_bytes: usize) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As `TcpListener::bind` does: a restarted daemon can rebind while old connections linger.
+    socket.set_reuseaddr(true)?;
+    if recv_buffer_bytes > 0 {
+        socket.set_recv_buffer_size(u32::try_from(recv_buffer_bytes).unwrap_or(u32::MAX))?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// Writes every learner's state and published snapshot (each learner locked in turn).
@@ -777,8 +816,12 @@ mod tests {
     #[test]
     fn throughput_threads_get_their_nice_value_and_slice_once() {
         std::thread::spawn(|| {
-            set_throughput_scheduling(PARSER_NICE, 1_000_000);
-            set_throughput_scheduling(LEARNER_NICE, 2_000_000);
+            let scheduling = |slice_ns| WorkerScheduling {
+                slice_ns,
+                yield_interval: Duration::from_micros(200),
+            };
+            set_throughput_scheduling(PARSER_NICE, scheduling(1_000_000));
+            set_throughput_scheduling(LEARNER_NICE, scheduling(2_000_000));
             // SAFETY: getpriority only reads its integer arguments; `who = 0` is this thread.
             let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
             assert_eq!(nice, PARSER_NICE);

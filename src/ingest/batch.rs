@@ -21,6 +21,7 @@ use super::{
     count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
     LineError,
 };
+use crate::courtesy::yield_point_at_row;
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
 
@@ -353,6 +354,7 @@ fn read_body(
                 content
             };
             segments::for_each_line(segments, |number, line| {
+                yield_point_at_row(number);
                 if is_skippable(line) {
                     return Ok(());
                 }
@@ -414,6 +416,7 @@ fn read_body(
                 let mut first_error = None;
                 let read =
                     json_plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
+                        yield_point_at_row(n);
                         if first_error.is_none() {
                             first_error = parsed
                                 .push_plain_json(n + 1, fields, scratch, rules.predict)
@@ -438,6 +441,7 @@ fn read_body(
                 })?;
             let total = items.len();
             for (n, item) in items.into_iter().enumerate() {
+                yield_point_at_row(n);
                 let p = serde_json::from_value::<WireSample>(item)
                     .map_err(|e| LineError::Json(e.to_string()))
                     .and_then(|w| wire_to_pending(w, rules.predict))

@@ -50,6 +50,7 @@ use rand_chacha::ChaCha8Rng;
 use super::objective::{conjugate_sum, fused_certificate, CertificateScratch};
 use super::{Certificate, ModelView, StepRule};
 use crate::config::LearnerConfig;
+use crate::courtesy::yield_point_at_row;
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
@@ -373,6 +374,7 @@ impl StreamSdiht {
         self.ensure_dim(self.window.dim());
         self.z.iter_mut().for_each(|v| *v = 0.0);
         for i in 0..self.window.len() {
+            yield_point_at_row(i);
             let r = self.window.row(i);
             sparse_axpy(self.window.alphas()[i], r.indices, r.values, &mut self.z);
         }
@@ -403,6 +405,7 @@ impl StreamSdiht {
         // their cache misses overlap this row's instead of each stalling in turn (intake 1.35-1.5x
         // faster at 100k-300k samples per call, `examples/learner_insert.rs`).
         for (n, (&at, &alpha)) in self.new_positions.iter().zip(&self.new_alpha).enumerate() {
+            yield_point_at_row(n);
             if let Some(&ahead) = self.new_positions.get(n + PREFETCH_ROWS_AHEAD) {
                 for &j in self.window.row(ahead).indices {
                     prefetch(&self.dz, j as usize);
@@ -565,6 +568,7 @@ impl StreamSdiht {
         }
         self.margins.clear();
         for i in rows.clone() {
+            yield_point_at_row(i);
             // The rows live in their own allocations, which the hardware prefetcher cannot follow.
             if i + STEP_PREFETCH_ROWS_AHEAD < rows.end {
                 prefetch_row(self.window.row(i + STEP_PREFETCH_ROWS_AHEAD));
@@ -605,6 +609,7 @@ impl StreamSdiht {
             }
             let mut conj_delta = 0.0;
             for (pos, i) in rows.clone().enumerate() {
+                yield_point_at_row(pos);
                 // Two stages, as the certificate's scatter: the row, then (its indices cached) its
                 // targets in `z` (8 MiB at d = 2^20), so the misses overlap instead of queueing.
                 if i + 2 * STEP_PREFETCH_ROWS_AHEAD < rows.end {
@@ -725,6 +730,7 @@ impl StreamingLearner for StreamSdiht {
         self.new_positions.clear();
         self.new_alpha.clear();
         for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
+            yield_point_at_row(seq);
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.w, &self.coord_mask);

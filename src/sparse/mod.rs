@@ -10,6 +10,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::courtesy::{yield_point_every, ENTRIES_BETWEEN_YIELD_POINTS};
+
 /// Makes room in `v` for `len` elements and, for a large buffer, asks Linux to back it with
 /// transparent huge pages (`madvise(MADV_HUGEPAGE)`; a hint, best effort; the system's THP mode here is
 /// `madvise`, so nothing is huge unless asked). Call it before the new room is first written (e.g.
@@ -306,6 +308,7 @@ fn select_top_k_at_least(dense: &[f64], k: usize, floor: f64, scratch: &mut Thre
     if k.saturating_mul(HEAP_MAX_K_FRACTION) <= dense.len() {
         let mut best = HeapTopK::new(&mut scratch.heap, k);
         for (c, chunk) in dense.chunks(SCAN_CHUNK).enumerate() {
+            yield_point_every(c, ENTRIES_BETWEEN_YIELD_POINTS / SCAN_CHUNK);
             // Once the heap is full almost no entry beats the k-th magnitude: a chunk whose largest
             // magnitude does not is skipped after a branch-free max the compiler vectorizes.
             let largest = largest_magnitude(chunk);
@@ -343,6 +346,7 @@ fn select_top_k_by_quickselect(
         (kth, k - above.iter().filter(|m| **m > kth).count())
     };
     for (j, v) in dense.iter().enumerate() {
+        yield_point_every(j, ENTRIES_BETWEEN_YIELD_POINTS);
         let m = v.abs();
         if m > threshold {
             order.push(j as u32);
@@ -428,6 +432,7 @@ pub fn top_k_indices_of_two_lanes<'a>(
             HeapTopK::new(&mut second.heap, k),
         ];
         for (c, chunk) in lanes.chunks(2 * SCAN_CHUNK).enumerate() {
+            yield_point_every(c, ENTRIES_BETWEEN_YIELD_POINTS / SCAN_CHUNK);
             // Eight running maxima over an interleaved chunk: the even ones are lane 0's.
             let largest = largest_magnitude_of_two_lanes(chunk);
             for (lane, best) in best.iter_mut().enumerate() {

@@ -314,7 +314,9 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         self.order.extend(b * n / blocks..(b + 1) * n / blocks);
         self.order.shuffle(&mut self.rng);
         let batch = self.engine.batch().max(1);
-        for chunk in self.order.chunks(batch) {
+        for (c, chunk) in self.order.chunks(batch).enumerate() {
+            let chunks_between = (crate::courtesy::ROWS_BETWEEN_YIELD_POINTS / batch).max(1);
+            crate::courtesy::yield_point_every(c, chunks_between);
             let window = &self.window;
             self.engine.learn(chunk.iter().map(|&i| window.row(i)));
         }
@@ -390,6 +392,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         for start in (0..batch.len()).step_by(size) {
             let chunk = start..(start + size).min(batch.len());
             for i in chunk.clone() {
+                crate::courtesy::yield_point_at_row(i);
                 let sample = batch.get(i);
                 let r = sample.row();
                 let l = loss.sample(r.label, r.weight);
