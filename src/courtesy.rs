@@ -10,8 +10,8 @@
 //! slice and a higher weight, and still waited 4–18 ms behind a parser or learner in user space). A
 //! `sched_yield` every few hundred microseconds is a scheduling point the tick does not give: under
 //! EEVDF it moves the yielding thread's deadline back by one slice, so a woken latency thread runs
-//! next. It costs one system call per interval (~0.5 µs per 200 µs), and nothing when no other thread
-//! is waiting.
+//! next. It costs one system call per interval (~0.5 µs per 200 µs), and gives nothing away when no
+//! other thread is waiting.
 //!
 //! Off by default on every thread: the offline `fit` path and the tests never yield. The daemon
 //! switches it on for its parser and learner threads (`server.yield_interval_us`). Kernels call
