@@ -35,7 +35,8 @@
 //! - [`ring`] — the bounded window of the last samples with their duals (a `SampleSet`).
 //! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
 //! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.
-//! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown.
+//! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown; [`daemon::http`], the HTTP
+//!   front: a read thread for GET connections, the runtime for connections that post bodies.
 //! - [`courtesy`] — yield points in the long kernels, switched on for the daemon's parser and learner
 //!   threads so that a woken HTTP worker gets a core within a fraction of the kernel's 4 ms tick.
 //! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.

@@ -48,7 +48,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
         .thread_name("thresher-http")
         // Only worker threads park (the blocking pool, where bodies are parsed, does not), so this
         // reaches exactly the threads that serve requests.
-        .on_thread_park(move || latency_worker_once(realtime, slice_ns))
+        .on_thread_park(move || crate::daemon::set_latency_scheduling(realtime, slice_ns))
         .build()
         .map_err(|e| CliError::Argument(format!("cannot start the runtime: {e}")))?;
     let options = RunOptions {
@@ -57,48 +57,6 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     };
     runtime.block_on(run(config, options, shutdown_signal()))?;
     Ok(())
-}
-
-/// Sets the calling HTTP worker's scheduling, once per thread. With `server.realtime_http`: SCHED_FIFO
-/// (priority 1). Why: on 2 busy cores a
-/// worker woken for a `GET /v1/model` waited milliseconds in the run queue behind nice-0 work (the load
-/// generator, other processes); a FIFO thread runs at once. What bounds the risk: the workers only
-/// shuttle requests (parsing runs on the blocking pool, learning on nice +5 threads) and the kernel's
-/// RT throttling leaves 5% of each second to everything else. Best effort: without CAP_SYS_NICE it
-/// logs one warning per thread and the worker keeps the default policy.
-///
-/// Without it, each worker asks for a `server.http_slice_us` time slice
-/// ([`crate::daemon::request_short_slice`]), which needs no privilege.
-fn latency_worker_once(realtime: bool, slice_ns: u64) {
-    thread_local! {
-        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    if DONE.with(|d| d.replace(true)) {
-        return;
-    }
-    if !realtime {
-        if slice_ns == 0 {
-            return;
-        }
-        if let Err(error) = crate::daemon::request_short_slice(slice_ns) {
-            tracing::debug!(%error, "cannot shorten an HTTP worker's time slice; it keeps the default");
-        }
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 1 };
-        // RESET_ON_FORK: threads a worker spawns (the blocking pool that parses bodies) start under the
-        // default policy instead of inheriting FIFO.
-        let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
-        // SAFETY: `0` is the calling thread; `param` is a valid sched_param for the call's duration.
-        if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
-            tracing::warn!(
-                error = %std::io::Error::last_os_error(),
-                "server.realtime_http: cannot switch an HTTP worker to SCHED_FIFO; it keeps the default policy"
-            );
-        }
-    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

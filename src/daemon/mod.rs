@@ -14,8 +14,10 @@
 //!  HTTP GET handlers read ModelCells only.
 //! ```
 //!
-//! Threads: learners and the snapshot thread are OS threads (solvers know nothing of tokio); the HTTP
-//! server runs on the tokio runtime. **Shutdown order** (on the `shutdown` future — SIGINT/SIGTERM in
+//! Threads: learners and the snapshot thread are OS threads (solvers know nothing of tokio). HTTP
+//! ([`http`]): a read thread accepts every connection and serves those that open with a read (GET
+//! model, metrics, health); a connection that opens with a POST is served by the tokio runtime's
+//! workers, which read bodies and hand them to the blocking pool's parsers. **Shutdown order** (on the `shutdown` future — SIGINT/SIGTERM in
 //! the binary — or when a learner panics): stop accepting HTTP, close ingest, the router drains the
 //! queue into the learners, learners absorb what they got and exit, the snapshot thread publishes a
 //! final snapshot, the final checkpoint is written, and `run` returns. A panicking learner raises the
@@ -24,6 +26,7 @@
 
 pub mod checkpoint;
 pub mod fault;
+pub mod http;
 pub mod pace;
 
 /// Niceness of the body parser threads relative to the HTTP workers (nice 0).
@@ -83,6 +86,48 @@ pub(crate) fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling)
         let _ = request_short_slice(scheduling.slice_ns);
     }
     crate::courtesy::enable_for_this_thread(scheduling.yield_interval);
+}
+
+/// Sets the calling HTTP thread's scheduling (the read thread and the runtime's workers), once per
+/// thread. With `server.realtime_http`: SCHED_FIFO (priority 1). Why: on 2 busy cores a thread woken
+/// for a `GET /v1/model` waited milliseconds in the run queue behind nice-0 work (the load generator,
+/// other processes); a FIFO thread runs at once. What bounds the risk: these threads only shuttle
+/// requests (parsing runs on the blocking pool, learning on nice +5 threads) and the kernel's RT
+/// throttling leaves 5% of each second to everything else. Best effort: without CAP_SYS_NICE it logs
+/// one warning per thread and the thread keeps the default policy.
+///
+/// Without it, each thread asks for a `server.http_slice_us` time slice ([`request_short_slice`]),
+/// which needs no privilege.
+pub fn set_latency_scheduling(realtime: bool, slice_ns: u64) {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if DONE.with(|d| d.replace(true)) {
+        return;
+    }
+    if !realtime {
+        if slice_ns == 0 {
+            return;
+        }
+        if let Err(error) = request_short_slice(slice_ns) {
+            tracing::debug!(%error, "cannot shorten an HTTP thread's time slice; it keeps the default");
+        }
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 1 };
+        // RESET_ON_FORK: threads a worker spawns (the blocking pool that parses bodies) start under the
+        // default policy instead of inheriting FIFO.
+        let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
+        // SAFETY: `0` is the calling thread; `param` is a valid sched_param for the call's duration.
+        if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+            tracing::warn!(
+                error = %std::io::Error::last_os_error(),
+                "server.realtime_http: cannot switch an HTTP thread to SCHED_FIFO; it keeps the default policy"
+            );
+        }
+    }
 }
 
 /// The time slice the HTTP workers ask the scheduler for: 100 µs, the shortest Linux grants.
@@ -459,30 +504,22 @@ pub async fn run(
             _ = fatal_wait.notify.notified() => {},
         }
     };
-    // The server runs as a task so that, once stopping, open connections get a bounded grace period.
-    let stopping = Arc::new(Notify::new());
-    let stopping_tx = stopping.clone();
-    let graceful = async move {
-        stop_signal.await;
-        stopping_tx.notify_one();
+    // The read thread accepts and serves reads; bodies go to this runtime (`http`). It returns once
+    // stopped and its connections closed (or `SHUTDOWN_GRACE` passed).
+    let (realtime, slice_ns) = (config.realtime_http, config.http_slice_ns);
+    let front = http::spawn(
+        listener.into_std().map_err(DaemonError::Serve)?,
+        app,
+        tokio::runtime::Handle::current(),
+        stop_signal,
+        SHUTDOWN_GRACE,
+        move || set_latency_scheduling(realtime, slice_ns),
+    )
+    .map_err(DaemonError::Serve)?;
+    let served = match tokio::task::spawn_blocking(move || front.join()).await {
+        Ok(Ok(served)) => served,
+        _ => Err(std::io::Error::other("the HTTP read thread panicked")),
     };
-    let mut server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(graceful)
-            .await
-    });
-    let served = tokio::select! {
-        r = &mut server => r,
-        _ = stopping.notified() => match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
-                server.abort();
-                Ok(Ok(()))
-            }
-        },
-    };
-    let served = served.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
     tracing::info!("HTTP server stopped");
 
     // Ordered stop: ingest closed → router drains → learners drain → final snapshot → checkpoint.
