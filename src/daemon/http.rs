@@ -5,9 +5,11 @@
 //! request. `P` (POST, PUT, PATCH: a request body — samples to learn, samples to predict) hands the
 //! connection to the multi-threaded runtime, whose workers read bodies and hand them to the parsers.
 //! Anything else (`GET /v1/model`, `/metrics`, the health checks) is served on the read thread itself,
-//! which never reads a large body. A keep-alive connection stays where its first request put it (a
-//! client that mixes reads and writes on one connection is served correctly either way, only without
-//! the separation).
+//! which never reads a large body. A keep-alive connection stays where its first request put it, with
+//! one exception: a request with a body that arrives on the read thread is served there and answered
+//! with `Connection: close`, so a pooled client whose first request was a read does not go on sending
+//! every body through the read thread — its next connection is routed by its own first request. (A
+//! read on a runtime connection is served there, as before this split.)
 //!
 //! Why: under full ingest, the runtime's workers spend their share of the two cores copying
 //! multi-megabyte bodies out of their sockets. A `GET` queued behind such a read on a worker, and a
@@ -22,6 +24,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -61,6 +67,12 @@ pub fn spawn(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let app = Apps {
+        read_thread: app
+            .clone()
+            .layer(axum::middleware::from_fn(close_after_a_body)),
+        runtime: app,
+    };
     std::thread::Builder::new()
         .name("thresher-read".into())
         .spawn(move || {
@@ -73,9 +85,32 @@ pub fn spawn(
         })
 }
 
+/// The router as served on each side.
+#[derive(Clone)]
+struct Apps {
+    /// With [`close_after_a_body`].
+    read_thread: Router,
+    runtime: Router,
+}
+
+/// On the read thread: closes the connection after a request with a body (see the module docs).
+async fn close_after_a_body(request: Request, next: Next) -> Response {
+    let has_body = matches!(
+        *request.method(),
+        Method::POST | Method::PUT | Method::PATCH
+    );
+    let mut response = next.run(request).await;
+    if has_body {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
 async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: Apps,
     bodies: Handle,
     stop: impl Future<Output = ()>,
     grace: Duration,
@@ -98,13 +133,13 @@ async fn serve(
                 _ => None,
             };
             match served_by(first_byte) {
-                Served::ReadThread => serve_connection(stream, app, watcher).await,
+                Served::ReadThread => serve_connection(stream, app.read_thread, watcher).await,
                 Served::Runtime => match stream.into_std() {
                     Ok(stream) => {
                         bodies.spawn(async move {
                             // Registered with the runtime that polls it from here on.
                             match TcpStream::from_std(stream) {
-                                Ok(stream) => serve_connection(stream, app, watcher).await,
+                                Ok(stream) => serve_connection(stream, app.runtime, watcher).await,
                                 Err(error) => {
                                     tracing::debug!(%error, "cannot hand a connection over")
                                 }
@@ -197,9 +232,9 @@ mod tests {
     }
 
     /// A real listener, read thread and runtime: each route answers with the name of the thread that
-    /// served it. A connection opened by a GET is served on the read thread, one opened by a POST on
-    /// the runtime — for every later request on it too — and stopping closes idle connections and
-    /// ends the thread.
+    /// served it. A connection opened by a GET is served on the read thread until a request with a
+    /// body, which is served there and closes it; one opened by a POST is served on the runtime for
+    /// every request. Stopping closes idle connections and ends the thread.
     #[test]
     fn connections_are_served_where_their_first_request_puts_them() {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -230,13 +265,21 @@ mod tests {
 
         let get = "GET /who HTTP/1.1\r\nhost: x\r\n\r\n";
         let post = "POST /who HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\nhi";
+        let mut mixed = std::net::TcpStream::connect(addr).unwrap();
+        assert_eq!(exchange(&mut mixed, get), "thresher-read");
+        assert_eq!(exchange(&mut mixed, get), "thresher-read");
+        assert_eq!(exchange(&mut mixed, post), "thresher-read");
+        let mut rest = Vec::new();
+        mixed
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(
+            mixed.read_to_end(&mut rest).unwrap(),
+            0,
+            "closed after the body"
+        );
         let mut reads = std::net::TcpStream::connect(addr).unwrap();
         assert_eq!(exchange(&mut reads, get), "thresher-read");
-        assert_eq!(
-            exchange(&mut reads, post),
-            "thresher-read",
-            "stays on its first thread"
-        );
         let mut writes = std::net::TcpStream::connect(addr).unwrap();
         assert_eq!(exchange(&mut writes, post), "test-runtime");
         assert_eq!(
