@@ -23,9 +23,9 @@ target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURAT
 echo "   daemon without yield points (server.yield_interval_us = 0):"
 target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
   --daemon-env THRESHER_SERVER_YIELD_INTERVAL_US=0
-echo "   daemon with autotuned receive buffers (server.recv_buffer_kib = 0):"
+echo "   daemon with 256 KiB receive buffers (server.recv_buffer_kib = 256):"
 target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
-  --daemon-env THRESHER_SERVER_RECV_BUFFER_KIB=0
+  --daemon-env THRESHER_SERVER_RECV_BUFFER_KIB=256
 echo "== GET probe asking for the short EEVDF slice, as the daemon's HTTP workers do (no privilege)"
 for batch in 1000 10000; do
   target/release/examples/loadgen --format libsvm --batch "$batch" --duration "$DURATION" --probe-priority slice

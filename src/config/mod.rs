@@ -15,7 +15,7 @@
 //! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
 //! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
 //! | `server.yield_interval_us` | 200 | µs (0 = never yield) | 0 ..= 100000 | `THRESHER_SERVER_YIELD_INTERVAL_US` |
-//! | `server.recv_buffer_kib` | 256 | KiB per connection (0 = the kernel's autotuning) | 0 ..= 65536 | `THRESHER_SERVER_RECV_BUFFER_KIB` |
+//! | `server.recv_buffer_kib` | 0 | KiB per connection (0 = the kernel's autotuning) | 0 ..= 65536 | `THRESHER_SERVER_RECV_BUFFER_KIB` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |

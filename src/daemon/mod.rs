@@ -554,11 +554,12 @@ pub async fn run(
 }
 
 /// Binds the HTTP listener. A `recv_buffer_bytes` above 0 is set as the listening socket's `SO_RCVBUF`
-/// before `listen`, so every accepted connection inherits it (and the window scale it implies). Why:
-/// the kernel's autotuning grows a busy loopback connection's buffer to tens of MiB, and a client's
-/// write of a 7 MB body then runs for milliseconds in one system call, where (kernel preemption being
-/// off here) nothing else gets that core: 0.5 MiB keeps each such stretch short and costs no
-/// measurable ingest rate (see the README's daemon benchmarks).
+/// before `listen`, so every accepted connection inherits it (and the window scale it implies). Why
+/// one might: the kernel's autotuning grows a busy loopback connection's buffer to tens of MiB, and a
+/// co-located client's write of a 7 MB body then runs for milliseconds in one system call, where
+/// (kernel preemption being off here) nothing else gets that core. Off by default: with the read
+/// thread and the yield points the GET tail no longer needed it, and it cost a client on the same
+/// machine ~10–15% of its ingest rate (see the README's daemon benchmarks).
 fn listen(addr: SocketAddr, recv_buffer_bytes: usize) -> std::io::Result<tokio::net::TcpListener> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
