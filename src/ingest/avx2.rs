@@ -8,6 +8,16 @@ use core::arch::x86_64::{
 
 use super::SEPARATOR_BLOCK as BLOCK;
 
+/// Does this CPU have what the AVX2 readers enable (`avx2,bmi1,bmi2,popcnt`)? (`std` caches the
+/// answer.)
+#[inline(always)]
+pub(super) fn available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+}
+
 /// Bit `i` set where `block[i]` is `first` or `second` (a reader's two separators), 32 bytes per
 /// compare.
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]

@@ -631,14 +631,8 @@ mod simd {
     use super::{load_eight, zero_padded_block};
     use crate::ingest::SEPARATOR_BLOCK as BLOCK;
 
-    /// Does this CPU have what the functions here enable? (`std` caches the answer.)
-    #[inline(always)]
-    pub(super) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("bmi1")
-            && std::arch::is_x86_feature_detected!("bmi2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-    }
+    /// Does this CPU have what the functions here enable?
+    pub(super) use crate::ingest::avx2::available;
 
     /// `super::separators_at` with two 32-byte compares per block.
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]

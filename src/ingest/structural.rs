@@ -474,14 +474,8 @@ mod simd {
         ScalarReader, BLOCK,
     };
 
-    /// Does this CPU have what [`structural_pairs_avx2`] enables? (`std` caches the answer.)
-    #[inline(always)]
-    pub(super) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("bmi1")
-            && std::arch::is_x86_feature_detected!("bmi2")
-            && std::arch::is_x86_feature_detected!("popcnt")
-    }
+    /// Does this CPU have what [`structural_pairs_avx2`] enables?
+    pub(super) use crate::ingest::avx2::available;
 
     /// [`super::structural_pairs`] compiled for AVX2 (and BMI1/2 and POPCNT: the variable shifts, bit
     /// scans and separator counts of the loop; without POPCNT, LLVM took the masks apart bit by bit

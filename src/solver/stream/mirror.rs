@@ -314,9 +314,10 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         self.order.extend(b * n / blocks..(b + 1) * n / blocks);
         self.order.shuffle(&mut self.rng);
         let batch = self.engine.batch().max(1);
+        let chunks_between_yield_points =
+            (crate::courtesy::ROWS_BETWEEN_YIELD_POINTS / batch).max(1);
         for (c, chunk) in self.order.chunks(batch).enumerate() {
-            let chunks_between = (crate::courtesy::ROWS_BETWEEN_YIELD_POINTS / batch).max(1);
-            crate::courtesy::yield_point_every(c, chunks_between);
+            crate::courtesy::yield_point_every(c, chunks_between_yield_points);
             let window = &self.window;
             self.engine.learn(chunk.iter().map(|&i| window.row(i)));
         }
