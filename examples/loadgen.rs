@@ -323,12 +323,10 @@ fn set_probe_priority(priority: &str) {
         match priority {
             "normal" => 0,
             "nice" => libc::setpriority(libc::PRIO_PROCESS, 0, -10),
-            "slice" => {
-                match thresher::daemon::request_short_slice(thresher::daemon::LATENCY_SLICE_NS) {
-                    Ok(()) => 0,
-                    Err(_) => -1,
-                }
-            }
+            "slice" => match thresher::sys::request_short_slice(thresher::sys::LATENCY_SLICE_NS) {
+                Ok(()) => 0,
+                Err(_) => -1,
+            },
             "fifo" => {
                 let param = libc::sched_param { sched_priority: 1 };
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &param)

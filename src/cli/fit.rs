@@ -12,9 +12,9 @@ use crate::loss::{Loss, LossKind, DEFAULT_GAMMA};
 use crate::model::Model;
 use crate::sample::{Dataset, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
-use crate::solver::dual::Sdiht;
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
+use crate::solver::sdiht::Sdiht;
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule};
 
