@@ -61,7 +61,7 @@ struct Args {
     /// Each sender's socket send buffer (`SO_SNDBUF`), KiB; the kernel doubles it. 0 = the kernel's
     /// autotuning, which grows to 4 MiB here: a sender's write of a 7 MB body then copies megabytes per
     /// system call on one of the two cores the daemon runs on, with no preemption in the kernel (see
-    /// the README's daemon benchmarks). A sender on another host would not take the daemon's cores.
+    /// docs/benchmarks/daemon.md). A sender on another host would not take the daemon's cores.
     #[arg(long, default_value_t = 256)]
     sender_sndbuf_kib: usize,
     /// Window capacity of the daemon's learner.
