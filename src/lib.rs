@@ -37,15 +37,14 @@
 //! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.
 //! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown; [`daemon::http`], the HTTP
 //!   front: a read thread for GET connections, the runtime for connections that post bodies.
-//! - [`courtesy`] — yield points in the long kernels, switched on for the daemon's parser and learner
-//!   threads so that a woken HTTP worker gets a core within a fraction of the kernel's 4 ms tick.
+//! - [`sys`] — every OS-specific call (thread priorities, yield points, allocator arenas, huge pages):
+//!   the only module with `libc` or `unsafe` system calls; numerical kernels make no scheduling calls.
 //! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
 //! - [`metrics`] — the Prometheus registry and every metric name.
 
 pub mod api;
 pub mod cli;
 pub mod config;
-pub mod courtesy;
 pub mod daemon;
 pub mod ingest;
 pub mod learner;

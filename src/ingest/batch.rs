@@ -21,7 +21,6 @@ use super::{
     count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
     LineError,
 };
-use crate::courtesy::yield_point_at_row;
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
 
@@ -353,8 +352,10 @@ fn read_body(
                 });
                 content
             };
+            // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
+            // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
             segments::for_each_line(segments, |number, line| {
-                yield_point_at_row(number);
+                crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
                 if is_skippable(line) {
                     return Ok(());
                 }
@@ -416,7 +417,6 @@ fn read_body(
                 let mut first_error = None;
                 let read =
                     json_plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
-                        yield_point_at_row(n);
                         if first_error.is_none() {
                             first_error = parsed
                                 .push_plain_json(n + 1, fields, scratch, rules.predict)
@@ -441,7 +441,6 @@ fn read_body(
                 })?;
             let total = items.len();
             for (n, item) in items.into_iter().enumerate() {
-                yield_point_at_row(n);
                 let p = serde_json::from_value::<WireSample>(item)
                     .map_err(|e| LineError::Json(e.to_string()))
                     .and_then(|w| wire_to_pending(w, rules.predict))

@@ -267,10 +267,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         self.order.extend(rows);
         self.order.shuffle(&mut self.core.rng);
         let batch = self.engine.batch().max(1);
-        let chunks_between_yield_points =
-            (crate::courtesy::ROWS_BETWEEN_YIELD_POINTS / batch).max(1);
-        for (c, chunk) in self.order.chunks(batch).enumerate() {
-            crate::courtesy::yield_point_every(c, chunks_between_yield_points);
+        for chunk in self.order.chunks(batch) {
             let window = &self.core.window;
             self.engine.learn(chunk.iter().map(|&i| window.row(i)));
         }
@@ -329,7 +326,6 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         for start in (0..batch.len()).step_by(size) {
             let chunk = start..(start + size).min(batch.len());
             for i in chunk.clone() {
-                crate::courtesy::yield_point_at_row(i);
                 let sample = batch.get(i);
                 let r = sample.row();
                 let l = loss.sample(r.label, r.weight);

@@ -16,7 +16,6 @@
 
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::config::LearnerConfig;
-use crate::courtesy::yield_point_at_row;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::objective::{fused_certificate, CertificateScratch};
@@ -133,7 +132,6 @@ impl StreamSdiht {
         // their cache misses overlap this row's instead of each stalling in turn (intake 1.35-1.5x
         // faster at 100k-300k samples per call, `examples/learner_insert.rs`).
         for (n, (&at, &alpha)) in self.new_positions.iter().zip(&self.new_alpha).enumerate() {
-            yield_point_at_row(n);
             if let Some(&ahead) = self.new_positions.get(n + PREFETCH_ROWS_AHEAD) {
                 for &j in self.core.window.row(ahead).indices {
                     prefetch(&self.dz, j as usize);
@@ -319,7 +317,6 @@ impl StreamingLearner for StreamSdiht {
         self.new_positions.clear();
         self.new_alpha.clear();
         for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
-            yield_point_at_row(seq);
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask);

@@ -292,8 +292,7 @@ impl StreamSubset {
     /// Predicts each sample with the published weights and stores it in the window.
     fn store_batch(&mut self, batch: &SampleBlock) {
         let loss = self.core.config.loss;
-        for (i, sample) in batch.iter().enumerate() {
-            crate::courtesy::yield_point_at_row(i);
+        for sample in batch.iter() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = sparse_dot(r.indices, r.values, &self.weights);

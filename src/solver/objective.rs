@@ -17,7 +17,6 @@
 //! dual point of `w`; as calls of the functions below that is six walks over the samples.
 //! [`fused_certificate`] gives the same values, bit for bit, from one.
 
-use crate::courtesy::yield_point_at_row;
 use crate::loss::Loss;
 use crate::sample::SampleSet;
 use crate::sparse::{
@@ -266,7 +265,6 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     // `iterate` is empty with one lane: rows are counted, not zipped with it.
     #[allow(clippy::needless_range_loop)]
     for i in 0..rows {
-        yield_point_at_row(i);
         // Two stages: the row itself (its own allocations, which the hardware prefetcher cannot
         // follow), then, once its indices are cached, its targets in `w~`.
         if i + 2 * CERTIFICATE_PREFETCH_ROWS_AHEAD < rows {

@@ -10,12 +10,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::courtesy::{yield_point_every, ENTRIES_BETWEEN_YIELD_POINTS};
 
 /// Makes room in `v` for `len` elements and, for a large buffer, asks Linux to back it with
-/// transparent huge pages (`madvise(MADV_HUGEPAGE)`; a hint, best effort; the system's THP mode here is
-/// `madvise`, so nothing is huge unless asked). Call it before the new room is first written (e.g.
-/// before `resize`): pages are then faulted in 2 MiB at a time.
+/// transparent huge pages ([`crate::sys::advise_huge_pages`]). Call it before the new room is first
+/// written (e.g. before `resize`): pages are then faulted in 2 MiB at a time.
 ///
 /// Why: the solvers' dense d-vectors (`z`, `w`, the warm start's `dz`, the certificate's `w~`; 8-16 MiB
 /// each at d = 2^20) are read and written at random coordinates, so with 4 KiB pages nearly every
@@ -26,26 +24,7 @@ pub fn reserve_dense<T>(v: &mut Vec<T>, len: usize) {
         return;
     }
     v.reserve_exact(len - v.len());
-    #[cfg(target_os = "linux")]
-    {
-        /// The smallest buffer worth advising: one huge page.
-        const HUGE_PAGE_BYTES: usize = 2 << 20;
-        const PAGE_BYTES: usize = 4096;
-        let bytes = v.capacity() * std::mem::size_of::<T>();
-        if bytes >= HUGE_PAGE_BYTES {
-            // The advice covers whole pages: from the page holding the first element (a large
-            // allocation is a mapping of its own, so its first page is the allocator's header and
-            // this buffer) to the last whole page inside the buffer.
-            let start = v.as_ptr() as usize & !(PAGE_BYTES - 1);
-            let end = (v.as_ptr() as usize + bytes) & !(PAGE_BYTES - 1);
-            // SAFETY: `madvise(MADV_HUGEPAGE)` changes no memory contents and no mapping's
-            // permissions; it only marks the range as eligible for huge pages. The range lies within
-            // mapped memory (this buffer and, at most, the rest of the page before it).
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
+    crate::sys::advise_huge_pages(v);
 }
 
 /// `x . w` for a sparse row `x` and a dense `w`.
@@ -308,7 +287,6 @@ fn select_top_k_at_least(dense: &[f64], k: usize, floor: f64, scratch: &mut Thre
     if k.saturating_mul(HEAP_MAX_K_FRACTION) <= dense.len() {
         let mut best = HeapTopK::new(&mut scratch.heap, k);
         for (c, chunk) in dense.chunks(SCAN_CHUNK).enumerate() {
-            yield_point_every(c, ENTRIES_BETWEEN_YIELD_POINTS / SCAN_CHUNK);
             // Once the heap is full almost no entry beats the k-th magnitude: a chunk whose largest
             // magnitude does not is skipped after a branch-free max the compiler vectorizes.
             let largest = largest_magnitude(chunk);
@@ -346,7 +324,6 @@ fn select_top_k_by_quickselect(
         (kth, k - above.iter().filter(|m| **m > kth).count())
     };
     for (j, v) in dense.iter().enumerate() {
-        yield_point_every(j, ENTRIES_BETWEEN_YIELD_POINTS);
         let m = v.abs();
         if m > threshold {
             order.push(j as u32);
@@ -432,7 +409,6 @@ pub fn top_k_indices_of_two_lanes<'a>(
             HeapTopK::new(&mut second.heap, k),
         ];
         for (c, chunk) in lanes.chunks(2 * SCAN_CHUNK).enumerate() {
-            yield_point_every(c, ENTRIES_BETWEEN_YIELD_POINTS / SCAN_CHUNK);
             // Eight running maxima over an interleaved chunk: the even ones are lane 0's.
             let largest = largest_magnitude_of_two_lanes(chunk);
             for (lane, best) in best.iter_mut().enumerate() {

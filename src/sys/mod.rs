@@ -33,7 +33,7 @@ pub fn set_thread_nice(nice: i32) {
 pub struct WorkerScheduling {
     /// The time slice they ask for, nanoseconds; 0 = the kernel's default.
     pub slice_ns: u64,
-    /// How often they yield at the kernels' yield points ([`crate::courtesy`]); zero = never.
+    /// How often they yield at their drivers' yield points ([`yield_point`]); zero = never.
     pub yield_interval: Duration,
 }
 
@@ -52,7 +52,66 @@ pub fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
         // Best effort, like the nice value: an old kernel keeps its default slice.
         let _ = request_short_slice(scheduling.slice_ns);
     }
-    crate::courtesy::enable_for_this_thread(scheduling.yield_interval);
+    enable_yields_for_this_thread(scheduling.yield_interval);
+}
+
+thread_local! {
+    /// The calling thread's yield interval; `None` = never yield (the default).
+    static YIELD_INTERVAL: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+    /// When the calling thread last yielded (or opted in).
+    static LAST_YIELD: std::cell::Cell<Option<std::time::Instant>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Rows a driver loop handles between two calls of [`yield_point`] ([`yield_point_every`]): ~25–100 µs
+/// of parsing at 100–400 ns a row, so the clock read (~25 ns) stays below 0.1% of the work.
+pub const ROWS_BETWEEN_YIELD_POINTS: usize = 256;
+
+/// Makes the calling thread yield at [`yield_point`] every `interval`; `Duration::ZERO` switches it off.
+pub fn enable_yields_for_this_thread(interval: Duration) {
+    YIELD_INTERVAL.with(|i| i.set((!interval.is_zero()).then_some(interval)));
+    LAST_YIELD.with(|l| l.set(Some(std::time::Instant::now())));
+}
+
+/// Gives up the core (`sched_yield`) if the calling thread has opted in and its interval has passed
+/// since it last did; says whether it yielded. One thread-local read on a thread that has not opted in
+/// (`fit`, the tests, the HTTP threads).
+///
+/// Called by the drivers of throughput work only, between units of it — the learner loop between an
+/// insert, a block step and a certificate, the body-parsing loop between rows — never from inside a
+/// numerical kernel. Why: the kernel re-decides who runs only at a wake-up or at its 4 ms tick, and
+/// under EEVDF a yield moves the yielder's deadline back a slice, so a woken HTTP thread or client runs
+/// next. On by default every 200 µs (`server.yield_interval_us`); see the measurements in
+/// `docs/benchmarks/scheduling.md`.
+#[inline]
+pub fn yield_point() -> bool {
+    match YIELD_INTERVAL.with(std::cell::Cell::get) {
+        None => false,
+        Some(interval) => yield_if_due(interval),
+    }
+}
+
+/// [`yield_point`] at every `period`-th iteration of a driver loop (`i` counts from 0; `period > 0`).
+#[inline]
+pub fn yield_point_every(i: usize, period: usize) {
+    if i % period == period - 1 {
+        yield_point();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn yield_if_due(interval: Duration) -> bool {
+    let now = std::time::Instant::now();
+    let due = LAST_YIELD.with(|l| {
+        l.get()
+            .is_none_or(|last| now.duration_since(last) >= interval)
+    });
+    if due {
+        std::thread::yield_now();
+        LAST_YIELD.with(|l| l.set(Some(std::time::Instant::now())));
+    }
+    due
 }
 
 /// Sets the calling HTTP thread's scheduling (the read thread and the runtime's workers), once per
@@ -162,9 +221,92 @@ pub fn limit_malloc_arenas() {
     }
 }
 
+/// Asks Linux to back `v`'s whole allocation (its capacity, not just its length) with transparent huge
+/// pages: `madvise(MADV_HUGEPAGE)`, a hint, best effort, nothing on other systems or for a buffer
+/// smaller than one huge page. On by default for the solvers' dense d-vectors
+/// ([`crate::sparse::reserve_dense`]); the system's THP mode here is `madvise`, so nothing is huge
+/// unless asked. Not a scheduling mechanism, and not re-measured with them.
+pub fn advise_huge_pages<T>(v: &Vec<T>) {
+    #[cfg(target_os = "linux")]
+    {
+        /// The smallest buffer worth advising: one huge page.
+        const HUGE_PAGE_BYTES: usize = 2 << 20;
+        const PAGE_BYTES: usize = 4096;
+        let bytes = v.capacity() * std::mem::size_of::<T>();
+        if bytes >= HUGE_PAGE_BYTES {
+            // The advice covers whole pages: from the page holding the first element (a large
+            // allocation is a mapping of its own, so its first page is the allocator's header and
+            // this buffer) to the last whole page inside the buffer.
+            let start = v.as_ptr() as usize & !(PAGE_BYTES - 1);
+            let end = (v.as_ptr() as usize + bytes) & !(PAGE_BYTES - 1);
+            // SAFETY: `madvise(MADV_HUGEPAGE)` changes no memory contents and no mapping's
+            // permissions; it only marks the range as eligible for huge pages. The range lies within
+            // mapped memory (this buffer and, at most, the rest of the page before it).
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spins for `d` with a yield point between "rows"; returns how many yields happened.
+    fn yields_while_busy_for(d: Duration) -> u32 {
+        let start = std::time::Instant::now();
+        let mut yields = 0;
+        while start.elapsed() < d {
+            yields += u32::from(yield_point());
+        }
+        yields
+    }
+
+    /// Off by default (so `fit` and the tests never yield); once on, a thread yields about once per
+    /// interval of busy work, never more often; `ZERO` switches it off again.
+    #[test]
+    fn only_a_thread_that_opted_in_yields_and_at_most_once_per_interval() {
+        std::thread::spawn(|| {
+            assert_eq!(yields_while_busy_for(Duration::from_millis(5)), 0);
+
+            enable_yields_for_this_thread(Duration::from_millis(1));
+            let yields = yields_while_busy_for(Duration::from_millis(30));
+            // 30 at most; a loaded machine may hold the thread off the core past a few intervals.
+            assert!(
+                (5..=30).contains(&yields),
+                "{yields} yields in 30 ms at 1 ms"
+            );
+
+            enable_yields_for_this_thread(Duration::ZERO);
+            assert_eq!(yields_while_busy_for(Duration::from_millis(5)), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_row_loop_reaches_a_yield_point_every_rows_between_yield_points() {
+        std::thread::spawn(|| {
+            // A zero-length interval would mean "off": 1 ns makes every reached point due.
+            enable_yields_for_this_thread(Duration::from_nanos(1));
+            let before = LAST_YIELD.with(std::cell::Cell::get).unwrap();
+            for i in 0..ROWS_BETWEEN_YIELD_POINTS - 1 {
+                yield_point_every(i, ROWS_BETWEEN_YIELD_POINTS);
+            }
+            assert_eq!(
+                LAST_YIELD.with(std::cell::Cell::get).unwrap(),
+                before,
+                "no point before the 256th row"
+            );
+            yield_point_every(ROWS_BETWEEN_YIELD_POINTS - 1, ROWS_BETWEEN_YIELD_POINTS);
+            assert!(LAST_YIELD.with(std::cell::Cell::get).unwrap() > before);
+        })
+        .join()
+        .unwrap();
+    }
 
     /// The kernel takes the request and the thread runs with the asked-for slice (where the kernel
     /// reports slices: `se.slice` in `/proc/thread-self/sched`, Linux 6.12 and later).
