@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side: thresher serve vs Vowpal Wabbit's daemon on the same stream (d = 2^20, 40 nonzeros per
 # sample, 100 true features, from 200k distinct samples): thresher under DURATION s of sustained load per
-# format and batch size (and with realtime HTTP workers), VW over one pass of SAMPLES samples.
+# format and batch size, VW over one pass of SAMPLES samples.
 #   bash benches/vw_daemon.sh            (needs root for `unshare -n`; installs VW into bench-venv/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,18 +20,9 @@ done; done
 echo "== what the GET tail owes to each setting (LIBSVM, 10 000-sample bodies)"
 echo "   senders with the kernel's autotuned send buffers (4 MiB here):"
 target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" --sender-sndbuf-kib 0
-echo "   daemon without yield points (server.yield_interval_us = 0):"
-target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
-  --daemon-env THRESHER_SERVER_YIELD_INTERVAL_US=0
-echo "   daemon with 256 KiB receive buffers (server.recv_buffer_kib = 256):"
-target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
-  --daemon-env THRESHER_SERVER_RECV_BUFFER_KIB=256
 echo "== GET probe asking for the short EEVDF slice, as the daemon's HTTP workers do (no privilege)"
 for batch in 1000 10000; do
   target/release/examples/loadgen --format libsvm --batch "$batch" --duration "$DURATION" --probe-priority slice
 done
-echo "== thresher serve, server.realtime_http = true, SCHED_FIFO probe (both need root / CAP_SYS_NICE)"
-target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
-  --daemon-env THRESHER_SERVER_REALTIME_HTTP=true --probe-priority fifo
 echo "== Vowpal Wabbit daemon (inside a loopback-only network namespace)"
 unshare -n bash -c "ip link set lo up && bench-venv/bin/python benches/vw_daemon.py $DATA $SAMPLES"

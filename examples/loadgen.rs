@@ -91,7 +91,7 @@ struct Args {
     #[arg(long, default_value_t = 1000)]
     idle_ms: u64,
     /// Extra `KEY=VALUE` environment for the daemon (repeatable), e.g.
-    /// `THRESHER_SERVER_REALTIME_HTTP=true`. (`THRESHER_INGEST_DRAIN=false` cannot work here: the run
+    /// `THRESHER_LEARNER_BLOCKS=4`. (`THRESHER_INGEST_DRAIN=false` cannot work here: the run
     /// needs a published model first.)
     #[arg(long = "daemon-env")]
     daemon_env: Vec<String>,

@@ -50,7 +50,7 @@ pub struct AppState {
     pub predict_rules: Rules,
     /// The door to the learners: budget, queue and counters.
     pub admission: Arc<Admission>,
-    /// How parser threads are scheduled (`server.worker_slice_us`, `server.yield_interval_us`).
+    /// How parser threads are scheduled (`server.worker_slice_us`).
     pub worker_scheduling: crate::sys::WorkerScheduling,
 }
 

@@ -33,11 +33,8 @@
 //! | --- | --- | --- | --- | --- |
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
-//! | `server.realtime_http` | false | bool | | `THRESHER_SERVER_REALTIME_HTTP` |
 //! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
 //! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
-//! | `server.yield_interval_us` | 200 | µs (0 = never yield) | 0 ..= 100000 | `THRESHER_SERVER_YIELD_INTERVAL_US` |
-//! | `server.recv_buffer_kib` | 0 | KiB per connection (0 = the kernel's autotuning) | 0 ..= 65536 | `THRESHER_SERVER_RECV_BUFFER_KIB` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
@@ -179,19 +176,11 @@ pub struct LearnerConfig {
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit_bytes: usize,
-    /// Run the HTTP worker threads under SCHED_FIFO (best effort; see `cli::serve`).
-    pub realtime_http: bool,
     /// The scheduler time slice each HTTP worker asks for, nanoseconds; 0 leaves the kernel's default.
     pub http_slice_ns: u64,
     /// The scheduler time slice the body parser and learner threads ask for, nanoseconds; 0 leaves the
     /// kernel's default.
     pub worker_slice_ns: u64,
-    /// How often the parser and learner threads yield their core at a yield point ([`crate::courtesy`]);
-    /// zero = never.
-    pub yield_interval: Duration,
-    /// `SO_RCVBUF` of the listening socket, inherited by every connection, bytes; 0 leaves the kernel's
-    /// autotuning (which grows a busy loopback connection's buffer to tens of MiB).
-    pub recv_buffer_bytes: usize,
     pub queue_capacity: usize,
     pub queue_samples: usize,
     pub max_dim: usize,
@@ -308,11 +297,8 @@ layer! {
     ServerLayer, "the [server] table" {
         listen: String,
         body_limit_bytes: i64,
-        realtime_http: bool,
         http_slice_us: i64,
         worker_slice_us: i64,
-        yield_interval_us: i64,
-        recv_buffer_kib: i64,
     }
 }
 
@@ -560,7 +546,6 @@ impl RawConfig {
                 1,
                 1 << 32,
             )? as usize,
-            realtime_http: need(&server.realtime_http, "server.realtime_http")?,
             http_slice_ns: int(&server.http_slice_us, "server.http_slice_us", 0, 100_000)? as u64
                 * 1000,
             worker_slice_ns: int(
@@ -570,15 +555,6 @@ impl RawConfig {
                 100_000,
             )? as u64
                 * 1000,
-            yield_interval: Duration::from_micros(int(
-                &server.yield_interval_us,
-                "server.yield_interval_us",
-                0,
-                100_000,
-            )? as u64),
-            recv_buffer_bytes: int(&server.recv_buffer_kib, "server.recv_buffer_kib", 0, 65_536)?
-                as usize
-                * 1024,
             queue_capacity: int(
                 &ingest.queue_capacity,
                 "ingest.queue_capacity",
@@ -1009,7 +985,7 @@ mod tests {
     fn env_overrides_apply_with_their_types() {
         let env = [
             ("THRESHER_SERVER_LISTEN", "127.0.0.1:9000"),
-            ("THRESHER_SERVER_REALTIME_HTTP", "true"),
+            ("THRESHER_INGEST_DRAIN", "false"),
             ("THRESHER_INGEST_BUSY_STEP_SHARE", "0.5"),
             ("thresher_window_capacity", "300"),
             ("THRESHER_CHECKPOINT_DATA_DIR", "/tmp/d"),
@@ -1017,18 +993,18 @@ mod tests {
         .map(|(a, b)| (a.to_string(), b.to_string()));
         let c = Config::load(None, env, &Overrides::default()).unwrap();
         assert_eq!(c.listen, "127.0.0.1:9000".parse().unwrap());
-        assert!(c.realtime_http);
+        assert!(!c.drain);
         assert_eq!(c.busy_step_share, 0.5);
         assert_eq!(
             c.window_capacity, 100_000,
             "only THRESHER_ (upper case) is ours"
         );
         assert_eq!(c.data_dir, Some(PathBuf::from("/tmp/d")));
-        let e = load_text("", &[("THRESHER_SERVER_REALTIME_HTTP", "yes")])
+        let e = load_text("", &[("THRESHER_INGEST_DRAIN", "yes")])
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("THRESHER_SERVER_REALTIME_HTTP=yes: expected true or false"),
+            e.contains("THRESHER_INGEST_DRAIN=yes: expected true or false"),
             "{e}"
         );
     }

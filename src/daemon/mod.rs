@@ -181,7 +181,6 @@ pub async fn run(
     ));
     let worker_scheduling = WorkerScheduling {
         slice_ns: config.worker_slice_ns,
-        yield_interval: config.yield_interval,
     };
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
@@ -286,11 +285,10 @@ pub async fn run(
             .expect("spawn stdin thread");
     }
 
-    let listener =
-        listen(config.listen, config.recv_buffer_bytes).map_err(|source| DaemonError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
+        addr: config.listen,
+        source,
+    })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
     let app = router(state.clone(), config.body_limit_bytes);
@@ -303,14 +301,14 @@ pub async fn run(
     };
     // The read thread accepts and serves reads; bodies go to this runtime (`http`). It returns once
     // stopped and its connections closed (or `SHUTDOWN_GRACE` passed).
-    let (realtime, slice_ns) = (config.realtime_http, config.http_slice_ns);
+    let slice_ns = config.http_slice_ns;
     let front = http::spawn(
         listener.into_std().map_err(DaemonError::Serve)?,
         app,
         tokio::runtime::Handle::current(),
         stop_signal,
         SHUTDOWN_GRACE,
-        move || set_latency_scheduling(realtime, slice_ns),
+        move || set_latency_scheduling(slice_ns),
     )
     .map_err(DaemonError::Serve)?;
     let served = match tokio::task::spawn_blocking(move || front.join()).await {
@@ -349,23 +347,14 @@ pub async fn run(
     Ok(())
 }
 
-/// Binds the HTTP listener. A `recv_buffer_bytes` above 0 is set as the listening socket's `SO_RCVBUF`
-/// before `listen`, so every accepted connection inherits it (and the window scale it implies). Why
-/// one might: the kernel's autotuning grows a busy loopback connection's buffer to tens of MiB, and a
-/// co-located client's write of a 7 MB body then runs for milliseconds in one system call, where
-/// (kernel preemption being off here) nothing else gets that core. Off by default: with the read
-/// thread and the yield points the GET tail no longer needed it, and it cost a client on the same
-/// machine ~10–15% of its ingest rate (see the README's daemon benchmarks).
-fn listen(addr: SocketAddr, recv_buffer_bytes: usize) -> std::io::Result<tokio::net::TcpListener> {
+/// Binds the HTTP listener (the kernel's default socket buffers and their autotuning).
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
         SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
     };
     // As `TcpListener::bind` does: a restarted daemon can rebind while old connections linger.
     socket.set_reuseaddr(true)?;
-    if recv_buffer_bytes > 0 {
-        socket.set_recv_buffer_size(u32::try_from(recv_buffer_bytes).unwrap_or(u32::MAX))?;
-    }
     socket.bind(addr)?;
     socket.listen(1024)
 }
@@ -454,41 +443,4 @@ fn stdin_loop(
 /// Convenience for callers that want the data directory's checkpoint path.
 pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
     checkpoint::path_in(dir)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every accepted connection inherits the listening socket's receive buffer (Linux caps the asked-for
-    /// size at `net.core.rmem_max`, doubles it and reports the doubled one); 0 leaves the kernel's
-    /// default, which autotuning then grows.
-    #[test]
-    fn accepted_connections_inherit_the_receive_buffer() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(usize::MAX);
-            let capped = 2 * (256 * 1024).min(rmem_max);
-            for (asked, expected) in [(256 * 1024, Some(capped)), (0, None)] {
-                let listener = listen("127.0.0.1:0".parse().unwrap(), asked).unwrap();
-                let addr = listener.local_addr().unwrap();
-                let client = tokio::net::TcpStream::connect(addr);
-                let (accepted, _client) = tokio::join!(listener.accept(), client);
-                let (accepted, _) = accepted.unwrap();
-                let size = tokio::net::TcpSocket::from_std_stream(accepted.into_std().unwrap())
-                    .recv_buffer_size()
-                    .unwrap() as usize;
-                match expected {
-                    Some(bytes) => assert_eq!(size, bytes, "asked {asked}"),
-                    None => assert_ne!(size, capped, "the kernel's default"),
-                }
-            }
-        });
-    }
 }

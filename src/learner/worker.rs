@@ -147,7 +147,6 @@ pub fn learner_loop(
             if last_publish.elapsed() >= p.interval {
                 last_publish = Instant::now();
                 publish(&learner, &p.cell, &p.metrics);
-                crate::sys::yield_point();
             }
         }
         let mut disconnected = false;
@@ -168,7 +167,6 @@ pub fn learner_loop(
             drop(blocks);
             waiting.clear();
             pressure.pacer.absorbed(started.elapsed());
-            crate::sys::yield_point();
         }
         if disconnected {
             return;
@@ -188,8 +186,6 @@ pub fn learner_loop(
             let mut last = StepOutcome::Stepped;
             for _ in 0..STEPS_PER_LOCK {
                 last = l.step();
-                // Between block steps: the learner's scheduling point (`sys::yield_point`).
-                crate::sys::yield_point();
                 if last != StepOutcome::Stepped || allowance.is_some_and(|a| started.elapsed() >= a)
                 {
                     break;

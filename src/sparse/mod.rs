@@ -10,7 +10,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-
 /// Makes room in `v` for `len` elements and, for a large buffer, asks Linux to back it with
 /// transparent huge pages ([`crate::sys::advise_huge_pages`]). Call it before the new room is first
 /// written (e.g. before `resize`): pages are then faulted in 2 MiB at a time.

@@ -1,11 +1,28 @@
-//! OS-specific tuning, in one place: the only module with `libc` calls or `unsafe` system calls.
-//! Thread priorities and time slices for the daemon's latency and throughput threads, and the
-//! allocator's arena limit. Everything here is best effort: a failed call leaves the default and is
-//! never an error.
+//! OS-specific tuning, in one place: the only module with `libc` calls or `unsafe` system calls
+//! (SIMD intrinsics and prefetches in the kernels are not system calls and live with their kernels).
+//! Everything here is best effort: a failed call leaves the kernel's default and is never an error.
+//!
+//! What the daemon asks of the OS, each re-measured under full ingest before it was kept
+//! (`examples/loadgen`, `GET /v1/model` p99 and samples/s, old and new settings alternating on the same
+//! harness; the tables are in `docs/benchmarks/scheduling.md`, "Current measurements", binaries at
+//! `4f2c278`):
+//!
+//! | mechanism | default | where |
+//! | --- | --- | --- |
+//! | nice +10 body parsers, +5 learners | on (no key) | [`set_throughput_scheduling`] |
+//! | 1 ms EEVDF slice for parsers and learners | on, `server.worker_slice_us = 1000` | [`set_throughput_scheduling`] |
+//! | 100 µs EEVDF slice for the HTTP threads | on, `server.http_slice_us = 100` | [`set_latency_scheduling`] |
+//! | two glibc malloc arenas | on (`MALLOC_ARENA_MAX` wins) | [`limit_malloc_arenas`] |
+//! | transparent huge pages for dense d-vectors | on | [`advise_huge_pages`] |
+//!
+//! Two more mechanisms that keep `GET /v1/model` fast are not OS calls and live elsewhere: the HTTP
+//! read thread (`daemon::http`) and the ingest-first step share (`learner::pace`,
+//! `ingest.busy_step_share`). Dropped after the re-measurement, with their keys: `SCHED_FIFO` HTTP
+//! threads (`server.realtime_http`), a fixed receive buffer per connection (`server.recv_buffer_kib`)
+//! and cooperative yield points (`server.yield_interval_us`); no numerical kernel makes a scheduling
+//! call.
 
-use std::time::Duration;
-
-/// Niceness of the body parser threads relative to the HTTP workers (nice 0).
+/// Niceness of the body parser threads relative to the HTTP threads (nice 0).
 pub const PARSER_NICE: i32 = 10;
 
 /// Niceness of the learner threads: between the two. Why: under sustained load at nice 10, level with
@@ -14,9 +31,14 @@ pub const PARSER_NICE: i32 = 10;
 /// up — no 503s, staleness p50 0.5 s instead of 0.8 s, the same ingest rate (`examples/loadgen`).
 pub const LEARNER_NICE: i32 = 5;
 
-/// Sets the calling thread's nice value. On Linux the nice value is per thread, so the learners and
-/// the body parsers — throughput work — yield the two cores to the HTTP workers, whose requests
-/// (GET /v1/model above all) are latency work. Best effort: a failure leaves the default.
+/// Sets the calling thread's nice value (per thread on Linux). Best effort: a failure leaves the
+/// default.
+///
+/// On by default, no key: parsers at [`PARSER_NICE`], learners at [`LEARNER_NICE`], so the throughput
+/// work leaves the cores to the HTTP threads. Measured at `4f2c278` (4 alternating pairs each, load
+/// 5–14): without it `GET /v1/model` p99 rose in 8 of 8 pairs — median 0.32 → 1.10 ms with LIBSVM
+/// 10 000-sample bodies, 0.37 → 0.49 ms with 1 000 — and 10 000-body ingest fell in 4 of 4 (median
+/// 0.91 → 0.58 M samples/s).
 pub fn set_thread_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who = 0` is the calling thread.
@@ -27,19 +49,34 @@ pub fn set_thread_nice(nice: i32) {
     let _ = nice;
 }
 
-/// How the throughput threads (body parsers and learners) are scheduled: `server.worker_slice_us` and
-/// `server.yield_interval_us`.
+/// The calling thread's nice value.
+pub fn thread_nice() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpriority only reads its integer arguments; `who = 0` is the calling thread.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// How the throughput threads (body parsers and learners) are scheduled: `server.worker_slice_us`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkerScheduling {
     /// The time slice they ask for, nanoseconds; 0 = the kernel's default.
     pub slice_ns: u64,
-    /// How often they yield at their drivers' yield points ([`yield_point`]); zero = never.
-    pub yield_interval: Duration,
 }
 
-/// Sets the calling thread's nice value, its time slice (unless `slice_ns` is 0) and its yield interval
-/// (the throughput threads: body parsers and learners), once per thread: a parser runs on tokio's
-/// blocking pool and calls this before every body.
+/// Sets the calling throughput thread's nice value and its time slice (unless `slice_ns` is 0), once
+/// per thread: a parser runs on tokio's blocking pool and calls this before every body.
+///
+/// The slice is on by default (`server.worker_slice_us = 1000`, against the kernel's ~3 ms): a busy
+/// parser or learner gives its core up sooner to a woken HTTP thread. Measured at `4f2c278` (5
+/// alternating pairs each, load 5–14): with 10 000-sample bodies, without it p99 was worse in 4 of 5
+/// pairs (median 0.32 → 2.19 ms) and ingest lower in 4 of 5 (median 0.91 → 0.56 M samples/s); with 1 000,
+/// p99 worse in 4 of 5 (0.38 → 0.51 ms) at ~12% more ingest (0.85 → 0.97 M).
 pub fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -52,119 +89,35 @@ pub fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
         // Best effort, like the nice value: an old kernel keeps its default slice.
         let _ = request_short_slice(scheduling.slice_ns);
     }
-    enable_yields_for_this_thread(scheduling.yield_interval);
-}
-
-thread_local! {
-    /// The calling thread's yield interval; `None` = never yield (the default).
-    static YIELD_INTERVAL: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
-    /// When the calling thread last yielded (or opted in).
-    static LAST_YIELD: std::cell::Cell<Option<std::time::Instant>> =
-        const { std::cell::Cell::new(None) };
-}
-
-/// Rows a driver loop handles between two calls of [`yield_point`] ([`yield_point_every`]): ~25–100 µs
-/// of parsing at 100–400 ns a row, so the clock read (~25 ns) stays below 0.1% of the work.
-pub const ROWS_BETWEEN_YIELD_POINTS: usize = 256;
-
-/// Makes the calling thread yield at [`yield_point`] every `interval`; `Duration::ZERO` switches it off.
-pub fn enable_yields_for_this_thread(interval: Duration) {
-    YIELD_INTERVAL.with(|i| i.set((!interval.is_zero()).then_some(interval)));
-    LAST_YIELD.with(|l| l.set(Some(std::time::Instant::now())));
-}
-
-/// Gives up the core (`sched_yield`) if the calling thread has opted in and its interval has passed
-/// since it last did; says whether it yielded. One thread-local read on a thread that has not opted in
-/// (`fit`, the tests, the HTTP threads).
-///
-/// Called by the drivers of throughput work only, between units of it — the learner loop between an
-/// insert, a block step and a certificate, the body-parsing loop between rows — never from inside a
-/// numerical kernel. Why: the kernel re-decides who runs only at a wake-up or at its 4 ms tick, and
-/// under EEVDF a yield moves the yielder's deadline back a slice, so a woken HTTP thread or client runs
-/// next. On by default every 200 µs (`server.yield_interval_us`); see the measurements in
-/// `docs/benchmarks/scheduling.md`.
-#[inline]
-pub fn yield_point() -> bool {
-    match YIELD_INTERVAL.with(std::cell::Cell::get) {
-        None => false,
-        Some(interval) => yield_if_due(interval),
-    }
-}
-
-/// [`yield_point`] at every `period`-th iteration of a driver loop (`i` counts from 0; `period > 0`).
-#[inline]
-pub fn yield_point_every(i: usize, period: usize) {
-    if i % period == period - 1 {
-        yield_point();
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn yield_if_due(interval: Duration) -> bool {
-    let now = std::time::Instant::now();
-    let due = LAST_YIELD.with(|l| {
-        l.get()
-            .is_none_or(|last| now.duration_since(last) >= interval)
-    });
-    if due {
-        std::thread::yield_now();
-        LAST_YIELD.with(|l| l.set(Some(std::time::Instant::now())));
-    }
-    due
 }
 
 /// Sets the calling HTTP thread's scheduling (the read thread and the runtime's workers), once per
-/// thread. With `server.realtime_http`: SCHED_FIFO (priority 1). Why: on 2 busy cores a thread woken
-/// for a `GET /v1/model` waited milliseconds in the run queue behind nice-0 work (the load generator,
-/// other processes); a FIFO thread runs at once. What bounds the risk: these threads only shuttle
-/// requests (parsing runs on the blocking pool, learning on nice +5 threads) and the kernel's RT
-/// throttling leaves 5% of each second to everything else. Best effort: without CAP_SYS_NICE it logs
-/// one warning per thread and the thread keeps the default policy.
+/// thread: a `server.http_slice_us` time slice ([`request_short_slice`]; 0 = the kernel's default).
 ///
-/// Without it, each thread asks for a `server.http_slice_us` time slice ([`request_short_slice`]),
-/// which needs no privilege.
-pub fn set_latency_scheduling(realtime: bool, slice_ns: u64) {
+/// On by default (100 µs): a woken HTTP thread gets an earlier virtual deadline than the parsers and
+/// learners and runs first. Measured at `4f2c278` (5 alternating pairs, load 5–13): with 10 000-sample
+/// bodies, without it p99 was worse in 4 of 5 pairs (median 0.32 → 1.41 ms) and ingest lower in 4 of 5
+/// (0.91 → 0.72 M samples/s); with 1 000 no difference beyond the noise (median 0.38 vs 0.37 ms).
+pub fn set_latency_scheduling(slice_ns: u64) {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
-    if DONE.with(|d| d.replace(true)) {
+    if DONE.with(|d| d.replace(true)) || slice_ns == 0 {
         return;
     }
-    if !realtime {
-        if slice_ns == 0 {
-            return;
-        }
-        if let Err(error) = request_short_slice(slice_ns) {
-            tracing::debug!(%error, "cannot shorten an HTTP thread's time slice; it keeps the default");
-        }
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 1 };
-        // RESET_ON_FORK: threads a worker spawns (the blocking pool that parses bodies) start under the
-        // default policy instead of inheriting FIFO.
-        let policy = libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK;
-        // SAFETY: `0` is the calling thread; `param` is a valid sched_param for the call's duration.
-        if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
-            tracing::warn!(
-                error = %std::io::Error::last_os_error(),
-                "server.realtime_http: cannot switch an HTTP thread to SCHED_FIFO; it keeps the default policy"
-            );
-        }
+    if let Err(error) = request_short_slice(slice_ns) {
+        tracing::debug!(%error, "cannot shorten an HTTP thread's time slice; it keeps the default");
     }
 }
 
-/// The time slice the HTTP workers ask the scheduler for: 100 µs, the shortest Linux grants.
+/// The time slice the HTTP threads ask the scheduler for: 100 µs, the shortest Linux grants.
 pub const LATENCY_SLICE_NS: u64 = 100_000;
 
 /// Asks the scheduler for a short time slice for the calling thread (`slice_ns`), keeping its policy
 /// and nice value: Linux's EEVDF scheduler (6.12 and later) gives a thread with a shorter slice an
-/// earlier virtual deadline, so when it wakes — an HTTP worker with a `GET /v1/model` to answer — it
-/// runs next, preempting longer-slice work (body parsing, learning) instead of waiting out the
-/// running thread's slice (~3 ms). No privilege is needed; older kernels ignore the request. Returns
-/// the OS error if the call itself is refused.
+/// earlier virtual deadline, so when it wakes it runs next, preempting longer-slice work instead of
+/// waiting out the running thread's slice. No privilege is needed; older kernels ignore the request.
+/// Returns the OS error if the call itself is refused.
 pub fn request_short_slice(slice_ns: u64) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
@@ -180,8 +133,7 @@ pub fn request_short_slice(slice_ns: u64) -> std::io::Result<()> {
             sched_deadline: u64,
             sched_period: u64,
         }
-        // SAFETY: getpriority only reads its integer arguments; `who = 0` is the calling thread.
-        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let nice = thread_nice();
         let attr = SchedAttr {
             size: std::mem::size_of::<SchedAttr>() as u32,
             sched_policy: libc::SCHED_OTHER as u32,
@@ -207,10 +159,11 @@ pub fn request_short_slice(slice_ns: u64) -> std::io::Result<()> {
 /// glibc's `M_ARENA_MAX` for the daemon, unless `MALLOC_ARENA_MAX` is set.
 const MALLOC_ARENAS: i32 = 2;
 
-/// Caps glibc's malloc arenas before any thread starts. Why: by default glibc gives each busy thread its
-/// own arena (up to 8 per core), and the parse pool's threads — which allocate every sample the learners
-/// later free — left RSS creeping by ~25% over a 3M-sample stream (`benches/rss_soak.sh`: 776 → 990 MiB);
-/// with two arenas it is flat. An explicit `MALLOC_ARENA_MAX` in the environment wins.
+/// Caps glibc's malloc arenas before any thread starts. On by default (an explicit `MALLOC_ARENA_MAX`
+/// in the environment wins); a memory mechanism, not re-measured with the scheduling ones. Why: by
+/// default glibc gives each busy thread its own arena (up to 8 per core), and the parse pool's threads
+/// — which allocate every sample the learners later free — left RSS creeping by ~25% over a 3M-sample
+/// stream (`benches/rss_soak.sh`: 776 → 990 MiB); with two arenas it is flat.
 pub fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
@@ -222,10 +175,10 @@ pub fn limit_malloc_arenas() {
 }
 
 /// Asks Linux to back `v`'s whole allocation (its capacity, not just its length) with transparent huge
-/// pages: `madvise(MADV_HUGEPAGE)`, a hint, best effort, nothing on other systems or for a buffer
-/// smaller than one huge page. On by default for the solvers' dense d-vectors
-/// ([`crate::sparse::reserve_dense`]); the system's THP mode here is `madvise`, so nothing is huge
-/// unless asked. Not a scheduling mechanism, and not re-measured with them.
+/// pages: `madvise(MADV_HUGEPAGE)`, a hint, nothing on other systems or for a buffer smaller than one
+/// huge page. On by default for the solvers' dense d-vectors ([`crate::sparse::reserve_dense`], which
+/// says why); the system's THP mode here is `madvise`, so nothing is huge unless asked. A memory
+/// mechanism, not re-measured with the scheduling ones.
 pub fn advise_huge_pages<T>(v: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {
@@ -255,59 +208,6 @@ pub fn advise_huge_pages<T>(v: &Vec<T>) {
 mod tests {
     use super::*;
 
-    /// Spins for `d` with a yield point between "rows"; returns how many yields happened.
-    fn yields_while_busy_for(d: Duration) -> u32 {
-        let start = std::time::Instant::now();
-        let mut yields = 0;
-        while start.elapsed() < d {
-            yields += u32::from(yield_point());
-        }
-        yields
-    }
-
-    /// Off by default (so `fit` and the tests never yield); once on, a thread yields about once per
-    /// interval of busy work, never more often; `ZERO` switches it off again.
-    #[test]
-    fn only_a_thread_that_opted_in_yields_and_at_most_once_per_interval() {
-        std::thread::spawn(|| {
-            assert_eq!(yields_while_busy_for(Duration::from_millis(5)), 0);
-
-            enable_yields_for_this_thread(Duration::from_millis(1));
-            let yields = yields_while_busy_for(Duration::from_millis(30));
-            // 30 at most; a loaded machine may hold the thread off the core past a few intervals.
-            assert!(
-                (5..=30).contains(&yields),
-                "{yields} yields in 30 ms at 1 ms"
-            );
-
-            enable_yields_for_this_thread(Duration::ZERO);
-            assert_eq!(yields_while_busy_for(Duration::from_millis(5)), 0);
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn a_row_loop_reaches_a_yield_point_every_rows_between_yield_points() {
-        std::thread::spawn(|| {
-            // A zero-length interval would mean "off": 1 ns makes every reached point due.
-            enable_yields_for_this_thread(Duration::from_nanos(1));
-            let before = LAST_YIELD.with(std::cell::Cell::get).unwrap();
-            for i in 0..ROWS_BETWEEN_YIELD_POINTS - 1 {
-                yield_point_every(i, ROWS_BETWEEN_YIELD_POINTS);
-            }
-            assert_eq!(
-                LAST_YIELD.with(std::cell::Cell::get).unwrap(),
-                before,
-                "no point before the 256th row"
-            );
-            yield_point_every(ROWS_BETWEEN_YIELD_POINTS - 1, ROWS_BETWEEN_YIELD_POINTS);
-            assert!(LAST_YIELD.with(std::cell::Cell::get).unwrap() > before);
-        })
-        .join()
-        .unwrap();
-    }
-
     /// The kernel takes the request and the thread runs with the asked-for slice (where the kernel
     /// reports slices: `se.slice` in `/proc/thread-self/sched`, Linux 6.12 and later).
     #[test]
@@ -329,15 +229,10 @@ mod tests {
     #[test]
     fn throughput_threads_get_their_nice_value_and_slice_once() {
         std::thread::spawn(|| {
-            let scheduling = |slice_ns| WorkerScheduling {
-                slice_ns,
-                yield_interval: Duration::from_micros(200),
-            };
+            let scheduling = |slice_ns| WorkerScheduling { slice_ns };
             set_throughput_scheduling(PARSER_NICE, scheduling(1_000_000));
             set_throughput_scheduling(LEARNER_NICE, scheduling(2_000_000));
-            // SAFETY: getpriority only reads its integer arguments; `who = 0` is this thread.
-            let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-            assert_eq!(nice, PARSER_NICE);
+            assert_eq!(thread_nice(), PARSER_NICE);
             let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
             if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
                 let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
