@@ -83,8 +83,9 @@ struct Args {
     /// taken from ingest (each certificate is a few full passes over the window).
     #[arg(long, default_value_t = 500)]
     snapshot_ms: u64,
-    /// Scheduling of the GET probe thread: normal, slice (the short EEVDF time slice the daemon's HTTP
-    /// workers ask for; no privilege needed), nice (-10) or fifo (SCHED_FIFO 1; needs root).
+    /// Scheduling of the GET probe thread: normal, slice (a 100 µs EEVDF time slice, the shortest Linux
+    /// grants, as a latency-sensitive client would ask for; no privilege needed), nice (-10) or fifo
+    /// (SCHED_FIFO 1; needs root).
     #[arg(long, default_value = "normal")]
     probe_priority: String,
     /// Milliseconds the probe measures the idle daemon (after a warm-up batch has been learned).
@@ -323,7 +324,7 @@ fn set_probe_priority(priority: &str) {
         match priority {
             "normal" => 0,
             "nice" => libc::setpriority(libc::PRIO_PROCESS, 0, -10),
-            "slice" => match thresher::sys::request_short_slice(thresher::sys::LATENCY_SLICE_NS) {
+            "slice" => match thresher::sys::request_short_slice(100_000) {
                 Ok(()) => 0,
                 Err(_) => -1,
             },

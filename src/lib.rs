@@ -30,8 +30,6 @@
 //! - [`ingest::batch`] — request bodies to validated batches, all or nothing; the named-feature dictionary.
 //! - [`ingest::budget`] — the ingest memory bound in samples: a batch holds its reservation until the
 //!   last learner drops it.
-//! - [`ingest::pressure`] — how many bodies are being parsed: with [`daemon::pace`], a learner gives
-//!   the cores to ingest first (steps only within `ingest.busy_step_share` while bodies wait).
 //! - [`ring`] — the bounded window of the last samples with their duals (a `SampleSet`).
 //! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
 //! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.

@@ -213,7 +213,6 @@ async fn parse_off_runtime(
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
         crate::sys::set_throughput_scheduling(crate::sys::PARSER_NICE, st.worker_scheduling);
-        let _parsing = st.admission.parsing();
         // Line bodies are read chunk by chunk, in place (`ingest::segments`): no joined copy.
         let segments: Vec<&[u8]> = chunks.iter().map(|c| c.as_ref()).collect();
         let rules = if predict {

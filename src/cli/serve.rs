@@ -42,13 +42,9 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
         data_dir: args.data_dir.clone(),
     };
     let config = Config::load_from_process(args.config.as_deref(), &overrides)?;
-    let slice_ns = config.http_slice_ns;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("thresher-http")
-        // Only worker threads park (the blocking pool, where bodies are parsed, does not), so this
-        // reaches exactly the threads that serve requests.
-        .on_thread_park(move || crate::sys::set_latency_scheduling(slice_ns))
         .build()
         .map_err(|e| CliError::Argument(format!("cannot start the runtime: {e}")))?;
     let options = RunOptions {

@@ -33,14 +33,12 @@
 //! | --- | --- | --- | --- | --- |
 //! | `server.listen` | `127.0.0.1:8080` | IP:port | port 0 = any free port | `THRESHER_SERVER_LISTEN` |
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
-//! | `server.http_slice_us` | 100 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_HTTP_SLICE_US` |
 //! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
-//! | `ingest.busy_step_share` | 0.25 | share of a learner's busy time spent stepping while bodies are being parsed | (0, 1] | `THRESHER_INGEST_BUSY_STEP_SHARE` |
 //! | `window.capacity` | 100000 | samples | 1 ..= 10^8 | `THRESHER_WINDOW_CAPACITY` |
 //! | `snapshot.interval_ms` | 500 | ms | 1 ..= 3600000 | `THRESHER_SNAPSHOT_INTERVAL_MS` |
 //! | `checkpoint.data_dir` | `""` (off) | path | | `THRESHER_CHECKPOINT_DATA_DIR` |
@@ -176,8 +174,6 @@ pub struct LearnerConfig {
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit_bytes: usize,
-    /// The scheduler time slice each HTTP worker asks for, nanoseconds; 0 leaves the kernel's default.
-    pub http_slice_ns: u64,
     /// The scheduler time slice the body parser and learner threads ask for, nanoseconds; 0 leaves the
     /// kernel's default.
     pub worker_slice_ns: u64,
@@ -186,9 +182,6 @@ pub struct Config {
     pub max_dim: usize,
     pub max_named_features: usize,
     pub drain: bool,
-    /// While request bodies are being parsed, the most of a learner's busy time its solver steps may
-    /// take (`daemon::pace`); 1 = no limit.
-    pub busy_step_share: f64,
     pub window_capacity: usize,
     pub snapshot_interval: Duration,
     pub data_dir: Option<PathBuf>,
@@ -297,7 +290,6 @@ layer! {
     ServerLayer, "the [server] table" {
         listen: String,
         body_limit_bytes: i64,
-        http_slice_us: i64,
         worker_slice_us: i64,
     }
 }
@@ -310,7 +302,6 @@ layer! {
         max_dim: i64,
         max_named_features: i64,
         drain: bool,
-        busy_step_share: f64,
     }
 }
 
@@ -546,8 +537,6 @@ impl RawConfig {
                 1,
                 1 << 32,
             )? as usize,
-            http_slice_ns: int(&server.http_slice_us, "server.http_slice_us", 0, 100_000)? as u64
-                * 1000,
             worker_slice_ns: int(
                 &server.worker_slice_us,
                 "server.worker_slice_us",
@@ -575,7 +564,6 @@ impl RawConfig {
                 max_dim as i64,
             )? as usize,
             drain: need(&ingest.drain, "ingest.drain")?,
-            busy_step_share: share(&ingest.busy_step_share, "ingest.busy_step_share")?,
             window_capacity: int(&self.window.capacity, "window.capacity", 1, 100_000_000)?
                 as usize,
             snapshot_interval: Duration::from_millis(int(
@@ -819,16 +807,6 @@ fn int(value: &Option<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigEr
     }
 }
 
-/// A number in `(0, 1]`.
-fn share(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
-    let v = need(value, key)?;
-    if v > 0.0 && v <= 1.0 {
-        Ok(v)
-    } else {
-        Err(range(key, &v.to_string(), "must be in (0, 1]"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -896,12 +874,6 @@ mod tests {
         assert!(msg("[[learner]]\nname = \"a\"\n[[learner]]\nname = \"a\"\n").contains("unique"));
         assert!(msg("[server]\nlisten = \"nowhere\"\n").contains("`server.listen`"));
         assert!(msg("[server\n").contains("c.toml"));
-        for bad in ["0", "1.5", "-0.1", "nan"] {
-            let e = msg(&format!("[ingest]\nbusy_step_share = {bad}\n"));
-            assert!(e.contains("`ingest.busy_step_share`"), "{bad}: {e}");
-        }
-        let share = load_text("", &[("THRESHER_INGEST_BUSY_STEP_SHARE", "1")]).unwrap();
-        assert_eq!(share.busy_step_share, 1.0);
         let e = load_text("", &[("THRESHER_LEARNER_K", "many")])
             .unwrap_err()
             .to_string();
@@ -986,7 +958,7 @@ mod tests {
         let env = [
             ("THRESHER_SERVER_LISTEN", "127.0.0.1:9000"),
             ("THRESHER_INGEST_DRAIN", "false"),
-            ("THRESHER_INGEST_BUSY_STEP_SHARE", "0.5"),
+            ("THRESHER_LEARNER_LAMBDA", "0.5"),
             ("thresher_window_capacity", "300"),
             ("THRESHER_CHECKPOINT_DATA_DIR", "/tmp/d"),
         ]
@@ -994,7 +966,7 @@ mod tests {
         let c = Config::load(None, env, &Overrides::default()).unwrap();
         assert_eq!(c.listen, "127.0.0.1:9000".parse().unwrap());
         assert!(!c.drain);
-        assert_eq!(c.busy_step_share, 0.5);
+        assert_eq!(c.learners[0].lambda, 0.5);
         assert_eq!(
             c.window_capacity, 100_000,
             "only THRESHER_ (upper case) is ours"

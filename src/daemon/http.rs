@@ -1,7 +1,6 @@
 //! The HTTP front: one listening socket, two places to serve a connection.
 //!
-//! A dedicated **read thread** (a current-thread tokio runtime on its own OS thread, with the HTTP
-//! workers' latency scheduling) accepts every connection and peeks at the first byte of its first
+//! A dedicated **read thread** (a current-thread tokio runtime on its own OS thread) accepts every connection and peeks at the first byte of its first
 //! request. `P` (POST, PUT, PATCH: a request body — samples to learn, samples to predict) hands the
 //! connection to the multi-threaded runtime, whose workers read bodies and hand them to the parsers.
 //! Anything else (`GET /v1/model`, `/metrics`, the health checks) is served on the read thread itself,
@@ -53,8 +52,7 @@ fn served_by(first_byte: Option<u8>) -> Served {
 }
 
 /// Starts the read thread serving `app` on `listener` (a non-blocking std listener: it is registered
-/// with the read thread's runtime there), handing body connections to `bodies`. `on_start` runs first
-/// on the new thread (its scheduling). The returned handle yields the accept loop's outcome once
+/// with the read thread's runtime there), handing body connections to `bodies`. The returned handle yields the accept loop's outcome once
 /// `stop` has resolved and the connections have closed or `grace` has passed.
 pub fn spawn(
     listener: std::net::TcpListener,
@@ -62,7 +60,6 @@ pub fn spawn(
     bodies: Handle,
     stop: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
-    on_start: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<std::io::Result<()>>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -76,7 +73,6 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("thresher-read".into())
         .spawn(move || {
-            on_start();
             runtime.block_on(async move {
                 let listener = TcpListener::from_std(listener)?;
                 serve(listener, app, bodies, stop, grace).await;
@@ -259,7 +255,6 @@ mod tests {
                 let _ = stop_rx.await;
             },
             Duration::from_secs(5),
-            || {},
         )
         .unwrap();
 

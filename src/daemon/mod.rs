@@ -44,22 +44,16 @@ use crate::api::{router, AppState};
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
-use crate::ingest::pressure::ParseGauge;
 use crate::ingest::Admission;
 use crate::ingest::Batch;
 use crate::learner::build;
-use crate::learner::pace::StepPacer;
 use crate::learner::publish::{
     run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
 };
-use crate::learner::worker::{
-    learner_loop, router_loop, Fatal, PanicGuard, Pressure, Publisher, IDLE_WAIT,
-};
+use crate::learner::worker::{learner_loop, router_loop, Fatal, PanicGuard, Publisher, IDLE_WAIT};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
-use crate::sys::{
-    set_latency_scheduling, set_throughput_scheduling, WorkerScheduling, LEARNER_NICE,
-};
+use crate::sys::{set_throughput_scheduling, WorkerScheduling, LEARNER_NICE};
 use checkpoint::{Checkpoint, CheckpointError, LearnerCheckpoint, LearnerIdentity};
 
 /// stdin lines per batch at most.
@@ -172,11 +166,9 @@ pub async fn run(
 
     // Queues and threads.
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
-    let parsing = ParseGauge::new();
     let admission = Arc::new(Admission::new(
         ingest_tx,
         SampleBudget::new(config.queue_samples),
-        parsing.clone(),
         metrics.clone(),
     ));
     let worker_scheduling = WorkerScheduling {
@@ -194,10 +186,6 @@ pub async fn run(
         learner_txs.push(tx);
         let name = learner.lock().config().name.clone();
         let (learner, fatal) = (learner.clone(), fatal.clone());
-        let pressure = Pressure {
-            parsing: parsing.clone(),
-            pacer: StepPacer::new(config.busy_step_share),
-        };
         let publisher = Publisher {
             cell: cell.clone(),
             metrics: metrics.clone(),
@@ -211,7 +199,6 @@ pub async fn run(
                 learner_loop(
                     learner,
                     rx,
-                    pressure,
                     Some(publisher),
                     PanicGuard {
                         fatal,
@@ -301,14 +288,12 @@ pub async fn run(
     };
     // The read thread accepts and serves reads; bodies go to this runtime (`http`). It returns once
     // stopped and its connections closed (or `SHUTDOWN_GRACE` passed).
-    let slice_ns = config.http_slice_ns;
     let front = http::spawn(
         listener.into_std().map_err(DaemonError::Serve)?,
         app,
         tokio::runtime::Handle::current(),
         stop_signal,
         SHUTDOWN_GRACE,
-        move || set_latency_scheduling(slice_ns),
     )
     .map_err(DaemonError::Serve)?;
     let served = match tokio::task::spawn_blocking(move || front.join()).await {
@@ -396,7 +381,6 @@ fn stdin_loop(
     let mut batch = SampleBlock::new();
     let mut line = String::new();
     let mut number = 0usize;
-    let mut parsing_batch = None;
     // Back-pressure: wait for room rather than drop, since stdin can be paused; unless stopping.
     let send = |batch: &mut SampleBlock| {
         if !batch.is_empty() {
@@ -417,8 +401,6 @@ fn stdin_loop(
         if stop.load(Ordering::Acquire) {
             return;
         }
-        // Counted as a body being parsed from the first line of a batch until it is sent (`pace`).
-        parsing_batch.get_or_insert_with(|| admission.parsing());
         if !crate::ingest::is_skippable(&line) {
             let format = if line.trim_start().starts_with('{') {
                 BodyFormat::Ndjson
@@ -433,7 +415,6 @@ fn stdin_loop(
         }
         if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {
             send(&mut batch);
-            parsing_batch = None;
         }
     }
     send(&mut batch);

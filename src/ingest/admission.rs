@@ -17,7 +17,6 @@ use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::Mutex;
 
 use super::budget::{QueuedBatch, SampleBudget};
-use super::pressure::{ParseGauge, ParsingBody};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
 
@@ -34,30 +33,21 @@ pub enum AdmitError {
     ShuttingDown,
 }
 
-/// The ingest side's shared handle: the queue's sender, the sample budget, the parse gauge and the
-/// counters.
+/// The ingest side's shared handle: the queue's sender, the sample budget and the counters.
 pub struct Admission {
     /// Why a lock around the sender: [`Admission::close`] takes it out (closing ingest) while handlers
     /// may still be finishing; they hold the lock only for a non-blocking `try_send`.
     sender: Mutex<Option<Sender<Batch>>>,
     /// Samples admitted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
     budget: Arc<SampleBudget>,
-    /// Bodies being parsed right now (the learners' pacing reads it).
-    parsing: Arc<ParseGauge>,
     metrics: Metrics,
 }
 
 impl Admission {
-    pub fn new(
-        sender: Sender<Batch>,
-        budget: Arc<SampleBudget>,
-        parsing: Arc<ParseGauge>,
-        metrics: Metrics,
-    ) -> Admission {
+    pub fn new(sender: Sender<Batch>, budget: Arc<SampleBudget>, metrics: Metrics) -> Admission {
         Admission {
             sender: Mutex::new(Some(sender)),
             budget,
-            parsing,
             metrics,
         }
     }
@@ -68,11 +58,6 @@ impl Admission {
     pub fn is_full(&self) -> bool {
         self.sender.lock().as_ref().is_some_and(|tx| tx.is_full())
             || self.budget.in_flight() >= self.budget.limit()
-    }
-
-    /// Marks a body as being parsed until the returned guard drops.
-    pub fn parsing(&self) -> ParsingBody {
-        self.parsing.enter()
     }
 
     /// Counts `n` samples refused because the queue was full (without offering them).
@@ -202,8 +187,7 @@ mod tests {
     fn admits_whole_batches_refuses_whole_batches_and_counts_both() {
         let (tx, rx) = crossbeam_channel::bounded(2);
         let metrics = Metrics::new();
-        let admission =
-            Admission::new(tx, SampleBudget::new(5), ParseGauge::new(), metrics.clone());
+        let admission = Admission::new(tx, SampleBudget::new(5), metrics.clone());
         assert_eq!(admission.admit(block(3), "http"), Ok(3));
         // 3 + 3 > 5: refused whole (a batch only exceeds the limit alone, into an empty budget).
         assert_eq!(

@@ -11,7 +11,6 @@ mod avx2;
 pub mod batch;
 pub mod budget;
 mod json_plain;
-pub mod pressure;
 pub mod segments;
 mod structural;
 

@@ -42,7 +42,6 @@ use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::solver::Certificate;
 
 pub mod mirror;
-pub mod pace;
 pub mod publish;
 pub mod sdiht;
 pub mod subset;

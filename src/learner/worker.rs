@@ -14,10 +14,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::pace::StepPacer;
 use super::publish::{publish, ModelCell, SharedLearner};
 use super::StepOutcome;
-use crate::ingest::pressure::ParseGauge;
 use crate::ingest::Batch;
 use crate::metrics::Metrics;
 use crate::sample::SampleBlock;
@@ -26,8 +24,6 @@ use crate::sample::SampleBlock;
 pub const STEPS_PER_LOCK: usize = 4;
 /// How long an idle learner or the router waits before re-checking for shutdown.
 pub const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// How long a learner out of step credit waits for a batch before looking at the parsers again.
-pub const PACED_WAIT: Duration = Duration::from_millis(5);
 
 /// Raised by a worker's drop guard when it unwinds: stops the daemon instead of hanging it.
 pub struct Fatal {
@@ -121,22 +117,14 @@ pub struct Publisher {
     pub interval: Duration,
 }
 
-/// What a learner knows of the ingest side: whether bodies are being parsed, and its step credit.
-pub struct Pressure {
-    pub parsing: Arc<ParseGauge>,
-    pub pacer: StepPacer,
-}
-
 /// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
 /// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
-/// model keeps improving under sustained ingest) — while bodies are being parsed, only within the step
-/// share its inserts earned (`pace`: ingest first) — and every `interval` publish a certified snapshot
-/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle
-/// or out of step credit; exit when the router is gone and the channel is empty.
+/// model keeps improving under sustained ingest), and every `interval` publish a certified snapshot
+/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle;
+/// exit when the router is gone and the channel is empty.
 pub fn learner_loop(
     learner: SharedLearner,
     rx: Receiver<Batch>,
-    mut pressure: Pressure,
     publisher: Option<Publisher>,
     _guard: PanicGuard,
 ) {
@@ -161,41 +149,25 @@ pub fn learner_loop(
             }
         }
         if !waiting.is_empty() {
-            let started = Instant::now();
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
             learner.lock().insert_batches(&blocks);
             drop(blocks);
             waiting.clear();
-            pressure.pacer.absorbed(started.elapsed());
         }
         if disconnected {
             return;
         }
-        let allowance = pressure.pacer.allowance(pressure.parsing.busy());
-        if allowance == Some(Duration::ZERO) {
-            match rx.recv_timeout(PACED_WAIT) {
-                Ok(batch) => waiting.push(batch),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-            continue;
-        }
-        let started = Instant::now();
         let outcome = {
             let mut l = learner.lock();
             let mut last = StepOutcome::Stepped;
             for _ in 0..STEPS_PER_LOCK {
                 last = l.step();
-                if last != StepOutcome::Stepped || allowance.is_some_and(|a| started.elapsed() >= a)
-                {
+                if last != StepOutcome::Stepped {
                     break;
                 }
             }
             last
         };
-        if allowance.is_some() {
-            pressure.pacer.stepped(started.elapsed());
-        }
         if let StepOutcome::Idle(_) = outcome {
             match rx.recv_timeout(IDLE_WAIT) {
                 Ok(batch) => learner.lock().insert(batch.samples()),
@@ -250,11 +222,7 @@ mod tests {
             fatal: fatal.clone(),
             name: "faulty".into(),
         };
-        let pressure = Pressure {
-            parsing: ParseGauge::new(),
-            pacer: StepPacer::new(1.0),
-        };
-        let handle = std::thread::spawn(move || learner_loop(learner, rx, pressure, None, guard));
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
         let budget = SampleBudget::new(10);
         let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
         tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))

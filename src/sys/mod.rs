@@ -11,16 +11,15 @@
 //! | --- | --- | --- |
 //! | nice +10 body parsers, +5 learners | on (no key) | [`set_throughput_scheduling`] |
 //! | 1 ms EEVDF slice for parsers and learners | on, `server.worker_slice_us = 1000` | [`set_throughput_scheduling`] |
-//! | 100 µs EEVDF slice for the HTTP threads | on, `server.http_slice_us = 100` | [`set_latency_scheduling`] |
 //! | two glibc malloc arenas | on (`MALLOC_ARENA_MAX` wins) | [`limit_malloc_arenas`] |
 //! | transparent huge pages for dense d-vectors | on | [`advise_huge_pages`] |
 //!
-//! Two more mechanisms that keep `GET /v1/model` fast are not OS calls and live elsewhere: the HTTP
-//! read thread (`daemon::http`) and the ingest-first step share (`learner::pace`,
-//! `ingest.busy_step_share`). Dropped after the re-measurement, with their keys: `SCHED_FIFO` HTTP
-//! threads (`server.realtime_http`), a fixed receive buffer per connection (`server.recv_buffer_kib`)
-//! and cooperative yield points (`server.yield_interval_us`); no numerical kernel makes a scheduling
-//! call.
+//! One more mechanism that keeps `GET /v1/model` fast is not an OS call and lives elsewhere: the HTTP
+//! read thread (`daemon::http`). Dropped after the re-measurement, with their keys: `SCHED_FIFO` HTTP
+//! threads (`server.realtime_http`), a short time slice for the HTTP threads (`server.http_slice_us`),
+//! a fixed receive buffer per connection (`server.recv_buffer_kib`), cooperative yield points
+//! (`server.yield_interval_us`) and the learners' ingest-first step share (`ingest.busy_step_share`).
+//! No numerical kernel makes a scheduling call.
 
 /// Niceness of the body parser threads relative to the HTTP threads (nice 0).
 pub const PARSER_NICE: i32 = 10;
@@ -90,28 +89,6 @@ pub fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
         let _ = request_short_slice(scheduling.slice_ns);
     }
 }
-
-/// Sets the calling HTTP thread's scheduling (the read thread and the runtime's workers), once per
-/// thread: a `server.http_slice_us` time slice ([`request_short_slice`]; 0 = the kernel's default).
-///
-/// On by default (100 µs): a woken HTTP thread gets an earlier virtual deadline than the parsers and
-/// learners and runs first. Measured at `4f2c278` (5 alternating pairs, load 5–13): with 10 000-sample
-/// bodies, without it p99 was worse in 4 of 5 pairs (median 0.32 → 1.41 ms) and ingest lower in 4 of 5
-/// (0.91 → 0.72 M samples/s); with 1 000 no difference beyond the noise (median 0.38 vs 0.37 ms).
-pub fn set_latency_scheduling(slice_ns: u64) {
-    thread_local! {
-        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    if DONE.with(|d| d.replace(true)) || slice_ns == 0 {
-        return;
-    }
-    if let Err(error) = request_short_slice(slice_ns) {
-        tracing::debug!(%error, "cannot shorten an HTTP thread's time slice; it keeps the default");
-    }
-}
-
-/// The time slice the HTTP threads ask the scheduler for: 100 µs, the shortest Linux grants.
-pub const LATENCY_SLICE_NS: u64 = 100_000;
 
 /// Asks the scheduler for a short time slice for the calling thread (`slice_ns`), keeping its policy
 /// and nice value: Linux's EEVDF scheduler (6.12 and later) gives a thread with a shorter slice an
@@ -213,11 +190,11 @@ mod tests {
     #[test]
     fn a_thread_gets_the_short_slice_it_asks_for() {
         std::thread::spawn(|| {
-            request_short_slice(LATENCY_SLICE_NS).expect("sched_setattr");
+            request_short_slice(100_000).expect("sched_setattr");
             let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
             if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
                 let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
-                assert_eq!(slice, LATENCY_SLICE_NS, "{line}");
+                assert_eq!(slice, 100_000, "{line}");
             }
         })
         .join()
