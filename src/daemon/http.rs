@@ -1,8 +1,9 @@
 //! The HTTP front: one listening socket, two places to serve a connection.
 //!
-//! A dedicated **read thread** (a current-thread tokio runtime on its own OS thread) accepts every connection and peeks at the first byte of its first
-//! request. `P` (POST, PUT, PATCH: a request body — samples to learn, samples to predict) hands the
-//! connection to the multi-threaded runtime, whose workers read bodies and hand them to the parsers.
+//! A dedicated **read thread** (a current-thread tokio runtime on its own OS thread) accepts every
+//! connection and peeks at the first byte of its first request. `P` (POST, PUT, PATCH: a request body
+//! — samples to learn, samples to predict) hands the connection to the multi-threaded runtime, whose
+//! workers read bodies and hand them to the parsers.
 //! Anything else (`GET /v1/model`, `/metrics`, the health checks) is served on the read thread itself,
 //! which never reads a large body. A keep-alive connection stays where its first request put it, with
 //! one exception: a request with a body that arrives on the read thread is served there and answered
@@ -15,6 +16,10 @@
 //! worker that has used its share loses the scheduler's pick at its wake-up to threads that have not.
 //! The read thread sleeps between small requests, so it wins that pick (`perf sched timehist`: its
 //! wake-up delay p99 0.09 ms where the workers' was 2.4–2.9 ms, in an experiment serving a second port).
+//! On by default, no key. Re-measured with the binary of `4f2c278` under full ingest (3 alternating
+//! pairs per workload, load 5–11; `docs/benchmarks/scheduling.md`): with every connection served on
+//! the runtime instead, `GET /v1/model` p99 rose in 6 of 6 pairs — median 0.32 → 2.86 ms with LIBSVM
+//! 10 000-sample bodies, 0.38 → 2.68 ms with 1 000.
 //!
 //! Shutdown: when `stop` resolves the read thread stops accepting, asks every connection on either
 //! runtime to finish its request in flight and close ([`GracefulShutdown`]), and waits up to `grace`.
@@ -52,8 +57,9 @@ fn served_by(first_byte: Option<u8>) -> Served {
 }
 
 /// Starts the read thread serving `app` on `listener` (a non-blocking std listener: it is registered
-/// with the read thread's runtime there), handing body connections to `bodies`. The returned handle yields the accept loop's outcome once
-/// `stop` has resolved and the connections have closed or `grace` has passed.
+/// with the read thread's runtime there), handing body connections to `bodies`. The returned handle
+/// yields the accept loop's outcome once `stop` has resolved and the connections have closed or
+/// `grace` has passed.
 pub fn spawn(
     listener: std::net::TcpListener,
     app: Router,

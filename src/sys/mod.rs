@@ -34,10 +34,10 @@ pub const LEARNER_NICE: i32 = 5;
 /// default.
 ///
 /// On by default, no key: parsers at [`PARSER_NICE`], learners at [`LEARNER_NICE`], so the throughput
-/// work leaves the cores to the HTTP threads. Measured at `4f2c278` (4 alternating pairs each, load
-/// 5–14): without it `GET /v1/model` p99 rose in 8 of 8 pairs — median 0.32 → 1.10 ms with LIBSVM
-/// 10 000-sample bodies, 0.37 → 0.49 ms with 1 000 — and 10 000-body ingest fell in 4 of 4 (median
-/// 0.91 → 0.58 M samples/s).
+/// work leaves the cores to the HTTP threads. Re-measured with the binary of `4f2c278` (6 alternating
+/// pairs per workload, load 5–15): without it `GET /v1/model` p99 rose in 5 of 6 pairs with LIBSVM
+/// 10 000-sample bodies (median 0.37 → 1.10 ms) and in 5 of 6 with 1 000 (0.37 → 0.52 ms), and
+/// 10 000-body ingest fell in 5 of 6 (median 0.80 → 0.58 M samples/s).
 pub fn set_thread_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who = 0` is the calling thread.
@@ -72,10 +72,11 @@ pub struct WorkerScheduling {
 /// per thread: a parser runs on tokio's blocking pool and calls this before every body.
 ///
 /// The slice is on by default (`server.worker_slice_us = 1000`, against the kernel's ~3 ms): a busy
-/// parser or learner gives its core up sooner to a woken HTTP thread. Measured at `4f2c278` (5
-/// alternating pairs each, load 5–14): with 10 000-sample bodies, without it p99 was worse in 4 of 5
-/// pairs (median 0.32 → 2.19 ms) and ingest lower in 4 of 5 (median 0.91 → 0.56 M samples/s); with 1 000,
-/// p99 worse in 4 of 5 (0.38 → 0.51 ms) at ~12% more ingest (0.85 → 0.97 M).
+/// parser or learner gives its core up sooner to a woken HTTP thread. Re-measured with the binary of
+/// `4f2c278` (6 alternating pairs per workload, load 5–15): without it, with LIBSVM 10 000-sample
+/// bodies, p99 was worse in 5 of 6 pairs (median 0.37 → 1.96 ms) and ingest lower in 5 of 6 (0.80 →
+/// 0.49 M samples/s); with 1 000, p99 worse in 5 of 6 (0.37 → 0.57 ms) at ~15% more ingest (0.80 →
+/// 0.92 M).
 pub fn set_throughput_scheduling(nice: i32, scheduling: WorkerScheduling) {
     thread_local! {
         static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -137,7 +138,8 @@ pub fn request_short_slice(slice_ns: u64) -> std::io::Result<()> {
 const MALLOC_ARENAS: i32 = 2;
 
 /// Caps glibc's malloc arenas before any thread starts. On by default (an explicit `MALLOC_ARENA_MAX`
-/// in the environment wins); a memory mechanism, not re-measured with the scheduling ones. Why: by
+/// in the environment wins); a memory mechanism (`a48c3c6`), not re-measured with the scheduling ones.
+/// Why: by
 /// default glibc gives each busy thread its own arena (up to 8 per core), and the parse pool's threads
 /// — which allocate every sample the learners later free — left RSS creeping by ~25% over a 3M-sample
 /// stream (`benches/rss_soak.sh`: 776 → 990 MiB); with two arenas it is flat.
@@ -155,7 +157,8 @@ pub fn limit_malloc_arenas() {
 /// pages: `madvise(MADV_HUGEPAGE)`, a hint, nothing on other systems or for a buffer smaller than one
 /// huge page. On by default for the solvers' dense d-vectors ([`crate::sparse::reserve_dense`], which
 /// says why); the system's THP mode here is `madvise`, so nothing is huge unless asked. A memory
-/// mechanism, not re-measured with the scheduling ones.
+/// mechanism, not re-measured with the scheduling ones: at `5056e54` the daemon went from 0 to 32 MiB+
+/// of huge pages and its learner CPU fell ~6% under load (`docs/benchmarks/learners.md`).
 pub fn advise_huge_pages<T>(v: &Vec<T>) {
     #[cfg(target_os = "linux")]
     {
