@@ -466,6 +466,9 @@ pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
 }
 
 #[cfg(test)]
+mod run_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
