@@ -13,8 +13,8 @@ use tokio::runtime::Runtime;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::{checkpoint, checkpoint_path, run, DaemonError, RunOptions};
 use crate::config::Config;
+use crate::daemon::{checkpoint, checkpoint_path, run, DaemonError, RunOptions};
 use crate::synth::{sparse_stream, to_libsvm};
 
 /// Upper bound on every wait (each normally takes well under a second).
