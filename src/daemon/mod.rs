@@ -84,6 +84,10 @@ pub struct RunOptions {
     pub stdin: bool,
     /// Ignore (and overwrite) any checkpoint in the data directory.
     pub fresh: bool,
+    /// Told the bound address once the listener is bound (before the first request is served): how an
+    /// in-process caller that asked for port 0 learns the port. `run` sends `Some(addr)` once; a caller
+    /// waits with `receiver.wait_for(Option::is_some)`. The binary leaves it `None` and reads the log.
+    pub bound: Option<tokio::sync::watch::Sender<Option<SocketAddr>>>,
 }
 
 fn identity(c: &LearnerConfig) -> LearnerIdentity {
@@ -117,7 +121,8 @@ fn restore(config: &Config, dir: &std::path::Path) -> Result<Option<Checkpoint>,
     Ok(Some(ckpt))
 }
 
-/// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound.
+/// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound,
+/// and sends the address to [`RunOptions::bound`] if given.
 pub async fn run(
     config: Config,
     options: RunOptions,
@@ -278,6 +283,10 @@ pub async fn run(
     })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
+    if let Some(tell) = &options.bound {
+        // A receiver dropped meanwhile is no error: nobody waits for the address any more.
+        tell.send_replace(Some(bound));
+    }
     let app = router(state.clone(), config.body_limit_bytes);
     let fatal_wait = fatal.clone();
     let stop_signal = async move {
@@ -425,3 +434,6 @@ fn stdin_loop(
 pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
     checkpoint::path_in(dir)
 }
+
+#[cfg(test)]
+mod tests;

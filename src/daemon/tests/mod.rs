@@ -1,0 +1,3 @@
+//! The daemon's unit tests: the whole of `run`, in-process, in `run.rs`.
+
+mod run;
