@@ -51,6 +51,18 @@ pub enum LineError {
     Sample(#[from] SampleError),
 }
 
+/// Why a body was refused: the message and the 1-based line (or array position) at fault, if any.
+/// Kept at the root of `ingest` (and re-exported by [`batch`]) because both the body parser
+/// ([`batch`]) and the line walk it uses ([`segments`]) return it: neither has to import the other's
+/// types.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchError {
+    pub line: Option<usize>,
+    pub message: String,
+    /// How many samples the body held (as far as it could be read), for the rejection counter.
+    pub samples: usize,
+}
+
 /// A line error with where it happened.
 #[derive(Debug, Error)]
 pub enum ReadError {
