@@ -733,7 +733,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
 
         use crate::ingest::json_plain::tests::random_object;
-        use crate::ingest::tests::random_libsvm_line;
+        use crate::ingest::tests::random_line;
 
         fn outcome(r: Result<SampleBlock, BatchError>) -> String {
             match r {
@@ -763,7 +763,7 @@ mod tests {
             ][round % 3];
             let items: Vec<String> = (0..rng.gen_range(0..5))
                 .map(|_| match format {
-                    BodyFormat::Libsvm => random_libsvm_line(&mut rng),
+                    BodyFormat::Libsvm => random_line(&mut rng),
                     _ => random_object(&mut rng),
                 })
                 .collect();
