@@ -28,11 +28,11 @@ use rand_distr::{Distribution, StandardNormal};
 use thresher::loss::{Loss, LossKind};
 use thresher::ring::Window;
 use thresher::sample::{Dataset, SampleSet};
-use thresher::solver::dual::Sdiht;
 use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
 use thresher::solver::primal::Iht;
+use thresher::solver::sdiht::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
 use thresher::synth::sparse_stream;

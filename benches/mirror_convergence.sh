@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Convergence of SDIHT, IHT, sparse mirror descent (each map) and SMIDAS on the real data sets, Huber and
-# logistic: one CSV per (data set, loss) in target/mirror-bench/, then the summary tables of the README
+# logistic: one CSV per (data set, loss) in target/mirror-bench/, then the summary tables of docs/benchmarks/mirror.md
 # (and PNG figures when matplotlib is importable: `bench-venv/bin/pip install matplotlib`).
 #   bash benches/mirror_convergence.sh            # data from data/real (bash ../shared/datasets/fetch.sh data/real)
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""Summarises mirror_convergence CSVs (solver,epoch,seconds,primal,dual,gap,support) as the README's
+"""Summarises mirror_convergence CSVs (solver,epoch,seconds,primal,dual,gap,support) as docs/benchmarks/mirror.md's
 markdown tables, and draws gap/primal against passes and seconds when matplotlib is importable."""
 import csv
 import os

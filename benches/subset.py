@@ -38,7 +38,7 @@ try:
     import l0learn  # noqa: F401
 
     HAVE_L0LEARN = True
-except Exception:  # no wheel for this Python (see README)
+except Exception:  # no wheel for this Python (see docs/benchmarks/subset.md)
     HAVE_L0LEARN = False
 import abess
 

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use thresher::ingest::{read_file, Format};
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::{Dataset, SampleSet};
-use thresher::solver::dual::Sdiht;
 use thresher::solver::objective::primal_value;
 use thresher::solver::primal::{Htp, Iht};
+use thresher::solver::sdiht::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 
 const DATASETS: [&str; 2] = ["rotten_tomatoes", "trump_tweets"];

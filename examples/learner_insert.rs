@@ -24,8 +24,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use thresher::config::StreamSolverKind;
+use thresher::learner::build;
 use thresher::sample::SampleBlock;
-use thresher::solver::stream::build;
 use thresher::synth::sparse_stream;
 
 /// The system allocator, counting calls: heap traffic per sample is the figure the window's slot reuse

@@ -61,7 +61,7 @@ struct Args {
     /// Each sender's socket send buffer (`SO_SNDBUF`), KiB; the kernel doubles it. 0 = the kernel's
     /// autotuning, which grows to 4 MiB here: a sender's write of a 7 MB body then copies megabytes per
     /// system call on one of the two cores the daemon runs on, with no preemption in the kernel (see
-    /// the README's daemon benchmarks). A sender on another host would not take the daemon's cores.
+    /// docs/benchmarks/daemon.md). A sender on another host would not take the daemon's cores.
     #[arg(long, default_value_t = 256)]
     sender_sndbuf_kib: usize,
     /// Window capacity of the daemon's learner.
@@ -323,12 +323,10 @@ fn set_probe_priority(priority: &str) {
         match priority {
             "normal" => 0,
             "nice" => libc::setpriority(libc::PRIO_PROCESS, 0, -10),
-            "slice" => {
-                match thresher::daemon::request_short_slice(thresher::daemon::LATENCY_SLICE_NS) {
-                    Ok(()) => 0,
-                    Err(_) => -1,
-                }
-            }
+            "slice" => match thresher::sys::request_short_slice(thresher::sys::LATENCY_SLICE_NS) {
+                Ok(()) => 0,
+                Err(_) => -1,
+            },
             "fifo" => {
                 let param = libc::sched_param { sched_priority: 1 };
                 libc::sched_setscheduler(0, libc::SCHED_FIFO, &param)

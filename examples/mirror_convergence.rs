@@ -16,9 +16,9 @@ use thresher::ingest::{read_file, Format};
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::{Dataset, SampleSet};
 use thresher::solver::driver::{run, StopRule};
-use thresher::solver::dual::Sdiht;
 use thresher::solver::mirror::{MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use thresher::solver::primal::Iht;
+use thresher::solver::sdiht::Sdiht;
 use thresher::solver::smidas::Smidas;
 use thresher::solver::{Problem, Solver, StepRule};
 

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::Dataset;
-use thresher::solver::dual::Sdiht;
 use thresher::solver::primal::{Htp, Iht};
+use thresher::solver::sdiht::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::synth::{paper_ridge, to_libsvm};
 

@@ -23,11 +23,11 @@ use cpu::thread_cpu_ns;
 use learner::loadgen_learner;
 
 use thresher::config::StreamSolverKind;
+use thresher::learner::build;
 use thresher::sample::SampleSet;
 use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
-use thresher::solver::stream::build;
 use thresher::synth::sparse_stream;
 
 const CAPACITY: usize = 100_000;
@@ -62,7 +62,7 @@ fn main() {
         let mut certificate = None;
         for _ in 0..REPEATS {
             let start = thread_cpu_ns();
-            let snap = learner.snapshot();
+            let snap = learner.certify();
             snapshot.push(ms_since(start));
             certificate = Some(snap.model.certificate);
             // The published model, dense, as the learner holds it.

@@ -5,42 +5,38 @@
 //! ## Architecture and data flow
 //!
 //! ```text
-//!  text (LIBSVM / JSON lines) ──ingest──▶ Sample ──▶ Dataset (offline) / window (daemon)
-//!                                                        │ SampleSet
-//!                                                        ▼
-//!                              solver::{dual::Sdiht, primal::{Iht, Htp}}  (one epoch = one step)
-//!                                                        │ driven by solver::driver::run
-//!                                                        ▼
-//!                              model::Model + objective::Certificate (primal, dual, gap)
+//!  HTTP POST / stdin ──ingest──▶ Admission ──▶ window ──▶ learner ──▶ publish ──▶ API / metrics
+//!  (LIBSVM, JSON)    parse,      budget +     (ring)     (worker     (Arc<Snapshot>
+//!                    validate    queue                    threads)    in a ModelCell)
+//!
+//!  thresher fit: file ──ingest──▶ Dataset ──▶ solver step, driven by solver::driver ──▶ model file
 //! ```
 //!
-//! - [`sample`] — the sparse sample type and the in-memory CSR data set (`sprs`).
-//! - [`ingest`] — LIBSVM and JSON-lines readers; every bad line is an error naming its line.
-//! - [`loss`] — losses as types with their convex conjugates, in the DIHT paper's conventions.
+//! Each module has one owner of one concern, and dependencies point one way (down this list, roughly):
+//!
+//! - [`sys`] — all OS-specific tuning: the only module with `libc` or `unsafe` system calls.
+//! - [`sample`] — the sparse sample type, the in-memory CSR data set, and the [`sample::SampleSet`] /
+//!   [`sample::DualRows`] views solvers read.
 //! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
-//! - [`solver`] — DIHT/SDIHT and the IHT/HTP baselines behind one `Solver` trait, the certificate, and
-//!   the driver loop with its stopping rules.
-//!   [`solver::subset`] is best subset with l0 + l1 + l2 penalties (its own conventions and outer loop).
+//! - [`loss`] — losses as types with their convex conjugates, in the DIHT paper's conventions.
+//! - [`ring`] — the bounded window of the last samples with their duals (drop-oldest).
+//! - [`solver`] — pure solver steps (SDIHT, IHT/HTP, sparse mirror descent, SMIDAS, best subset), the
+//!   certificate, and the offline driver loop: no threads, no config, no file formats.
 //! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
-//! - [`cli`] — the `fit`, `predict` and `serve` commands (the binary's `main` only parses and dispatches).
-//!
-//! The daemon (`thresher serve`), ingest → ring → learners → snapshot → API/metrics:
-//!
-//! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated `Config`.
-//! - [`ingest::batch`] — request bodies to validated batches, all or nothing; the named-feature dictionary.
-//! - [`ingest::budget`] — the ingest memory bound in samples: a batch holds its reservation until the
-//!   last learner drops it.
-//! - [`ingest::pressure`] — how many bodies are being parsed: with [`daemon::pace`], a learner gives
-//!   the cores to ingest first (steps only within `ingest.busy_step_share` while bodies wait).
-//! - [`ring`] — the bounded window of the last samples with their duals (a `SampleSet`).
-//! - [`solver::stream`] — the `StreamingLearner` trait and streaming SDIHT on the window.
-//! - [`snapshot`] — immutable published snapshots, their cells and the snapshot loop.
-//! - [`daemon`] — threads, queues, checkpoints and the ordered shutdown; [`daemon::http`], the HTTP
-//!   front: a read thread for GET connections, the runtime for connections that post bodies.
-//! - [`courtesy`] — yield points in the long kernels, switched on for the daemon's parser and learner
-//!   threads so that a woken HTTP worker gets a core within a fraction of the kernel's 4 ms tick.
-//! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
+//! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated
+//!   [`Config`].
 //! - [`metrics`] — the Prometheus registry and every metric name.
+//! - [`ingest`] — LIBSVM and JSON readers (every bad line an error naming its line), validated
+//!   batches, and [`ingest::Admission`], the one door from a parsed body to the learners.
+//! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
+//!   core, one adapter per solver family, the worker threads (router, learners, panic guard, publish
+//!   cadence) and publishing ([`learner::publish`]).
+//! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
+//! - [`daemon`] — `thresher serve`: [`daemon::run`] wires ingest, learners, checkpoints and the HTTP
+//!   front, and stops them in order when its shutdown future resolves.
+//! - [`cli`] — the `fit`, `predict` and `serve` commands (the binary's `main` only parses and
+//!   dispatches).
+//! - [`synth`] — seeded synthetic data for tests, examples and benchmarks.
 
 pub mod api;
 pub mod cli;
@@ -48,12 +44,22 @@ pub mod config;
 pub mod courtesy;
 pub mod daemon;
 pub mod ingest;
+pub mod learner;
 pub mod loss;
 pub mod metrics;
 pub mod model;
 pub mod ring;
 pub mod sample;
-pub mod snapshot;
 pub mod solver;
 pub mod sparse;
 pub mod synth;
+pub mod sys;
+
+pub use config::{Config, LearnerConfig};
+pub use daemon::{run, RunOptions};
+pub use learner::publish::{ModelCell, Snapshot};
+pub use learner::StreamingLearner;
+pub use loss::Loss;
+pub use model::Model;
+pub use sample::{Dataset, Sample};
+pub use solver::{Certificate, Problem, Solver};

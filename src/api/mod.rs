@@ -30,20 +30,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Extension;
 use axum::{Json, Router};
-use crossbeam_channel::{Sender, TrySendError};
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::budget::{QueuedBatch, SampleBudget};
-use crate::ingest::pressure::ParseGauge;
+use crate::ingest::{Admission, AdmitError};
+use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
-use crate::snapshot::{rfc3339, set_gauges, ModelCell, Snapshot};
-
-/// A batch on its way from ingest to the learners (shared by all learners, never copied), holding its
-/// share of the `ingest.queue_samples` budget until the last learner drops it.
-pub type Batch = Arc<QueuedBatch>;
 
 /// Seconds a client should wait after a 503 for a full queue.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
@@ -55,15 +48,10 @@ pub struct AppState {
     pub metrics: Metrics,
     pub ingest_rules: Rules,
     pub predict_rules: Rules,
-    /// Why a lock around the sender: shutdown takes it out (closing ingest) while handlers may still be
-    /// finishing; handlers hold the lock only for a non-blocking `try_send`.
-    pub ingest: Mutex<Option<Sender<Batch>>>,
-    /// Samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
-    pub budget: Arc<SampleBudget>,
-    /// Bodies being parsed right now: while any are, the learners step only within their share.
-    pub parsing: Arc<ParseGauge>,
+    /// The door to the learners: budget, queue and counters.
+    pub admission: Arc<Admission>,
     /// How parser threads are scheduled (`server.worker_slice_us`, `server.yield_interval_us`).
-    pub worker_scheduling: crate::daemon::WorkerScheduling,
+    pub worker_scheduling: crate::sys::WorkerScheduling,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -224,8 +212,8 @@ async fn parse_off_runtime(
 ) -> Result<SampleBlock, BatchError> {
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
-        crate::daemon::set_throughput_scheduling(crate::daemon::PARSER_NICE, st.worker_scheduling);
-        let _parsing = st.parsing.enter();
+        crate::sys::set_throughput_scheduling(crate::sys::PARSER_NICE, st.worker_scheduling);
+        let _parsing = st.admission.parsing();
         // Line bodies are read chunk by chunk, in place (`ingest::segments`): no joined copy.
         let segments: Vec<&[u8]> = chunks.iter().map(|c| c.as_ref()).collect();
         let rules = if predict {
@@ -267,19 +255,13 @@ async fn post_samples(
     // to drop them would take the CPU the learners need to catch up. (It may still fill during a parse;
     // then the parsed body is refused below. JSON arrays, whose samples only a parse can count, always
     // take that path.)
-    let queue_full = state.ingest.lock().as_ref().is_some_and(|tx| tx.is_full())
-        || state.budget.in_flight() >= state.budget.limit();
-    if queue_full && format != BodyFormat::JsonArray {
+    if state.admission.is_full() && format != BodyFormat::JsonArray {
         let n = tokio::task::spawn_blocking(move || {
             crate::ingest::segments::count_content_lines(&chunks)
         })
         .await
         .unwrap_or(0);
-        state
-            .metrics
-            .rejected
-            .with_label_values(&[reason::QUEUE_FULL])
-            .inc_by(n as u64);
+        state.admission.refused_full(n);
         return Err(ApiError::QueueFull);
     }
     let samples = match parse_off_runtime(&state, format, chunks, false).await {
@@ -293,39 +275,10 @@ async fn post_samples(
             return Err(ApiError::Invalid(e));
         }
     };
-    let n = samples.len();
-    let sent = match (
-        state.ingest.lock().as_ref(),
-        QueuedBatch::reserve(&state.budget, samples),
-    ) {
-        (None, _) => Err(ApiError::ShuttingDown),
-        (Some(_), Err(_)) => Err(ApiError::QueueFull),
-        // A refused batch is dropped with its reservation, which gives the samples back.
-        (Some(tx), Ok(batch)) => match tx.try_send(Arc::new(batch)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(ApiError::QueueFull),
-            Err(TrySendError::Disconnected(_)) => Err(ApiError::ShuttingDown),
-        },
-    };
-    match sent {
-        Ok(()) => {
-            state
-                .metrics
-                .ingested
-                .with_label_values(&["http"])
-                .inc_by(n as u64);
-            Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n}))))
-        }
-        Err(e) => {
-            if matches!(e, ApiError::QueueFull) {
-                state
-                    .metrics
-                    .rejected
-                    .with_label_values(&[reason::QUEUE_FULL])
-                    .inc_by(n as u64);
-            }
-            Err(e)
-        }
+    match state.admission.admit(samples, "http") {
+        Ok(n) => Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n})))),
+        Err(AdmitError::QueueFull) => Err(ApiError::QueueFull),
+        Err(AdmitError::ShuttingDown) => Err(ApiError::ShuttingDown),
     }
 }
 
@@ -423,12 +376,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     for cell in &state.cells {
         set_gauges(cell, &state.metrics);
     }
-    let depth = state.ingest.lock().as_ref().map_or(0, |tx| tx.len());
-    state.metrics.queue_batches.set(depth as i64);
-    state
-        .metrics
-        .samples_in_flight
-        .set(state.budget.in_flight() as i64);
+    state.admission.set_gauges();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

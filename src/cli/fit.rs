@@ -1,131 +1,20 @@
 //! `thresher fit`: train one solver on a file, print a summary, write the model and the trace.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 
-use super::CliError;
-use crate::ingest::{guess_format, read_file, Format};
-use crate::loss::{Loss, LossKind, DEFAULT_GAMMA};
+use super::{load, write_file, CliError, FitArgs, MirrorKind, SolverKind};
+use crate::loss::Loss;
 use crate::model::Model;
 use crate::sample::{Dataset, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
-use crate::solver::dual::Sdiht;
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
+use crate::solver::sdiht::Sdiht;
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SolverKind {
-    /// Dual iterative hard thresholding (Alg. 1).
-    Diht,
-    /// Stochastic DIHT over `--blocks` random blocks (Alg. 2).
-    Sdiht,
-    /// Iterative hard thresholding (primal baseline).
-    Iht,
-    /// Hard thresholding pursuit (primal baseline).
-    Htp,
-    /// Stochastic sparse mirror descent (`--mirror`, `--constraint`, `--batch`).
-    Mirror,
-    /// SMIDAS: p-norm mirror descent with l1 soft-thresholding (`--l1`); not k-sparse.
-    Smidas,
-    /// Best subset with l0 + l1 + l2 penalties (Ren & Qian's dynamic incremental PrimDual); takes
-    /// `--lambda0/--lambda1/--lambda2` instead of `-k/--lambda`.
-    Subset,
-    /// The same outer loop with the DualAst inner solver (no primal CD): the paper's ablation.
-    DualAst,
-}
-
-impl SolverKind {
-    /// The l0 + l1 + l2 solvers, configured by `--lambda0/1/2` rather than `-k/--lambda`.
-    pub fn is_subset(self) -> bool {
-        matches!(self, SolverKind::Subset | SolverKind::DualAst)
-    }
-}
-
-/// The mirror map of `--solver mirror`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MirrorKind {
-    /// psi = (1/2)||w||^2: stochastic IHT.
-    Euclidean,
-    /// psi = (1/2)||w||_q^2 with p = 2 ln d.
-    Pnorm,
-    /// Hyperbolic entropy with scale `--beta`.
-    Hypentropy,
-}
-
-#[derive(Debug, Args)]
-pub struct FitArgs {
-    /// Training data (LIBSVM text or JSON lines).
-    pub data: PathBuf,
-    /// Input format; guessed from the extension when omitted (.jsonl/.ndjson/.json = JSON lines).
-    #[arg(long, value_enum)]
-    pub format: Option<Format>,
-    /// Loss (required, except for subset/dual-ast which use the paper's 1/2-squared loss).
-    #[arg(long, value_enum)]
-    pub loss: Option<LossKind>,
-    /// Huber smoothing.
-    #[arg(long, default_value_t = DEFAULT_GAMMA)]
-    pub gamma: f64,
-    /// Maximum number of nonzero weights (required, except for subset/dual-ast).
-    #[arg(short = 'k', long = "k")]
-    pub k: Option<usize>,
-    /// Ridge strength (> 0; required, except for subset/dual-ast).
-    #[arg(long)]
-    pub lambda: Option<f64>,
-    #[command(flatten)]
-    pub subset: Box<super::subset::SubsetArgs>,
-    #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
-    pub solver: SolverKind,
-    /// Number of blocks for SDIHT.
-    #[arg(long, default_value_t = 10)]
-    pub blocks: usize,
-    /// Dual step rule: `adaptive` (default), `theory`, or a constant eta.
-    #[arg(long, default_value = "adaptive")]
-    pub step: String,
-    /// Maximum number of epochs.
-    #[arg(long, default_value_t = 1000)]
-    pub epochs: usize,
-    /// Stop when (P - D) / max(1, |P|) <= tol.
-    #[arg(long, default_value_t = 1e-6)]
-    pub tol: f64,
-    /// Stop after this many seconds of solver time.
-    #[arg(long)]
-    pub time_budget: Option<f64>,
-    /// Certify (and trace) every this many epochs.
-    #[arg(long, default_value_t = 1)]
-    pub cadence: usize,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0).
-    #[arg(long)]
-    pub intercept: bool,
-    /// Mirror map of `--solver mirror`.
-    #[arg(long, value_enum, default_value_t = MirrorKind::Euclidean)]
-    pub mirror: MirrorKind,
-    /// Hyperbolic-entropy scale beta (> 0).
-    #[arg(long, default_value_t = 1.0)]
-    pub beta: f64,
-    /// Convex set of `--solver mirror`: none, box:R (max |w_j| <= R) or l1:R (sum |w_j| <= R).
-    #[arg(long, default_value = "none")]
-    pub constraint: String,
-    /// Samples per mirror-descent step (per-sample steps make the k-sparse support churn with every
-    /// sample; 128 measured best on the benchmark data, see the README).
-    #[arg(long, default_value_t = 128)]
-    pub batch: usize,
-    /// l1 strength of `--solver smidas` (required there).
-    #[arg(long)]
-    pub l1: Option<f64>,
-    /// Write the model here (JSON).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Write the trace CSV here.
-    #[arg(long)]
-    pub trace: Option<PathBuf>,
-}
 
 pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
     match text {
@@ -176,24 +65,8 @@ fn mirror_step<S: SampleSet>(step: StepRule, problem: &Problem<S>, map: MirrorMa
     }
 }
 
-/// Loads a data file in the given (or guessed) format.
-pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
-    let format = format.unwrap_or_else(|| guess_format(path));
-    let samples = read_file(path, format)?;
-    Ok(Dataset::from_samples(&samples, 0))
-}
-
-pub(super) fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
-    std::fs::write(path, text).map_err(|source| CliError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
+/// `thresher fit` with an SDIHT, IHT/HTP, mirror or SMIDAS solver (`cli::subset` runs the subset ones).
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
-    if args.solver.is_subset() {
-        return super::subset::run(args);
-    }
     let name = args
         .solver
         .to_possible_value()

@@ -29,7 +29,7 @@ pub struct ServeArgs {
 }
 
 pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
-    crate::daemon::limit_malloc_arenas();
+    crate::sys::limit_malloc_arenas();
     let filter = tracing_subscriber::EnvFilter::try_from_env("THRESHER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
@@ -48,7 +48,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
         .thread_name("thresher-http")
         // Only worker threads park (the blocking pool, where bodies are parsed, does not), so this
         // reaches exactly the threads that serve requests.
-        .on_thread_park(move || crate::daemon::set_latency_scheduling(realtime, slice_ns))
+        .on_thread_park(move || crate::sys::set_latency_scheduling(realtime, slice_ns))
         .build()
         .map_err(|e| CliError::Argument(format!("cannot start the runtime: {e}")))?;
     let options = RunOptions {

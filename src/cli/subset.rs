@@ -5,8 +5,8 @@ use std::io::Write;
 
 use clap::Args;
 
-use super::fit::{load, write_file, FitArgs, SolverKind};
 use super::CliError;
+use super::{load, write_file, FitArgs, SolverKind};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::SampleSet;

@@ -1,11 +1,33 @@
 //! The daemon's configuration: embedded defaults, a TOML file, `THRESHER_*` environment overrides and
 //! command-line flags, validated once into the typed [`Config`] that `thresher serve` runs on.
 //!
-//! Two phases (raw → validated): the layers are merged as TOML tables — defaults
-//! ([`DEFAULT_TOML`], identical to `config/thresher.toml`) ← `--config FILE` ← environment ← flags — and
-//! then every key is read with its type and range checked ([`Config::from_table`]). Any problem is a
-//! [`ConfigError`] naming the key (or the environment variable) and what is wrong; an unknown key is an
-//! error too, so a typo never silently falls back to a default.
+//! Two phases (raw → validated). Each layer is a [`RawConfig`]: serde structs whose every key is an
+//! `Option` (a layer sets only some keys) and that refuse unknown keys (`deny_unknown_fields`). The
+//! layers are overlaid in order — defaults ([`DEFAULT_TOML`], identical to `config/thresher.toml`) ←
+//! `--config FILE` ← environment ← flags — and [`RawConfig::validate`] then checks every key's range
+//! and builds the [`Config`]. Any problem is a [`ConfigError`] naming the key (and the file) or the
+//! environment variable and what is wrong, so a typo never silently falls back to a default:
+//!
+//! - an unknown key in the file (`[server] listn = ...`): ``config file F: `server.listn`: unknown key,
+//!   expected one of `listen`, ... (line 2)``; a wrong type names the key, the expected type and the line;
+//! - a `THRESHER_*` variable that matches no key (`THRESHER_LEARNER_KK=1`) stops the start naming the
+//!   variable, unless it is one of [`ENV_NOT_CONFIG`] (variables read elsewhere: `THRESHER_LOG`,
+//!   `THRESHER_FAULT_INJECT`);
+//! - a value out of range: ``config key `window.capacity` = 0: must be between 1 and 100000000``.
+//!
+//! Why hand-written layering and not `figment` (tried: 0.10 with `toml` + `env`): its messages are
+//! less clear than these. An environment error names ``"WINDOW.CAPACITY" in `THRESHER_` environment
+//! variable(s)`` instead of `THRESHER_WINDOW_CAPACITY=zero`; key paths carry a `default.` profile
+//! prefix; the file is named relative to the working directory; and `THRESHER_LEARNER_K` cannot reach
+//! the first `[[learner]]` table (an environment key cannot index an array: "found map, expected a
+//! sequence"). Its `Env` provider would also need a custom key map (keys contain `_`) and an ignore
+//! list, so little of it would be left to reuse. The layering here is an `overlay` per struct,
+//! generated with the struct by the `layer!` macro; serde does the parsing and `serde_path_to_error`
+//! names the key of a file error.
+//!
+//! Environment variables are `THRESHER_<SECTION>_<KEY>` (section and key in any case), e.g.
+//! `THRESHER_WINDOW_CAPACITY`; the text is parsed as the key's type. `THRESHER_LEARNER_<KEY>` sets a key
+//! of the primary (first) learner, solver-specific keys included.
 //!
 //! | key | default | unit | range | environment |
 //! | --- | --- | --- | --- | --- |
@@ -39,16 +61,21 @@
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
 //!
 //! `[[learner]]` tables may repeat (the first is the primary); a key missing from a learner table takes
-//! the default above. Learner environment overrides apply to the primary learner. The keys of the
+//! the default above, and the file's `[[learner]]` tables replace the default one. The keys of the
 //! `mirror`, `smidas` and `subset` solvers (`mirror`, `beta`, `p`, `constraint`, `batch`, `horizon`, `l1`,
-//! `lambda0`, `lambda1`, `lambda2`, `resolve_interval_ms`, `xi`, `zeta`, `c`) are listed in [`solvers`].
+//! `lambda0`, `lambda1`, `lambda2`, `resolve_interval_ms`, `xi`, `zeta`, `c`) are listed in [`solvers`];
+//! setting one (in the file or the environment) for a learner whose solver does not read it is an error.
+//!
+//! Adding or removing a key: one field in its `layer!` struct below, one line in
+//! [`RawConfig::validate`] (or [`solvers::read`]), and its row in the table above and in
+//! `config/thresher.toml`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Deserialize;
 use thiserror::Error;
-use toml::{Table, Value};
 
 use crate::loss::{Loss, LossKind};
 use crate::solver::StepRule;
@@ -62,21 +89,33 @@ pub const DEFAULT_TOML: &str = include_str!("../../config/thresher.toml");
 /// Prefix of every environment override.
 pub const ENV_PREFIX: &str = "THRESHER_";
 
-/// A configuration problem, naming the key or environment variable at fault.
+/// `THRESHER_*` variables that are not config keys but are read elsewhere in the code. Any other
+/// `THRESHER_*` variable must name a config key, or loading fails naming it. (A unit test scans `src/`,
+/// `tests/`, `examples/`, `benches/` and `.ci/` for `THRESHER_*` names that are neither.)
+pub const ENV_NOT_CONFIG: &[&str] = &[
+    // The log filter (`cli::serve`; tracing's `EnvFilter` syntax, e.g. `debug`).
+    "THRESHER_LOG",
+    // Test-only fault injection (`daemon::fault`).
+    "THRESHER_FAULT_INJECT",
+];
+
+/// A configuration problem, naming the key (and the file) or the environment variable at fault.
 #[derive(Debug, Error, PartialEq)]
 pub enum ConfigError {
     #[error("cannot read config file {}: {reason}", path.display())]
     Io { path: PathBuf, reason: String },
     #[error("config file {}: {reason}", path.display())]
     Syntax { path: PathBuf, reason: String },
-    #[error("unknown config key `{0}`")]
-    UnknownKey(String),
-    #[error("config key `{key}`: expected {expected}, got {got}")]
-    Type {
+    /// An unknown key or a value of the wrong type in the file.
+    #[error("config file {}: `{key}`: {reason}", path.display())]
+    File {
+        path: PathBuf,
         key: String,
-        expected: &'static str,
-        got: String,
+        reason: String,
     },
+    /// A key no layer set (only possible when a [`RawConfig`] is validated without the defaults).
+    #[error("config key `{0}` is not set")]
+    Missing(String),
     #[error("config key `{key}` = {value}: {reason}")]
     Range {
         key: String,
@@ -89,6 +128,8 @@ pub enum ConfigError {
         value: String,
         expected: &'static str,
     },
+    #[error("environment variable {var} matches no config key ({hint})")]
+    UnknownEnv { var: String, hint: String },
 }
 
 /// Which streaming solver a learner runs.
@@ -174,98 +215,331 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
 }
 
-impl Config {
-    /// The embedded defaults.
-    pub fn defaults() -> Config {
-        Config::from_table(default_table()).expect("the embedded defaults are valid")
+/// A value of a key as an environment variable gives it (text parsed as the key's type).
+trait FromEnv: Sized {
+    fn from_env(var: &str, text: &str) -> Result<Self, ConfigError>;
+}
+
+fn env_error(var: &str, text: &str, expected: &'static str) -> ConfigError {
+    ConfigError::Env {
+        var: var.into(),
+        value: text.into(),
+        expected,
+    }
+}
+
+impl FromEnv for String {
+    fn from_env(_: &str, text: &str) -> Result<Self, ConfigError> {
+        Ok(text.to_string())
+    }
+}
+
+impl FromEnv for i64 {
+    fn from_env(var: &str, text: &str) -> Result<Self, ConfigError> {
+        text.trim()
+            .parse()
+            .map_err(|_| env_error(var, text, "an integer"))
+    }
+}
+
+impl FromEnv for f64 {
+    fn from_env(var: &str, text: &str) -> Result<Self, ConfigError> {
+        text.trim()
+            .parse()
+            .map_err(|_| env_error(var, text, "a number"))
+    }
+}
+
+impl FromEnv for bool {
+    fn from_env(var: &str, text: &str) -> Result<Self, ConfigError> {
+        text.trim()
+            .parse()
+            .map_err(|_| env_error(var, text, "true or false"))
+    }
+}
+
+/// Declares one table of a layer: a serde struct whose every key is an `Option` (unset = not given by
+/// this layer) and that refuses unknown keys, with `KEYS`, `overlay` (the keys another layer sets
+/// replace these) and `set_env` (one key from environment text).
+macro_rules! layer {
+    ($(#[$meta:meta])* $name:ident, $expecting:literal { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+        #[serde(deny_unknown_fields, expecting = $expecting)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: Option<$ty>,)*
+        }
+
+        impl $name {
+            /// Every key of this table.
+            pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// The keys `over` sets replace these.
+            pub fn overlay(&mut self, over: $name) {
+                $(if over.$field.is_some() {
+                    self.$field = over.$field;
+                })*
+            }
+
+            /// The keys this layer sets.
+            pub fn given(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(if self.$field.is_some() {
+                    keys.push(stringify!($field));
+                })*
+                keys
+            }
+
+            /// Sets `key` from the text of environment variable `var`; `Ok(false)` if there is no such
+            /// key.
+            fn set_env(&mut self, key: &str, var: &str, text: &str) -> Result<bool, ConfigError> {
+                match key {
+                    $(stringify!($field) => self.$field = Some(FromEnv::from_env(var, text)?),)*
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            }
+        }
+    };
+}
+
+layer! {
+    /// `[server]`.
+    ServerLayer, "the [server] table" {
+        listen: String,
+        body_limit_bytes: i64,
+        realtime_http: bool,
+        http_slice_us: i64,
+        worker_slice_us: i64,
+        yield_interval_us: i64,
+        recv_buffer_kib: i64,
+    }
+}
+
+layer! {
+    /// `[ingest]`.
+    IngestLayer, "the [ingest] table" {
+        queue_capacity: i64,
+        queue_samples: i64,
+        max_dim: i64,
+        max_named_features: i64,
+        drain: bool,
+        busy_step_share: f64,
+    }
+}
+
+layer! {
+    /// `[window]`.
+    WindowLayer, "the [window] table" {
+        capacity: i64,
+    }
+}
+
+layer! {
+    /// `[snapshot]`.
+    SnapshotLayer, "the [snapshot] table" {
+        interval_ms: i64,
+    }
+}
+
+layer! {
+    /// `[checkpoint]`.
+    CheckpointLayer, "the [checkpoint] table" {
+        data_dir: String,
+        interval_s: i64,
+    }
+}
+
+layer! {
+    /// One `[[learner]]` table: the shared keys, then the solver-specific ones ([`solvers`]; one flat
+    /// struct, since serde's `flatten` does not combine with `deny_unknown_fields`).
+    LearnerLayer, "a [[learner]] table" {
+        name: String,
+        solver: String,
+        loss: String,
+        gamma: f64,
+        k: i64,
+        lambda: f64,
+        blocks: i64,
+        step: String,
+        recompute_every: i64,
+        tol: f64,
+        seed: i64,
+        mirror: String,
+        beta: f64,
+        p: f64,
+        constraint: String,
+        batch: i64,
+        horizon: i64,
+        l1: f64,
+        lambda0: f64,
+        lambda1: f64,
+        lambda2: f64,
+        resolve_interval_ms: i64,
+        xi: f64,
+        zeta: f64,
+        c: f64,
+    }
+}
+
+/// One layer of the configuration (or several overlaid): what a TOML file, the environment or the flags
+/// set. [`RawConfig::validate`] turns it into a [`Config`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: ServerLayer,
+    #[serde(default)]
+    pub ingest: IngestLayer,
+    #[serde(default)]
+    pub window: WindowLayer,
+    #[serde(default)]
+    pub snapshot: SnapshotLayer,
+    #[serde(default)]
+    pub checkpoint: CheckpointLayer,
+    /// The `[[learner]]` tables, each holding only the keys given; a layer that has them replaces the
+    /// list below it, and [`RawConfig::validate`] fills each from the default learner.
+    pub learner: Option<Vec<LearnerLayer>>,
+}
+
+/// The sections an environment variable can name, `THRESHER_<SECTION>_<KEY>`.
+const ENV_SECTIONS: &[(&str, &[&str])] = &[
+    ("server", ServerLayer::KEYS),
+    ("ingest", IngestLayer::KEYS),
+    ("window", WindowLayer::KEYS),
+    ("snapshot", SnapshotLayer::KEYS),
+    ("checkpoint", CheckpointLayer::KEYS),
+    ("learner", LearnerLayer::KEYS),
+];
+
+impl RawConfig {
+    /// The embedded defaults ([`DEFAULT_TOML`]).
+    pub fn defaults() -> RawConfig {
+        toml::from_str(DEFAULT_TOML).expect("config/thresher.toml parses into the config layer")
     }
 
-    /// Loads the layers in order: defaults ← `file` ← `env` (`THRESHER_*` pairs) ← `flags`, then validates.
-    pub fn load(
-        file: Option<&Path>,
-        env: impl IntoIterator<Item = (String, String)>,
-        flags: &Overrides,
-    ) -> Result<Config, ConfigError> {
-        let mut table = default_table();
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-            let user: Table = text
-                .parse()
-                .map_err(|e: toml::de::Error| ConfigError::Syntax {
+    /// Parses the TOML file at `path`; an unknown key or a wrong type is an error naming the key and
+    /// the file.
+    pub fn from_file(path: &Path) -> Result<RawConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        RawConfig::from_toml(&text, path)
+    }
+
+    /// Parses TOML `text`, naming `path` in errors.
+    pub fn from_toml(text: &str, path: &Path) -> Result<RawConfig, ConfigError> {
+        serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            if key == "." {
+                return ConfigError::Syntax {
                     path: path.to_path_buf(),
-                    reason: e.to_string().trim().replace('\n', " "),
-                })?;
-            merge_file(&mut table, user)?;
+                    reason: inner.to_string().trim().replace('\n', " "),
+                };
+            }
+            let line = inner
+                .span()
+                .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+                .unwrap_or_default();
+            ConfigError::File {
+                path: path.to_path_buf(),
+                key,
+                reason: format!("{}{line}", plain_serde_message(inner.message())),
+            }
+        })
+    }
+
+    /// Overlays `over`: the keys it sets replace these; its `[[learner]]` list, if any, replaces this one.
+    pub fn overlay(&mut self, over: RawConfig) {
+        self.server.overlay(over.server);
+        self.ingest.overlay(over.ingest);
+        self.window.overlay(over.window);
+        self.snapshot.overlay(over.snapshot);
+        self.checkpoint.overlay(over.checkpoint);
+        if over.learner.is_some() {
+            self.learner = over.learner;
         }
-        apply_env(&mut table, env)?;
+    }
+
+    /// Applies the `THRESHER_*` pairs of `env` (other variables are skipped): `THRESHER_<SECTION>_<KEY>`
+    /// sets that key, `THRESHER_LEARNER_<KEY>` a key of the primary learner. A `THRESHER_*` variable that
+    /// names no key and is not in [`ENV_NOT_CONFIG`] is an error naming it.
+    pub fn apply_env(
+        &mut self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(), ConfigError> {
+        for (var, text) in env {
+            let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+                continue;
+            };
+            if ENV_NOT_CONFIG.contains(&var.as_str()) {
+                continue;
+            }
+            let rest = rest.to_ascii_lowercase();
+            let (section, key) = rest.split_once('_').unwrap_or((rest.as_str(), ""));
+            let known = match section {
+                "server" => self.server.set_env(key, &var, &text)?,
+                "ingest" => self.ingest.set_env(key, &var, &text)?,
+                "window" => self.window.set_env(key, &var, &text)?,
+                "snapshot" => self.snapshot.set_env(key, &var, &text)?,
+                "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
+                "learner" => {
+                    let mut scratch = LearnerLayer::default();
+                    let primary = match self.learner.as_mut().and_then(|l| l.first_mut()) {
+                        Some(first) => first,
+                        // No learner to set (validation will say so); still check the variable.
+                        None => &mut scratch,
+                    };
+                    primary.set_env(key, &var, &text)?
+                }
+                _ => false,
+            };
+            if !known {
+                return Err(unknown_env(var, section));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the command-line flags.
+    pub fn apply_flags(&mut self, flags: &Overrides) {
         if let Some(listen) = &flags.listen {
-            set(
-                &mut table,
-                "server",
-                "listen",
-                Value::String(listen.clone()),
-            );
+            self.server.listen = Some(listen.clone());
         }
         if let Some(dir) = &flags.data_dir {
-            set(
-                &mut table,
-                "checkpoint",
-                "data_dir",
-                Value::String(dir.display().to_string()),
-            );
+            self.checkpoint.data_dir = Some(dir.display().to_string());
         }
-        Config::from_table(table)
     }
 
-    /// Loads with the process environment.
-    pub fn load_from_process(
-        file: Option<&Path>,
-        flags: &Overrides,
-    ) -> Result<Config, ConfigError> {
-        Config::load(file, std::env::vars(), flags)
-    }
-
-    /// Phase two: reads every key with its type and checks its range.
-    pub fn from_table(table: Table) -> Result<Config, ConfigError> {
-        let r = Reader { table: &table };
-        let listen_text = r.string("server", "listen")?;
-        let listen: SocketAddr = listen_text.parse().map_err(|_| ConfigError::Range {
-            key: "server.listen".into(),
-            value: format!("{listen_text:?}"),
-            reason: "expected IP:port, e.g. 127.0.0.1:8080".into(),
+    /// Phase two: checks every key's range and builds the [`Config`].
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let (server, ingest) = (&self.server, &self.ingest);
+        let listen_text = need(&server.listen, "server.listen")?;
+        let listen: SocketAddr = listen_text.parse().map_err(|_| {
+            range(
+                "server.listen",
+                &format!("{listen_text:?}"),
+                "expected IP:port, e.g. 127.0.0.1:8080",
+            )
         })?;
-        let max_dim = r.int("ingest", "max_dim", 1, 1 << 30)? as usize;
-        let data_dir = r.string("checkpoint", "data_dir")?;
-        let learner_tables = match table.get("learner") {
-            Some(Value::Array(a)) if !a.is_empty() => a.clone(),
-            Some(Value::Array(_)) => {
+        let max_dim = int(&ingest.max_dim, "ingest.max_dim", 1, 1 << 30)? as usize;
+        let data_dir = need(&self.checkpoint.data_dir, "checkpoint.data_dir")?;
+        let learner_layers = match &self.learner {
+            Some(l) if !l.is_empty() => l,
+            Some(_) => {
                 return Err(range(
                     "learner",
                     "[]",
                     "at least one [[learner]] table is needed",
                 ))
             }
-            _ => {
-                return Err(ConfigError::Type {
-                    key: "learner".into(),
-                    expected: "an array of tables",
-                    got: "something else".into(),
-                })
-            }
+            None => return Err(ConfigError::Missing("learner".into())),
         };
         let mut learners = Vec::new();
-        for (i, lt) in learner_tables.iter().enumerate() {
-            let Value::Table(lt) = lt else {
-                return Err(ConfigError::Type {
-                    key: format!("learner[{i}]"),
-                    expected: "a table",
-                    got: lt.type_str().into(),
-                });
-            };
-            let learner = read_learner(lt, i, max_dim)?;
+        for (i, given) in learner_layers.iter().enumerate() {
+            let learner = read_learner(given, i, max_dim)?;
             if learners
                 .iter()
                 .any(|l: &LearnerConfig| l.name == learner.name)
@@ -280,36 +554,102 @@ impl Config {
         }
         Ok(Config {
             listen,
-            body_limit_bytes: r.int("server", "body_limit_bytes", 1, 1 << 32)? as usize,
-            realtime_http: r.bool("server", "realtime_http")?,
-            http_slice_ns: r.int("server", "http_slice_us", 0, 100_000)? as u64 * 1000,
-            worker_slice_ns: r.int("server", "worker_slice_us", 0, 100_000)? as u64 * 1000,
-            yield_interval: Duration::from_micros(r.int(
-                "server",
-                "yield_interval_us",
+            body_limit_bytes: int(
+                &server.body_limit_bytes,
+                "server.body_limit_bytes",
+                1,
+                1 << 32,
+            )? as usize,
+            realtime_http: need(&server.realtime_http, "server.realtime_http")?,
+            http_slice_ns: int(&server.http_slice_us, "server.http_slice_us", 0, 100_000)? as u64
+                * 1000,
+            worker_slice_ns: int(
+                &server.worker_slice_us,
+                "server.worker_slice_us",
+                0,
+                100_000,
+            )? as u64
+                * 1000,
+            yield_interval: Duration::from_micros(int(
+                &server.yield_interval_us,
+                "server.yield_interval_us",
                 0,
                 100_000,
             )? as u64),
-            recv_buffer_bytes: r.int("server", "recv_buffer_kib", 0, 65_536)? as usize * 1024,
-            queue_capacity: r.int("ingest", "queue_capacity", 1, 1_000_000)? as usize,
-            queue_samples: r.int("ingest", "queue_samples", 1, 1_000_000_000)? as usize,
+            recv_buffer_bytes: int(&server.recv_buffer_kib, "server.recv_buffer_kib", 0, 65_536)?
+                as usize
+                * 1024,
+            queue_capacity: int(
+                &ingest.queue_capacity,
+                "ingest.queue_capacity",
+                1,
+                1_000_000,
+            )? as usize,
+            queue_samples: int(
+                &ingest.queue_samples,
+                "ingest.queue_samples",
+                1,
+                1_000_000_000,
+            )? as usize,
             max_dim,
-            max_named_features: r.int("ingest", "max_named_features", 0, max_dim as i64)? as usize,
-            drain: r.bool("ingest", "drain")?,
-            busy_step_share: r.share("ingest", "busy_step_share")?,
-            window_capacity: r.int("window", "capacity", 1, 100_000_000)? as usize,
-            snapshot_interval: Duration::from_millis(r.int(
-                "snapshot",
-                "interval_ms",
+            max_named_features: int(
+                &ingest.max_named_features,
+                "ingest.max_named_features",
+                0,
+                max_dim as i64,
+            )? as usize,
+            drain: need(&ingest.drain, "ingest.drain")?,
+            busy_step_share: share(&ingest.busy_step_share, "ingest.busy_step_share")?,
+            window_capacity: int(&self.window.capacity, "window.capacity", 1, 100_000_000)?
+                as usize,
+            snapshot_interval: Duration::from_millis(int(
+                &self.snapshot.interval_ms,
+                "snapshot.interval_ms",
                 1,
                 3_600_000,
             )? as u64),
             data_dir: (!data_dir.is_empty()).then(|| PathBuf::from(data_dir)),
-            checkpoint_interval: Duration::from_secs(
-                r.int("checkpoint", "interval_s", 1, 86_400)? as u64
-            ),
+            checkpoint_interval: Duration::from_secs(int(
+                &self.checkpoint.interval_s,
+                "checkpoint.interval_s",
+                1,
+                86_400,
+            )? as u64),
             learners,
         })
+    }
+}
+
+impl Config {
+    /// The embedded defaults.
+    pub fn defaults() -> Config {
+        RawConfig::defaults()
+            .validate()
+            .expect("the embedded defaults are valid")
+    }
+
+    /// Loads the layers in order: defaults ← `file` ← `env` (`THRESHER_*` pairs; others are skipped) ←
+    /// `flags`, then validates.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut raw = RawConfig::defaults();
+        if let Some(path) = file {
+            raw.overlay(RawConfig::from_file(path)?);
+        }
+        raw.apply_env(env)?;
+        raw.apply_flags(flags);
+        raw.validate()
+    }
+
+    /// Loads with the process environment.
+    pub fn load_from_process(
+        file: Option<&Path>,
+        flags: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        Config::load(file, std::env::vars(), flags)
     }
 
     /// The primary learner (the first `[[learner]]`).
@@ -318,10 +658,60 @@ impl Config {
     }
 }
 
-fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, ConfigError> {
+/// The error for a `THRESHER_*` variable that matches no key; `section` is what followed the prefix.
+fn unknown_env(var: String, section: &str) -> ConfigError {
+    let hint = match ENV_SECTIONS.iter().find(|(s, _)| *s == section) {
+        Some((s, keys)) => format!(
+            "the [{s}] keys are: {}; e.g. {ENV_PREFIX}{}_{}",
+            keys.join(", "),
+            s.to_ascii_uppercase(),
+            keys[0].to_ascii_uppercase()
+        ),
+        None => format!(
+            "config variables are {ENV_PREFIX}<SECTION>_<KEY> with SECTION one of {}; \
+             other {ENV_PREFIX}* variables allowed: {}",
+            ENV_SECTIONS
+                .iter()
+                .map(|(s, _)| s.to_ascii_uppercase())
+                .collect::<Vec<_>>()
+                .join(", "),
+            ENV_NOT_CONFIG.join(", ")
+        ),
+    };
+    ConfigError::UnknownEnv { var, hint }
+}
+
+/// serde's wording in config terms: "unknown field" is an unknown key, "i64" an integer, "f64" a number.
+fn plain_serde_message(message: &str) -> String {
+    message
+        .replace("unknown field", "unknown key")
+        .replace("expected i64", "expected an integer")
+        .replace("expected f64", "expected a number")
+        .replace("expected a boolean", "expected true or false")
+        .replace('\n', " ")
+}
+
+/// The default learner: every learner key with its default (the shared keys from [`DEFAULT_TOML`], the
+/// solver-specific ones from [`solvers::SOLVER_KEYS_TOML`]).
+fn default_learner() -> LearnerLayer {
+    let mut learner = solvers::defaults();
+    let shipped = RawConfig::defaults()
+        .learner
+        .and_then(|mut l| (!l.is_empty()).then(|| l.remove(0)))
+        .expect("config/thresher.toml has a [[learner]] table");
+    learner.overlay(shipped);
+    learner
+}
+
+fn read_learner(
+    given: &LearnerLayer,
+    i: usize,
+    max_dim: usize,
+) -> Result<LearnerConfig, ConfigError> {
     let key = |k: &str| format!("learner[{i}].{k}");
-    let r = LearnerReader { table: t, index: i };
-    let name = r.string("name")?;
+    let mut t = default_learner();
+    t.overlay(given.clone());
+    let name = need(&t.name, &key("name"))?;
     if name.is_empty()
         || !name
             .chars()
@@ -333,7 +723,8 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             "use letters, digits, '_' and '-'",
         ));
     }
-    let solver = match r.string("solver")?.as_str() {
+    let solver_name = need(&t.solver, &key("solver"))?;
+    let solver = match solver_name.as_str() {
         "sdiht" | "diht" => StreamSolverKind::Sdiht,
         "mirror" => StreamSolverKind::Mirror,
         "smidas" => StreamSolverKind::Smidas,
@@ -346,7 +737,8 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             ))
         }
     };
-    let loss_name = r.string("loss")?;
+    solvers::check_applicable(i, &solver_name, &given.given())?;
+    let loss_name = need(&t.loss, &key("loss"))?;
     let kind = match loss_name.as_str() {
         "squared" => LossKind::Squared,
         "huber" => LossKind::Huber,
@@ -368,11 +760,11 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             "solver = \"subset\" supports loss = \"squared\" or \"logistic\" only",
         ));
     }
-    let gamma = r.float("gamma")?;
+    let gamma = need(&t.gamma, &key("gamma"))?;
     let loss = Loss::new(kind, gamma)
         .map_err(|e| range(&key("gamma"), &gamma.to_string(), &e.to_string()))?;
-    let k = r.int("k", 1, max_dim as i64)? as usize;
-    let lambda = r.float("lambda")?;
+    let k = int(&t.k, &key("k"), 1, max_dim as i64)? as usize;
+    let lambda = need(&t.lambda, &key("lambda"))?;
     if !(lambda.is_finite() && lambda > 0.0) {
         return Err(range(
             &key("lambda"),
@@ -380,11 +772,11 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             "must be finite and > 0",
         ));
     }
-    let mut blocks = r.int("blocks", 1, 1_000_000)? as usize;
-    if r.string("solver")? == "diht" {
+    let mut blocks = int(&t.blocks, &key("blocks"), 1, 1_000_000)? as usize;
+    if solver_name == "diht" {
         blocks = 1;
     }
-    let step_text = r.string("step")?;
+    let step_text = need(&t.step, &key("step"))?;
     let step = match step_text.as_str() {
         "adaptive" => StepRule::Adaptive,
         other => match other.parse::<f64>() {
@@ -398,7 +790,7 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             }
         },
     };
-    let tol = r.float("tol")?;
+    let tol = need(&t.tol, &key("tol"))?;
     if !(tol.is_finite() && tol >= 0.0) {
         return Err(range(
             &key("tol"),
@@ -406,7 +798,7 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
             "must be finite and >= 0",
         ));
     }
-    let options = solvers::read(t, i, &r.string("solver")?, step, max_dim)?;
+    let options = solvers::read(&t, i, &solver_name, step, max_dim)?;
     Ok(LearnerConfig {
         options,
         name,
@@ -416,9 +808,9 @@ fn read_learner(t: &Table, i: usize, max_dim: usize) -> Result<LearnerConfig, Co
         lambda,
         blocks,
         step,
-        recompute_every: r.int("recompute_every", 1, i64::MAX)? as usize,
+        recompute_every: int(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)? as usize,
         tol,
-        seed: r.int("seed", 0, i64::MAX)? as u64,
+        seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
     })
 }
 
@@ -430,236 +822,34 @@ fn range(key: &str, value: &str, reason: &str) -> ConfigError {
     }
 }
 
-fn default_table() -> Table {
-    DEFAULT_TOML.parse().expect("config/thresher.toml parses")
+/// The value of `key`, which every layered config has (the defaults set it).
+fn need<T: Clone>(value: &Option<T>, key: &str) -> Result<T, ConfigError> {
+    value
+        .clone()
+        .ok_or_else(|| ConfigError::Missing(key.into()))
 }
 
-/// The default learner table (every learner key with its default).
-fn default_learner() -> Table {
-    match default_table().remove("learner") {
-        Some(Value::Array(mut a)) => match a.remove(0) {
-            Value::Table(mut t) => {
-                t.extend(solvers::defaults());
-                t
-            }
-            _ => unreachable!("config/thresher.toml has a [[learner]] table"),
-        },
-        _ => unreachable!("config/thresher.toml has a [[learner]] table"),
-    }
-}
-
-fn set(table: &mut Table, section: &str, key: &str, value: Value) {
-    if let Some(Value::Table(s)) = table.get_mut(section) {
-        s.insert(key.to_string(), value);
-    }
-}
-
-/// Overlays a user file on the defaults; every key must be a known one. `[[learner]]` tables replace the
-/// default list, each filled up with the default learner keys.
-fn merge_file(base: &mut Table, user: Table) -> Result<(), ConfigError> {
-    for (section, value) in user {
-        if section == "learner" {
-            let Value::Array(items) = value else {
-                return Err(ConfigError::Type {
-                    key: "learner".into(),
-                    expected: "[[learner]] tables",
-                    got: value.type_str().into(),
-                });
-            };
-            let defaults = default_learner();
-            let mut learners = Vec::new();
-            for (i, item) in items.into_iter().enumerate() {
-                let Value::Table(t) = item else {
-                    return Err(ConfigError::Type {
-                        key: format!("learner[{i}]"),
-                        expected: "a table",
-                        got: item.type_str().into(),
-                    });
-                };
-                let mut full = defaults.clone();
-                let mut given = Vec::new();
-                for (k, v) in t {
-                    if !full.contains_key(&k) {
-                        return Err(ConfigError::UnknownKey(format!("learner[{i}].{k}")));
-                    }
-                    given.push(k.clone());
-                    full.insert(k, v);
-                }
-                if let Some(Value::String(solver)) = full.get("solver") {
-                    solvers::check_applicable(i, solver, &given)?;
-                }
-                learners.push(Value::Table(full));
-            }
-            base.insert("learner".into(), Value::Array(learners));
-            continue;
-        }
-        let Some(Value::Table(base_section)) = base.get_mut(&section) else {
-            return Err(ConfigError::UnknownKey(section));
-        };
-        let Value::Table(user_section) = value else {
-            return Err(ConfigError::Type {
-                key: section,
-                expected: "a table",
-                got: value.type_str().into(),
-            });
-        };
-        for (k, v) in user_section {
-            if !base_section.contains_key(&k) {
-                return Err(ConfigError::UnknownKey(format!("{section}.{k}")));
-            }
-            base_section.insert(k, v);
-        }
-    }
-    Ok(())
-}
-
-/// Applies `THRESHER_<SECTION>_<KEY>` (and `THRESHER_LEARNER_<KEY>` for the primary learner), parsing
-/// the text as the type the default has. Unknown `THRESHER_*` variables are ignored (they may belong to
-/// the environment, e.g. `THRESHER_LOG`).
-fn apply_env(
-    table: &mut Table,
-    env: impl IntoIterator<Item = (String, String)>,
-) -> Result<(), ConfigError> {
-    let defaults = default_table();
-    let learner_defaults = default_learner();
-    for (var, text) in env {
-        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
-            continue;
-        };
-        let rest = rest.to_ascii_lowercase();
-        if let Some(key) = rest.strip_prefix("learner_") {
-            let Some(template) = learner_defaults.get(key) else {
-                continue;
-            };
-            let value = parse_env_value(&var, &text, template)?;
-            if let Some(Value::Array(a)) = table.get_mut("learner") {
-                if let Some(Value::Table(first)) = a.first_mut() {
-                    first.insert(key.to_string(), value);
-                }
-            }
-            continue;
-        }
-        for (section, body) in &defaults {
-            let Value::Table(body) = body else { continue };
-            let Some(key) = rest.strip_prefix(&format!("{section}_")) else {
-                continue;
-            };
-            let Some(template) = body.get(key) else {
-                continue;
-            };
-            let value = parse_env_value(&var, &text, template)?;
-            set(table, section, key, value);
-        }
-    }
-    Ok(())
-}
-
-fn parse_env_value(var: &str, text: &str, template: &Value) -> Result<Value, ConfigError> {
-    let err = |expected| ConfigError::Env {
-        var: var.into(),
-        value: text.into(),
-        expected,
-    };
-    Ok(match template {
-        Value::Integer(_) => Value::Integer(text.trim().parse().map_err(|_| err("an integer"))?),
-        Value::Float(_) => Value::Float(text.trim().parse().map_err(|_| err("a number"))?),
-        Value::Boolean(_) => Value::Boolean(text.trim().parse().map_err(|_| err("true or false"))?),
-        _ => Value::String(text.to_string()),
-    })
-}
-
-/// Typed access to `section.key` of the merged table.
-struct Reader<'a> {
-    table: &'a Table,
-}
-
-impl Reader<'_> {
-    fn get(&self, section: &str, key: &str) -> Result<&Value, ConfigError> {
-        self.table
-            .get(section)
-            .and_then(|s| s.get(key))
-            .ok_or_else(|| ConfigError::UnknownKey(format!("{section}.{key}")))
-    }
-    fn string(&self, section: &str, key: &str) -> Result<String, ConfigError> {
-        as_string(self.get(section, key)?, &format!("{section}.{key}"))
-    }
-    fn int(&self, section: &str, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigError> {
-        as_int(self.get(section, key)?, &format!("{section}.{key}"), lo, hi)
-    }
-    /// A number in `(0, 1]`.
-    fn share(&self, section: &str, key: &str) -> Result<f64, ConfigError> {
-        let name = format!("{section}.{key}");
-        let value = match self.get(section, key)? {
-            Value::Float(f) => *f,
-            Value::Integer(i) => *i as f64,
-            v => return Err(type_err(&name, "a number", v)),
-        };
-        if !(value > 0.0 && value <= 1.0) {
-            return Err(range(&name, &value.to_string(), "must be in (0, 1]"));
-        }
-        Ok(value)
-    }
-    fn bool(&self, section: &str, key: &str) -> Result<bool, ConfigError> {
-        match self.get(section, key)? {
-            Value::Boolean(b) => Ok(*b),
-            v => Err(type_err(&format!("{section}.{key}"), "true or false", v)),
-        }
-    }
-}
-
-struct LearnerReader<'a> {
-    table: &'a Table,
-    index: usize,
-}
-
-impl LearnerReader<'_> {
-    fn key(&self, k: &str) -> String {
-        format!("learner[{}].{k}", self.index)
-    }
-    fn get(&self, k: &str) -> Result<&Value, ConfigError> {
-        self.table
-            .get(k)
-            .ok_or_else(|| ConfigError::UnknownKey(self.key(k)))
-    }
-    fn string(&self, k: &str) -> Result<String, ConfigError> {
-        as_string(self.get(k)?, &self.key(k))
-    }
-    fn int(&self, k: &str, lo: i64, hi: i64) -> Result<i64, ConfigError> {
-        as_int(self.get(k)?, &self.key(k), lo, hi)
-    }
-    fn float(&self, k: &str) -> Result<f64, ConfigError> {
-        match self.get(k)? {
-            Value::Float(f) => Ok(*f),
-            Value::Integer(i) => Ok(*i as f64),
-            v => Err(type_err(&self.key(k), "a number", v)),
-        }
-    }
-}
-
-fn type_err(key: &str, expected: &'static str, got: &Value) -> ConfigError {
-    ConfigError::Type {
-        key: key.into(),
-        expected,
-        got: got.to_string(),
-    }
-}
-
-fn as_string(v: &Value, key: &str) -> Result<String, ConfigError> {
-    match v {
-        Value::String(s) => Ok(s.clone()),
-        v => Err(type_err(key, "a string", v)),
-    }
-}
-
-fn as_int(v: &Value, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigError> {
-    match v {
-        Value::Integer(i) if (lo..=hi).contains(i) => Ok(*i),
-        Value::Integer(i) => Err(range(
+/// An integer in `lo ..= hi`.
+fn int(value: &Option<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigError> {
+    let v = need(value, key)?;
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(range(
             key,
-            &i.to_string(),
+            &v.to_string(),
             &format!("must be between {lo} and {hi}"),
-        )),
-        v => Err(type_err(key, "an integer", v)),
+        ))
+    }
+}
+
+/// A number in `(0, 1]`.
+fn share(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
+    let v = need(value, key)?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(range(key, &v.to_string(), "must be in (0, 1]"))
     }
 }
 
@@ -720,8 +910,11 @@ mod tests {
         let msg = |t: &str| load_text(t, &[]).unwrap_err().to_string();
         assert!(msg("[window]\ncapacty = 5\n").contains("`window.capacty`"));
         assert!(msg("[window]\ncapacity = 0\n").contains("`window.capacity` = 0"));
-        assert!(msg("[window]\ncapacity = \"big\"\n")
-            .contains("`window.capacity`: expected an integer"));
+        let e = msg("[window]\ncapacity = \"big\"\n");
+        assert!(
+            e.contains("`window.capacity`: invalid type: string \"big\", expected an integer"),
+            "{e}"
+        );
         assert!(msg("[[learner]]\nlambda = -1.0\n").contains("`learner[0].lambda`"));
         assert!(msg("[[learner]]\nloss = \"l1\"\n").contains("`learner[0].loss`"));
         assert!(msg("[[learner]]\nname = \"a\"\n[[learner]]\nname = \"a\"\n").contains("unique"));
@@ -737,5 +930,236 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("THRESHER_LEARNER_K=many"), "{e}");
+    }
+
+    #[test]
+    fn unknown_file_key_is_refused_naming_key_and_file() {
+        let e = load_text("[server]\nlistn = \"127.0.0.1:1\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`server.listn`: unknown key"), "{e}");
+        assert!(e.contains("c.toml"), "{e}");
+        assert!(e.contains("`listen`"), "{e}");
+        let e = load_text(
+            "[[learner]]\nname = \"a\"\n[[learner]]\nname = \"b\"\nkk = 3\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`learner[1].kk`: unknown key") && e.contains("line 5"),
+            "{e}"
+        );
+        let e = load_text("[sever]\nlisten = \"x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`sever`: unknown key"), "{e}");
+        let e = load_text("server = 5\n", &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("`server`") && e.contains("the [server] table"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_env_var_is_refused_naming_it() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let flags = Overrides::default();
+        let e = Config::load(None, env(&[("THRESHER_LEARNER_KK", "1")]), &flags)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("THRESHER_LEARNER_KK matches no config key"),
+            "{e}"
+        );
+        assert!(e.contains("recompute_every"), "{e}");
+        for var in [
+            "THRESHER_WINDOW_CAPACIT",
+            "THRESHER_NOPE",
+            "THRESHER_SERVER",
+            "THRESHER_",
+        ] {
+            let e = Config::load(None, env(&[(var, "1")]), &flags).unwrap_err();
+            assert!(
+                matches!(&e, ConfigError::UnknownEnv { var: v, .. } if v == var),
+                "{var}: {e}"
+            );
+        }
+        // Not config keys, read elsewhere: allowed. Other prefixes are not ours.
+        let c = Config::load(
+            None,
+            env(&[
+                ("THRESHER_LOG", "debug"),
+                ("THRESHER_FAULT_INJECT", "learner_panic:x"),
+                ("PATH", "/bin"),
+                ("THRESHERX_Y", "1"),
+            ]),
+            &flags,
+        )
+        .unwrap();
+        assert_eq!(c, Config::defaults());
+    }
+
+    #[test]
+    fn env_overrides_apply_with_their_types() {
+        let env = [
+            ("THRESHER_SERVER_LISTEN", "127.0.0.1:9000"),
+            ("THRESHER_SERVER_REALTIME_HTTP", "true"),
+            ("THRESHER_INGEST_BUSY_STEP_SHARE", "0.5"),
+            ("thresher_window_capacity", "300"),
+            ("THRESHER_CHECKPOINT_DATA_DIR", "/tmp/d"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()));
+        let c = Config::load(None, env, &Overrides::default()).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:9000".parse().unwrap());
+        assert!(c.realtime_http);
+        assert_eq!(c.busy_step_share, 0.5);
+        assert_eq!(
+            c.window_capacity, 100_000,
+            "only THRESHER_ (upper case) is ours"
+        );
+        assert_eq!(c.data_dir, Some(PathBuf::from("/tmp/d")));
+        let e = load_text("", &[("THRESHER_SERVER_REALTIME_HTTP", "yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("THRESHER_SERVER_REALTIME_HTTP=yes: expected true or false"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn learner_env_overrides_reach_the_primary_learner() {
+        let c = load_text(
+            "[[learner]]\nname = \"a\"\nsolver = \"mirror\"\n[[learner]]\nname = \"b\"\n",
+            &[
+                ("THRESHER_LEARNER_K", "3"),
+                ("THRESHER_LEARNER_Loss", "huber"),
+                ("THRESHER_LEARNER_STEP", "0.5"),
+                ("THRESHER_LEARNER_BATCH", "4"),
+            ],
+        )
+        .unwrap();
+        let (a, b) = (&c.learners[0], &c.learners[1]);
+        assert_eq!(
+            (a.name.as_str(), a.k, a.loss.kind()),
+            ("a", 3, LossKind::Huber)
+        );
+        assert_eq!(a.step, StepRule::Constant(0.5));
+        assert!(matches!(&a.options, SolverOptions::Mirror(m) if m.batch == 4));
+        assert_eq!(
+            (b.name.as_str(), b.k, b.loss.kind()),
+            ("b", 10, LossKind::Squared)
+        );
+        // A solver-specific key the primary's solver does not read is refused, from the environment too.
+        let e = load_text("", &[("THRESHER_LEARNER_HORIZON", "5")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`learner[0].horizon`") && e.contains("mirror, smidas only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_layer_key_is_in_the_defaults_and_the_docs() {
+        let raw = RawConfig::defaults();
+        let sections: [(&str, Vec<&str>); 5] = [
+            ("server", raw.server.given()),
+            ("ingest", raw.ingest.given()),
+            ("window", raw.window.given()),
+            ("snapshot", raw.snapshot.given()),
+            ("checkpoint", raw.checkpoint.given()),
+        ];
+        let docs = include_str!("mod.rs");
+        for (section, given) in sections {
+            let keys = ENV_SECTIONS.iter().find(|(s, _)| *s == section).unwrap().1;
+            assert_eq!(
+                given, keys,
+                "config/thresher.toml sets every [{section}] key"
+            );
+            for key in keys {
+                let row = format!("//! | `{section}.{key}` |");
+                assert!(docs.contains(&row), "{row} missing from the key table");
+                let var = format!(
+                    "`THRESHER_{}_{}` |",
+                    section.to_uppercase(),
+                    key.to_uppercase()
+                );
+                assert!(docs.contains(&var), "{var} missing from the key table");
+            }
+        }
+        let learner = default_learner();
+        assert_eq!(
+            learner.given(),
+            LearnerLayer::KEYS,
+            "every learner key has a default"
+        );
+        let shared = raw.learner.unwrap().remove(0).given();
+        for key in shared {
+            assert!(
+                docs.contains(&format!("//! | `learner.{key}` |")),
+                "learner.{key}"
+            );
+        }
+    }
+
+    /// Every `THRESHER_*` name the code, tests, examples, benches and CI mention is a config key or on
+    /// [`ENV_NOT_CONFIG`] (names ending in `_` are prefixes, e.g. `THRESHER_LEARNER_<KEY>`).
+    #[test]
+    fn every_thresher_variable_in_the_tree_is_a_key_or_allowed() {
+        // Named on purpose as wrong variables by tests.
+        const DELIBERATELY_UNKNOWN: &[&str] = &["THRESHER_LEARNER_KK"];
+        fn scan(dir: &Path, found: &mut Vec<(PathBuf, String)>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    scan(&path, found);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    for (at, _) in text.match_indices(ENV_PREFIX) {
+                        let name: String = text[at..]
+                            .chars()
+                            .take_while(|c| {
+                                c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_'
+                            })
+                            .collect();
+                        if !name.ends_with('_') {
+                            found.push((path.clone(), name));
+                        }
+                    }
+                }
+            }
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut found = Vec::new();
+        for dir in ["src", "tests", "examples", "benches", ".ci"] {
+            scan(&root.join(dir), &mut found);
+        }
+        let own = root.join("src/config");
+        found.retain(|(path, _)| !path.starts_with(&own));
+        assert!(
+            found.iter().any(|(_, n)| n == "THRESHER_LOG"),
+            "the scan sees src/"
+        );
+        for (path, name) in found {
+            if DELIBERATELY_UNKNOWN.contains(&name.as_str()) {
+                continue;
+            }
+            let mut raw = RawConfig::defaults();
+            let result = raw.apply_env([(name.clone(), String::new())]);
+            assert!(
+                !matches!(result, Err(ConfigError::UnknownEnv { .. })),
+                "{name} in {} is neither a config key nor in ENV_NOT_CONFIG",
+                path.display()
+            );
+        }
     }
 }

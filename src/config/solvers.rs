@@ -32,9 +32,7 @@
 
 use std::time::Duration;
 
-use toml::{Table, Value};
-
-use super::ConfigError;
+use super::{ConfigError, LearnerLayer};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorMap, MirrorStep};
 use crate::solver::subset::{Penalty, SubsetParams};
 use crate::solver::StepRule;
@@ -75,11 +73,9 @@ const APPLIES_TO: &[(&str, &[&str])] = &[
     ("c", &["subset"]),
 ];
 
-/// The solver-specific keys with their defaults.
-pub fn defaults() -> Table {
-    SOLVER_KEYS_TOML
-        .parse()
-        .expect("the solver key defaults parse")
+/// The solver-specific keys with their defaults (the shared keys unset).
+pub fn defaults() -> LearnerLayer {
+    toml::from_str(SOLVER_KEYS_TOML).expect("the solver key defaults parse into a learner layer")
 }
 
 /// What a learner's solver needs beyond the shared keys.
@@ -149,8 +145,8 @@ impl PartialEq for SolverOptions {
     }
 }
 
-/// A key set in learner `i` that its solver does not read.
-pub fn check_applicable(i: usize, solver: &str, given: &[String]) -> Result<(), ConfigError> {
+/// A key set in learner `i` (in the file or the environment) that its solver does not read.
+pub fn check_applicable(i: usize, solver: &str, given: &[&str]) -> Result<(), ConfigError> {
     let solver = if solver == "diht" { "sdiht" } else { solver };
     for key in given {
         if let Some((_, solvers)) = APPLIES_TO.iter().find(|(k, _)| k == key) {
@@ -166,41 +162,30 @@ pub fn check_applicable(i: usize, solver: &str, given: &[String]) -> Result<(), 
     Ok(())
 }
 
-/// Reads the solver-specific keys of learner `i` (missing keys take their defaults).
+/// Reads the solver-specific keys of learner `i` from `t`, the learner with every key set (the defaults
+/// filled in).
 pub fn read(
-    t: &Table,
+    t: &LearnerLayer,
     i: usize,
     solver: &str,
     step: StepRule,
     max_dim: usize,
 ) -> Result<SolverOptions, ConfigError> {
-    let defaults = defaults();
     let key = |k: &str| format!("learner[{i}].{k}");
-    let get = |k: &str| -> &Value {
-        t.get(k)
-            .or_else(|| defaults.get(k))
-            .expect("every solver key has a default")
-    };
-    let float = |k: &str| -> Result<f64, ConfigError> {
-        match get(k) {
-            Value::Float(f) => Ok(*f),
-            Value::Integer(v) => Ok(*v as f64),
-            v => Err(super::type_err(&key(k), "a number", v)),
-        }
-    };
-    let int = |k: &str, lo: i64, hi: i64| super::as_int(get(k), &key(k), lo, hi);
-    let string = |k: &str| super::as_string(get(k), &key(k));
+    let float = |k: &str, v: &Option<f64>| super::need(v, &key(k));
+    let int = |k: &str, v: &Option<i64>, lo: i64, hi: i64| super::int(v, &key(k), lo, hi);
+    let string = |k: &str, v: &Option<String>| super::need(v, &key(k));
     let bad = |k: &str, v: String, reason: &str| super::range(&key(k), &v, reason);
-    let positive = |k: &str| -> Result<f64, ConfigError> {
-        let v = float(k)?;
+    let positive = |k: &str, v: &Option<f64>| -> Result<f64, ConfigError> {
+        let v = float(k, v)?;
         if v.is_finite() && v > 0.0 {
             Ok(v)
         } else {
             Err(bad(k, v.to_string(), "must be finite and > 0"))
         }
     };
-    let nonneg = |k: &str| -> Result<f64, ConfigError> {
-        let v = float(k)?;
+    let nonneg = |k: &str, v: &Option<f64>| -> Result<f64, ConfigError> {
+        let v = float(k, v)?;
         if v.is_finite() && v >= 0.0 {
             Ok(v)
         } else {
@@ -208,7 +193,7 @@ pub fn read(
         }
     };
     let p = || -> Result<f64, ConfigError> {
-        let p = float("p")?;
+        let p = float("p", &t.p)?;
         if p == 0.0 {
             Ok((2.0 * (max_dim as f64).ln()).max(2.0))
         } else if p.is_finite() && p >= 2.0 {
@@ -225,14 +210,14 @@ pub fn read(
         StepRule::Constant(eta) => MirrorStep::Constant(eta),
         _ => MirrorStep::Auto,
     };
-    let horizon = || int("horizon", 1, i64::MAX).map(|h| h as u64);
+    let horizon = || int("horizon", &t.horizon, 1, i64::MAX).map(|h| h as u64);
     Ok(match solver {
         "mirror" => {
-            let map = match string("mirror")?.as_str() {
+            let map = match string("mirror", &t.mirror)?.as_str() {
                 "euclidean" => MirrorMap::Euclidean,
                 "pnorm" => MirrorMap::PNorm { p: p()? },
                 "hypentropy" => MirrorMap::HypEntropy {
-                    beta: positive("beta")?,
+                    beta: positive("beta", &t.beta)?,
                 },
                 other => {
                     return Err(bad(
@@ -242,7 +227,7 @@ pub fn read(
                     ))
                 }
             };
-            let text = string("constraint")?;
+            let text = string("constraint", &t.constraint)?;
             let constraint: Constraint =
                 text.parse()
                     .map_err(|e: crate::solver::mirror::MirrorError| {
@@ -251,7 +236,7 @@ pub fn read(
             let config = MirrorConfig {
                 constraint,
                 step: mirror_step,
-                batch: int("batch", 1, 1_000_000)? as usize,
+                batch: int("batch", &t.batch, 1, 1_000_000)? as usize,
                 horizon: horizon()?,
                 ..MirrorConfig::new(map)
             };
@@ -261,28 +246,31 @@ pub fn read(
             SolverOptions::Mirror(config)
         }
         "smidas" => SolverOptions::Smidas {
-            l1: positive("l1")?,
+            l1: positive("l1", &t.l1)?,
             p: p()?,
             step: mirror_step,
             horizon: horizon()?,
         },
         "subset" => {
-            let lambda0 = nonneg("lambda0")?;
-            let lambda1 = nonneg("lambda1")?;
-            let lambda2 = positive("lambda2")?;
+            let lambda0 = nonneg("lambda0", &t.lambda0)?;
+            let lambda1 = nonneg("lambda1", &t.lambda1)?;
+            let lambda2 = positive("lambda2", &t.lambda2)?;
             let penalty = Penalty::new(lambda0, lambda1, lambda2)
                 .map_err(|e| bad("lambda2", lambda2.to_string(), &e.to_string()))?;
             let params = SubsetParams {
-                xi: nonneg("xi")?,
-                zeta: nonneg("zeta")?,
-                c: positive("c")?,
+                xi: nonneg("xi", &t.xi)?,
+                zeta: nonneg("zeta", &t.zeta)?,
+                c: positive("c", &t.c)?,
                 ..SubsetParams::new(penalty)
             };
             SolverOptions::Subset {
                 params,
-                resolve_interval: Duration::from_millis(
-                    int("resolve_interval_ms", 0, 3_600_000)? as u64
-                ),
+                resolve_interval: Duration::from_millis(int(
+                    "resolve_interval_ms",
+                    &t.resolve_interval_ms,
+                    0,
+                    3_600_000,
+                )? as u64),
             }
         }
         _ => SolverOptions::Sdiht,

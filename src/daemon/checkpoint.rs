@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::learner::publish::Snapshot;
+use crate::learner::{LearnerState, LearnerStats, PrimalState};
 use crate::sample::Sample;
-use crate::snapshot::Snapshot;
-use crate::solver::stream::{LearnerState, LearnerStats, PrimalState};
 use crate::solver::Certificate;
 
 pub const MAGIC: &[u8; 8] = b"THRCKPT\n";

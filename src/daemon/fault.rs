@@ -7,12 +7,10 @@
 //! the daemon cleanly (`tests/integration/daemon.rs`); it is not a knob for users. A value of another
 //! form is logged and ignored.
 
-use crate::config::LearnerConfig;
-use crate::ring::Window;
-use crate::sample::{Row, SampleBlock};
-use crate::solver::stream::{
-    LearnerSnapshot, LearnerState, LearnerStats, SolverGauges, StepOutcome, StreamingLearner,
+use crate::learner::{
+    LearnerCore, LearnerSnapshot, LearnerState, SolverGauges, StepOutcome, StreamingLearner,
 };
+use crate::sample::{Row, SampleBlock};
 
 /// The environment variable that arms the hook.
 pub const FAULT_INJECT_ENV: &str = "THRESHER_FAULT_INJECT";
@@ -57,8 +55,8 @@ struct PanicOnInsert {
 }
 
 impl StreamingLearner for PanicOnInsert {
-    fn config(&self) -> &LearnerConfig {
-        self.inner.config()
+    fn core(&self) -> &LearnerCore {
+        self.inner.core()
     }
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().any(|b| !b.is_empty()) {
@@ -75,14 +73,8 @@ impl StreamingLearner for PanicOnInsert {
     fn step(&mut self) -> StepOutcome {
         self.inner.step()
     }
-    fn snapshot(&mut self) -> LearnerSnapshot {
-        self.inner.snapshot()
-    }
-    fn stats(&self) -> LearnerStats {
-        self.inner.stats()
-    }
-    fn window(&self) -> &Window {
-        self.inner.window()
+    fn certify(&mut self) -> LearnerSnapshot {
+        self.inner.certify()
     }
     fn state(&self) -> LearnerState {
         self.inner.state()
@@ -96,9 +88,9 @@ impl StreamingLearner for PanicOnInsert {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::learner::build;
     use crate::sample::Sample;
     use crate::sample::SampleSet;
-    use crate::solver::stream::build;
 
     fn learner(name: &str) -> Box<dyn StreamingLearner> {
         let mut config = Config::defaults().learners.remove(0);

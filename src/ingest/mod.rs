@@ -5,6 +5,7 @@
 //! line is ever skipped silently (only blank lines and `#` comments are). Feature indices are kept
 //! exactly as written.
 
+pub mod admission;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod batch;
@@ -21,6 +22,8 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::sample::{Sample, SampleError};
+
+pub use admission::{Admission, AdmitError, Batch};
 
 /// Input text formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 //! `solver::objective::{primal_value, dual_value}` evaluate the certificate over the window exactly,
 //! with `window.alphas()` as the dual point. It knows nothing of solvers or threads.
 
-use crate::sample::{Row, Sample, SampleRef, SampleSet};
+use crate::sample::{DualRows, Row, Sample, SampleRef, SampleSet};
 
 /// A sample in the window with its dual variable and cached `||x_i||^2`.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,6 +186,19 @@ impl Window {
 /// `||x||^2` of a row's values, as the block steps cache it.
 fn sq_norm(values: &[f64]) -> f64 {
     values.iter().map(|v| v * v).sum()
+}
+
+impl DualRows for Window {
+    fn alphas(&self) -> &[f64] {
+        &self.alphas
+    }
+    fn alphas_mut(&mut self) -> &mut [f64] {
+        &mut self.alphas
+    }
+    #[inline]
+    fn sq_norm(&self, i: usize) -> f64 {
+        self.slots[i].sq_norm
+    }
 }
 
 impl SampleSet for Window {

@@ -186,6 +186,17 @@ pub trait SampleSet {
     fn dim(&self) -> usize;
 }
 
+/// Samples with a dual variable each: what SDIHT's block step reads and updates. An in-memory data set
+/// with its dual vector (`solver::sdiht::Sdiht`) and the daemon's window (which stores each sample's
+/// dual beside it) both implement it, so offline and streaming SDIHT run the same step.
+pub trait DualRows: SampleSet {
+    /// `alpha_i`, parallel to [`SampleSet::row`].
+    fn alphas(&self) -> &[f64];
+    fn alphas_mut(&mut self) -> &mut [f64];
+    /// `||x_i||^2` (cached by the implementor: the adaptive step reads it every block step).
+    fn sq_norm(&self, i: usize) -> f64;
+}
+
 /// An in-memory data set: samples as the rows of a CSR matrix, with labels and weights.
 #[derive(Debug, Clone)]
 pub struct Dataset {

@@ -515,6 +515,15 @@ fn invalid_config_names_the_key() {
         &[("THRESHER_WINDOW_CAPACITY", "zero")],
     );
     assert_failed_with(&out, "THRESHER_WINDOW_CAPACITY=zero");
+    let out = thresher_with_env(
+        &["serve", "--listen", "127.0.0.1:0"],
+        &[("THRESHER_LEARNER_KK", "1")],
+    );
+    assert_failed_with(&out, "THRESHER_LEARNER_KK matches no config key");
+    let config = test_config(dir.path(), "k = 2", "[server]\nlistn = \"127.0.0.1:0\"");
+    let out = thresher(&["serve", "--config", config.to_str().unwrap()]);
+    assert_failed_with(&out, "`server.listn`: unknown key");
+    assert_failed_with(&out, config.to_str().unwrap());
 }
 
 #[test]

@@ -49,7 +49,7 @@ fn sdiht_and_mirror_side_by_side_and_mirror_survives_a_restart() {
     let truth = data.true_support();
     let d = Daemon::start(&args);
     // A first window of 500 samples (with fewer samples than features, 200, a k-sparse stochastic step
-    // can lock into a wrong support: see solver::stream::mirror, "Known limit").
+    // can lock into a wrong support: see learner::mirror, "Known limit").
     let (status, _, _) = d.post("/v1/samples", "text/plain", to_libsvm(&data.samples[..500]));
     assert_eq!(status, 202);
     d.wait_for("a first mirror model", |d| d.learner_model("mirror"));

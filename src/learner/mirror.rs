@@ -35,16 +35,12 @@
 //! resumes the same weights at the same step size.
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use super::{
-    Idle, LearnerSnapshot, LearnerState, LearnerStats, PrimalState, StepOutcome, StreamingLearner,
-    IDLE_EPOCHS,
+    LearnerCore, LearnerSnapshot, LearnerState, PrimalState, StepOutcome, StreamingLearner,
 };
 use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
-use crate::ring::Window;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
 use crate::solver::objective::{fused_certificate, CertificateScratch};
@@ -150,14 +146,9 @@ impl PrimalEngine for SmidasLearner {
 
 /// A per-sample primal solver on a sliding window (see the module docs).
 pub struct StreamPrimal<E: PrimalEngine> {
-    config: LearnerConfig,
-    window: Window,
+    core: LearnerCore,
     engine: E,
-    rng: ChaCha8Rng,
-    stats: LearnerStats,
-    steps_since_insert: u64,
-    last_certificate: Option<Certificate>,
-    inserted_since_certificate: bool,
+    /// The current pass's rows, in the seeded random order the engine visits them.
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
 }
@@ -229,48 +220,28 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         capacity: usize,
         state: Option<LearnerState>,
     ) -> StreamPrimal<E> {
-        let rng =
-            ChaCha8Rng::seed_from_u64(config.seed ^ state.as_ref().map_or(0, |s| s.stats.steps));
-        let mut learner = StreamPrimal {
-            config,
-            window: Window::new(capacity),
-            engine: {
-                engine.sync();
-                engine
-            },
-            rng,
-            stats: LearnerStats::default(),
-            steps_since_insert: 0,
-            last_certificate: None,
-            inserted_since_certificate: false,
+        engine.sync();
+        let core = LearnerCore::new(config, capacity, state.as_ref());
+        if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
+            engine.resume(core.window.dim(), primal);
+        }
+        StreamPrimal {
+            core,
+            engine,
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
-        };
-        if let Some(state) = state {
-            learner.window = Window::from_oldest_first(capacity, state.samples);
-            learner.stats = state.stats;
-            learner.last_certificate = state.last_certificate;
-            learner.steps_since_insert = state.steps_since_insert;
-            if let Some(primal) = &state.primal {
-                learner.engine.resume(learner.window.dim(), primal);
-            }
         }
-        learner
     }
 
     /// The underlying per-sample solver.
     pub fn engine(&self) -> &E {
         &self.engine
     }
-
-    fn blocks(&self) -> usize {
-        self.config.blocks.clamp(1, self.window.len().max(1))
-    }
 }
 
 impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
-    fn config(&self) -> &LearnerConfig {
-        &self.config
+    fn core(&self) -> &LearnerCore {
+        &self.core
     }
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
@@ -281,63 +252,43 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         for batch in batches {
             self.learn_batch(batch);
         }
-        self.stats.mutations += 1;
-        self.inserted_since_certificate = true;
-        self.steps_since_insert = 0;
+        self.core.inserted();
     }
 
     /// Nothing to undo: the model keeps no per-sample state.
     fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
-        let n = self.window.len();
-        if n == 0 {
-            return StepOutcome::Idle(Idle::EmptyWindow);
+        if let Some(idle) = self.core.idle() {
+            return StepOutcome::Idle(idle);
         }
-        if let (Some(c), false) = (self.last_certificate, self.inserted_since_certificate) {
-            if c.relative_gap() <= self.config.tol {
-                return StepOutcome::Idle(Idle::Converged {
-                    relative_gap: c.relative_gap(),
-                });
-            }
-        }
-        let blocks = self.blocks();
-        if self.steps_since_insert >= IDLE_EPOCHS * blocks as u64 {
-            return StepOutcome::Idle(Idle::Stalled);
-        }
-        let b = if blocks == 1 {
-            0
-        } else {
-            self.rng.gen_range(0..blocks)
-        };
+        let rows = self.core.next_block();
         self.order.clear();
-        self.order.extend(b * n / blocks..(b + 1) * n / blocks);
-        self.order.shuffle(&mut self.rng);
+        self.order.extend(rows);
+        self.order.shuffle(&mut self.core.rng);
         let batch = self.engine.batch().max(1);
         let chunks_between_yield_points =
             (crate::courtesy::ROWS_BETWEEN_YIELD_POINTS / batch).max(1);
         for (c, chunk) in self.order.chunks(batch).enumerate() {
             crate::courtesy::yield_point_every(c, chunks_between_yield_points);
-            let window = &self.window;
+            let window = &self.core.window;
             self.engine.learn(chunk.iter().map(|&i| window.row(i)));
         }
-        self.stats.steps += 1;
-        self.stats.mutations += 1;
-        self.steps_since_insert += 1;
+        self.core.stepped();
         StepOutcome::Stepped
     }
 
     /// `P(w)` against `D` at the dual point of `w` (as IHT), both over the window from scratch.
-    fn snapshot(&mut self) -> LearnerSnapshot {
+    fn certify(&mut self) -> LearnerSnapshot {
         self.engine.sync();
-        let c = &self.config;
+        let c = &self.core.config;
         let k = self.engine.certificate_k(c.k);
-        let certificate = if self.window.is_empty() {
+        let certificate = if self.core.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
         } else {
             let model = self.engine.model();
             let values = fused_certificate(
-                &self.window,
+                &self.core.window,
                 &c.loss,
                 c.lambda,
                 k,
@@ -346,13 +297,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
                 None,
                 &mut self.certificate_scratch,
             );
-            self.window
+            self.core
+                .window
                 .alphas_mut()
                 .copy_from_slice(&self.certificate_scratch.alpha_from_primal);
-            values.certificate(self.window.len())
+            values.certificate(self.core.window.len())
         };
-        self.last_certificate = Some(certificate);
-        self.inserted_since_certificate = false;
+        let c = &self.core.config;
         let model = Model::from_view(
             self.engine.model(),
             c.loss.kind(),
@@ -362,33 +313,18 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             c.lambda,
             certificate,
         );
-        LearnerSnapshot::new(model, self.stats, &self.window)
-    }
-
-    fn stats(&self) -> LearnerStats {
-        self.stats
-    }
-
-    fn window(&self) -> &Window {
-        &self.window
+        self.core.certified(model)
     }
 
     fn state(&self) -> LearnerState {
-        LearnerState {
-            samples: self.window.to_pairs(),
-            stats: self.stats,
-            last_certificate: self.last_certificate,
-            scale: 1.0,
-            steps_since_insert: self.steps_since_insert,
-            primal: Some(self.engine.export()),
-        }
+        self.core.state(1.0, Some(self.engine.export()))
     }
 }
 
 impl<E: PrimalEngine> StreamPrimal<E> {
     /// Predicts, stores and learns one batch (in mini-batches of the engine's size).
     fn learn_batch(&mut self, batch: &SampleBlock) {
-        let loss = self.config.loss;
+        let loss = self.core.config.loss;
         let size = self.engine.batch().max(1);
         for start in (0..batch.len()).step_by(size) {
             let chunk = start..(start + size).min(batch.len());
@@ -398,11 +334,9 @@ impl<E: PrimalEngine> StreamPrimal<E> {
                 let r = sample.row();
                 let l = loss.sample(r.label, r.weight);
                 let u = self.engine.score(r);
-                self.stats.progressive_loss_sum += l.value(u);
-                self.stats.progressive_count += 1;
+                self.core.predicted(l.value(u));
                 // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
-                self.window.push_ref(sample, l.dual_of_margin(u));
-                self.stats.samples_seen += 1;
+                self.core.window.push_ref(sample, l.dual_of_margin(u));
             }
             self.engine.learn(chunk.map(|i| batch.row(i)));
         }
@@ -413,6 +347,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
 mod tests {
     use super::*;
     use crate::config::{Config, StreamSolverKind};
+    use crate::learner::{Idle, IDLE_EPOCHS};
     use crate::loss::{Loss, LossKind};
     use crate::sample::Sample;
     use crate::solver::mirror::{Constraint, MirrorStep};
@@ -462,7 +397,7 @@ mod tests {
     /// Weak duality over the window at every snapshot, and the certificate is the one computed from
     /// scratch by the offline functions, bit for bit (as are the duals written back to the window).
     fn check_weak_duality(l: &mut dyn StreamingLearner) -> Certificate {
-        let snap = l.snapshot();
+        let snap = l.certify();
         let c = snap.model.certificate;
         assert!(c.gap >= -1e-12 * c.primal.abs().max(1.0), "{c:?}");
         assert_eq!(c.samples, l.window().len());
@@ -510,7 +445,7 @@ mod tests {
                 "{map:?}: {early:?} -> {late:?}"
             );
             assert_eq!(
-                l.snapshot().model.support,
+                l.certify().model.support,
                 data.true_support(),
                 "{map:?} {late:?}"
             );
@@ -526,7 +461,7 @@ mod tests {
         let early = check_weak_duality(&mut l);
         feed(&mut l, &data.samples[200..], 10);
         let late = check_weak_duality(&mut l);
-        let snap = l.snapshot();
+        let snap = l.certify();
         assert_eq!(snap.model.k, snap.model.support.len().max(5));
         assert!(late.primal < early.primal, "{early:?} -> {late:?}");
         for j in data.true_support() {
@@ -550,14 +485,14 @@ mod tests {
         ];
         for (mut l, config) in learners {
             feed(l.as_mut(), &data.samples, 3);
-            let snap = l.snapshot();
+            let snap = l.certify();
             let state = l.state();
             let mut back: Box<dyn StreamingLearner> = match config.solver {
                 StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 500, Some(state))),
                 _ => Box::new(StreamSmidas::new(config, 500, Some(state))),
             };
             assert_eq!(back.stats(), l.stats());
-            let again = back.snapshot();
+            let again = back.certify();
             assert_eq!(again.model.support, snap.model.support);
             assert_eq!(again.model.weights, snap.model.weights, "the same weights");
             // The restored window is stored oldest first, so the certificate's sums run in another
@@ -568,7 +503,7 @@ mod tests {
             // Both continue identically on the same new data and steps.
             l.insert_samples(&data.samples[..50]);
             back.insert_samples(&data.samples[..50]);
-            assert_eq!(back.snapshot().model.weights, l.snapshot().model.weights);
+            assert_eq!(back.certify().model.weights, l.certify().model.weights);
             // Every stored dual is feasible (the certificate's dual point).
             for i in 0..back.window().len() {
                 let r = back.window().row(i);

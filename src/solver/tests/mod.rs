@@ -1,9 +1,9 @@
 //! Theory checks for the solvers: weak duality, sparsity, the ridge closed form, best-subset recovery.
 
 use super::driver::{run, StopRule};
-use super::dual::Sdiht;
 use super::objective::primal_value;
 use super::primal::{cholesky_solve, Htp, Iht};
+use super::sdiht::Sdiht;
 use super::{Problem, Solver, StepRule};
 use crate::loss::{Loss, LossKind};
 use crate::sample::{Dataset, Sample, SampleSet};

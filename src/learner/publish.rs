@@ -4,7 +4,7 @@
 //! Readers (HTTP handlers) clone an `Arc<Snapshot>` (or its pre-rendered JSON body) out of a cell and
 //! never wait on a solver. [`publish`] is called by each learner's own thread between steps, every
 //! `snapshot.interval_ms`: it computes the model and its certificate exactly over the window
-//! (`StreamingLearner::snapshot`), builds a new snapshot with the next version — only when the learner
+//! (`StreamingLearner::certify`), builds a new snapshot with the next version — only when the learner
 //! changed since the last one, so an idle daemon keeps its version — swaps it into the cell and updates
 //! the learner's metrics. Why on the learner's thread: the certificate is a few passes over the whole
 //! window; computed by another thread it had to hold the learner's lock, stalling inserts and steps
@@ -18,10 +18,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+use super::{SolverGauges, StreamingLearner};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sample::SampleSet;
-use crate::solver::stream::{SolverGauges, StreamingLearner};
 use crate::sparse::support_changes;
 
 /// One learner's published state. Immutable once built.
@@ -148,7 +148,7 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         if unchanged || l.window().is_empty() {
             return false;
         }
-        (l.snapshot(), l.window().capacity(), l.gauges())
+        (l.certify(), l.window().capacity(), l.gauges())
     };
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;

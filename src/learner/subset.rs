@@ -26,13 +26,12 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    Idle, LearnerSnapshot, LearnerState, LearnerStats, PrimalState, SolverGauges, StepOutcome,
+    Idle, LearnerCore, LearnerSnapshot, LearnerState, PrimalState, SolverGauges, StepOutcome,
     StreamingLearner,
 };
 use crate::config::{LearnerConfig, SolverOptions};
 use crate::loss::LossKind;
 use crate::model::Model;
-use crate::ring::Window;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::subset::{Penalty, SubsetLoss, SubsetParams, SubsetSolver};
 use crate::solver::{Certificate, ModelView};
@@ -40,10 +39,11 @@ use crate::sparse::sparse_dot;
 
 /// Best subset re-solved on a sliding window (see the module docs).
 pub struct StreamSubset {
-    config: LearnerConfig,
+    /// `last_certificate` is the certificate of the last outer step (not of `certify`, which only
+    /// reads it).
+    core: LearnerCore,
     params: SubsetParams,
     resolve_interval: Duration,
-    window: Window,
     solver: Option<SubsetSolver>,
     /// Samples arrived since the solver was built.
     window_changed: bool,
@@ -57,10 +57,7 @@ pub struct StreamSubset {
     weights: Vec<f64>,
     support: Vec<u32>,
     active: Vec<u32>,
-    certificate: Option<Certificate>,
     gauges: SolverGauges,
-    stats: LearnerStats,
-    steps_since_insert: u64,
 }
 
 impl StreamSubset {
@@ -85,10 +82,9 @@ impl StreamSubset {
             _ => SubsetLoss::Squared,
         };
         let mut learner = StreamSubset {
-            config,
+            core: LearnerCore::new(config, capacity, state.as_ref()),
             params,
             resolve_interval,
-            window: Window::new(capacity),
             solver: None,
             window_changed: false,
             last_build: None,
@@ -98,16 +94,9 @@ impl StreamSubset {
             weights: Vec::new(),
             support: Vec::new(),
             active: Vec::new(),
-            certificate: None,
             gauges: SolverGauges::default(),
-            stats: LearnerStats::default(),
-            steps_since_insert: 0,
         };
         if let Some(state) = state {
-            learner.window = Window::from_oldest_first(capacity, state.samples);
-            learner.stats = state.stats;
-            learner.certificate = state.last_certificate;
-            learner.steps_since_insert = state.steps_since_insert;
             if let Some(primal) = state.primal {
                 for &(j, w, _) in &primal.coordinates {
                     if w != 0.0 && w.is_finite() {
@@ -120,8 +109,8 @@ impl StreamSubset {
             }
             // A restored solve is finished: the learner idles until new samples arrive, then re-solves
             // warm-started from the restored model and active set.
-            learner.solved = learner.certificate.is_some();
-            learner.window_changed = !learner.solved && !learner.window.is_empty();
+            learner.solved = learner.core.last_certificate.is_some();
+            learner.window_changed = !learner.solved && !learner.core.window.is_empty();
         }
         learner
     }
@@ -141,7 +130,7 @@ impl StreamSubset {
             .iter()
             .map(|&j| (j, self.weights[j as usize]))
             .collect();
-        match SubsetSolver::new(&self.window, self.params) {
+        match SubsetSolver::new(&self.core.window, self.params) {
             Ok(mut solver) => {
                 solver.warm_start(&previous, &self.active);
                 self.solver = Some(solver);
@@ -149,7 +138,7 @@ impl StreamSubset {
             // An empty window fails (`step` never rebuilds on one), and for the logistic loss a window
             // holding a weighted sample or a label other than +-1: the learner then keeps its last model.
             Err(e) => {
-                tracing::warn!(learner = %self.config.name, error = %e, "subset: cannot solve this window");
+                tracing::warn!(learner = %self.core.config.name, error = %e, "subset: cannot solve this window");
                 self.solver = None;
             }
         }
@@ -190,7 +179,7 @@ impl StreamSubset {
             self.support.push(j);
         }
         self.active = solver.active_set();
-        self.certificate = Some(solver.certificate());
+        self.core.last_certificate = Some(solver.certificate());
         self.gauges = SolverGauges {
             active_set_size: step.active_set_size,
             screened_features: step.screened,
@@ -205,8 +194,8 @@ impl StreamSubset {
 }
 
 impl StreamingLearner for StreamSubset {
-    fn config(&self) -> &LearnerConfig {
-        &self.config
+    fn core(&self) -> &LearnerCore {
+        &self.core
     }
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
@@ -217,22 +206,24 @@ impl StreamingLearner for StreamSubset {
             self.store_batch(batch);
         }
         self.window_changed = true;
-        self.stats.mutations += 1;
-        self.steps_since_insert = 0;
+        self.core.inserted();
     }
 
     /// Nothing to undo: the solver is rebuilt from the window.
     fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
-        if self.window.is_empty() {
+        if self.core.window.is_empty() {
             return StepOutcome::Idle(Idle::EmptyWindow);
         }
         if self.due_for_rebuild() {
             self.rebuild();
         } else if self.solved {
-            let c = self.certificate.unwrap_or(Certificate::new(0.0, 0.0, 0));
-            return StepOutcome::Idle(if c.relative_gap() <= self.config.tol {
+            let c = self
+                .core
+                .last_certificate
+                .unwrap_or(Certificate::new(0.0, 0.0, 0));
+            return StepOutcome::Idle(if c.relative_gap() <= self.core.config.tol {
                 Idle::Converged {
                     relative_gap: c.relative_gap(),
                 }
@@ -241,19 +232,20 @@ impl StreamingLearner for StreamSubset {
             });
         }
         self.outer_step();
-        self.stats.steps += 1;
-        self.stats.mutations += 1;
-        self.steps_since_insert += 1;
+        self.core.stepped();
         StepOutcome::Stepped
     }
 
-    fn snapshot(&mut self) -> LearnerSnapshot {
-        if self.certificate.is_none() && !self.window.is_empty() {
+    fn certify(&mut self) -> LearnerSnapshot {
+        if self.core.last_certificate.is_none() && !self.core.window.is_empty() {
             // Nothing solved yet: one outer step gives the first certified model.
             self.rebuild();
             self.outer_step();
         }
-        let certificate = self.certificate.unwrap_or(Certificate::new(0.0, 0.0, 0));
+        let certificate = self
+            .core
+            .last_certificate
+            .unwrap_or(Certificate::new(0.0, 0.0, 0));
         let penalty = self.params.penalty;
         let view = ModelView {
             weights: &self.weights,
@@ -262,7 +254,7 @@ impl StreamingLearner for StreamSubset {
         };
         let mut model = Model::from_view(
             view,
-            self.config.loss.kind(),
+            self.core.config.loss.kind(),
             None,
             "subset",
             self.support.len(),
@@ -272,35 +264,23 @@ impl StreamingLearner for StreamSubset {
         model.lambda0 = Some(penalty.lambda0);
         model.lambda1 = Some(penalty.lambda1);
         model.lambda2 = Some(penalty.lambda2);
-        LearnerSnapshot::new(model, self.stats, &self.window)
-    }
-
-    fn stats(&self) -> LearnerStats {
-        self.stats
-    }
-
-    fn window(&self) -> &Window {
-        &self.window
+        self.core.view(model)
     }
 
     fn state(&self) -> LearnerState {
-        LearnerState {
-            samples: self.window.to_pairs(),
-            stats: self.stats,
-            last_certificate: self.certificate,
-            scale: 1.0,
-            steps_since_insert: self.steps_since_insert,
-            primal: Some(PrimalState {
+        self.core.state(
+            1.0,
+            Some(PrimalState {
                 coordinates: self
                     .support
                     .iter()
                     .map(|&j| (j, self.weights[j as usize], 0.0))
                     .collect(),
-                solver_steps: self.stats.steps,
+                solver_steps: self.core.stats.steps,
                 row_sq_max: 0.0,
                 active: self.active.clone(),
             }),
-        }
+        )
     }
 
     fn gauges(&self) -> SolverGauges {
@@ -311,16 +291,14 @@ impl StreamingLearner for StreamSubset {
 impl StreamSubset {
     /// Predicts each sample with the published weights and stores it in the window.
     fn store_batch(&mut self, batch: &SampleBlock) {
-        let loss = self.config.loss;
+        let loss = self.core.config.loss;
         for (i, sample) in batch.iter().enumerate() {
             crate::courtesy::yield_point_at_row(i);
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = sparse_dot(r.indices, r.values, &self.weights);
-            self.stats.progressive_loss_sum += l.value(u);
-            self.stats.progressive_count += 1;
-            self.window.push_ref(sample, l.dual_of_margin(u));
-            self.stats.samples_seen += 1;
+            self.core.predicted(l.value(u));
+            self.core.window.push_ref(sample, l.dual_of_margin(u));
         }
     }
 }
@@ -359,7 +337,7 @@ mod tests {
         let mut l = StreamSubset::new(config(1.0), 1000, None);
         l.insert_samples(&data.samples[..1000]);
         let cold = run_to_idle(&mut l);
-        let snap = l.snapshot();
+        let snap = l.certify();
         let c = snap.model.certificate;
         assert!(c.gap >= 0.0 && c.gap < 1e-3 * c.primal.max(1.0), "{c:?}");
         assert_eq!(snap.model.support, data.true_support(), "{c:?}");
@@ -368,7 +346,7 @@ mod tests {
         l.insert_samples(&data.samples[1000..1500]);
         let warm = run_to_idle(&mut l);
         assert!(warm <= cold, "warm {warm} vs cold {cold}");
-        let snap = l.snapshot();
+        let snap = l.certify();
         assert_eq!(snap.model.support, data.true_support());
         assert_eq!(snap.model.certificate.samples, 1000);
         assert_eq!(snap.model.lambda0, Some(1.0));
@@ -386,7 +364,7 @@ mod tests {
         let mut l = StreamSubset::new(c.clone(), 1000, None);
         l.insert_samples(&data.samples[..1000]);
         assert!(run_to_idle(&mut l) > 0);
-        let snap = l.snapshot();
+        let snap = l.certify();
         let cert = snap.model.certificate;
         assert_eq!(snap.model.loss, LossKind::Logistic);
         assert!(cert.gap >= 0.0 && cert.gap < 1e-3 * cert.primal, "{cert:?}");
@@ -396,7 +374,7 @@ mod tests {
         bad.label = 0.0;
         l.insert_samples(&[bad]);
         assert!(run_to_idle(&mut l) <= 1);
-        assert_eq!(l.snapshot().model.support, data.true_support());
+        assert_eq!(l.certify().model.support, data.true_support());
     }
 
     #[test]
@@ -405,16 +383,16 @@ mod tests {
         let mut l = StreamSubset::new(config(1.0), 500, None);
         l.insert_samples(&data.samples);
         run_to_idle(&mut l);
-        let snap = l.snapshot();
+        let snap = l.certify();
         let mut back = StreamSubset::new(config(1.0), 500, Some(l.state()));
         assert_eq!(back.stats(), l.stats());
-        assert_eq!(back.snapshot().model, snap.model);
+        assert_eq!(back.certify().model, snap.model);
         assert_eq!(back.gauges().active_set_size, l.gauges().active_set_size);
         assert_eq!(run_to_idle(&mut back), 0, "a finished solve resumes idle");
         // New data: a warm-started re-solve on the moved window keeps the support.
         back.insert_samples(&data.samples[..100]);
         assert!(run_to_idle(&mut back) > 0);
-        assert_eq!(back.snapshot().model.support, snap.model.support);
-        assert_eq!(back.snapshot().model.certificate.samples, 500);
+        assert_eq!(back.certify().model.support, snap.model.support);
+        assert_eq!(back.certify().model.certificate.samples, 500);
     }
 }

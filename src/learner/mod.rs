@@ -1,0 +1,335 @@
+//! Streaming learners: solvers that run continuously on a sliding [`Window`] while samples arrive — the
+//! streaming counterpart of an executor that drives a solver step (argmin's split).
+//!
+//! # The `StreamingLearner` contract
+//!
+//! A learner owns its window and is driven by one OS thread ([`worker`]) through four operations, each
+//! short so the worker can interleave them with ingest:
+//!
+//! - [`StreamingLearner::insert`] — add a batch (a [`SampleBlock`]); each sample is first *predicted*
+//!   with the current model (its loss feeds progressive validation), then enters the window with a
+//!   warm-start state; when the window is full the oldest sample is removed through
+//!   [`StreamingLearner::evict`] *before* the new row overwrites its slot;
+//! - [`StreamingLearner::evict`] — remove one sample's contribution from the learner's state;
+//! - [`StreamingLearner::step`] — one unit of optimisation over the window, or a reason to idle;
+//! - [`StreamingLearner::certify`] — the current k-sparse model with its certificate (`primal`, `dual`,
+//!   `gap`) computed **exactly over the current window** (from scratch, not from running sums).
+//!
+//! What every learner keeps the same way — the config, the window, the counters, the last certificate,
+//! the idle rules and the block choice — lives once in [`LearnerCore`]; an adapter adds only its
+//! solver's state. Checkpointing goes through [`StreamingLearner::state`] and each adapter's `new`.
+//!
+//! # Layout
+//!
+//! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`);
+//! - [`mirror`] — sparse mirror descent and SMIDAS, over [`crate::solver::mirror`] and
+//!   [`crate::solver::smidas`] (`"mirror"`, `"smidas"`);
+//! - [`subset`] — best subset re-solved on the window, over [`crate::solver::subset`] (`"subset"`);
+//! - [`worker`] — the router and learner threads, the panic guard and the publish cadence;
+//! - [`publish`] — immutable [`publish::Snapshot`]s behind per-learner [`publish::ModelCell`]s.
+//!
+//! The primal learners (mirror, smidas, subset) checkpoint their model in [`LearnerState::primal`], and
+//! the duals stored in their window are the certificate's dual point of their model (feasible duals, so
+//! a checkpoint can even be resumed by another solver).
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{LearnerConfig, StreamSolverKind};
+use crate::model::Model;
+use crate::ring::Window;
+use crate::sample::{Row, Sample, SampleBlock, SampleSet};
+use crate::solver::Certificate;
+
+pub mod mirror;
+pub mod pace;
+pub mod publish;
+pub mod sdiht;
+pub mod subset;
+pub mod worker;
+
+/// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
+pub const IDLE_EPOCHS: u64 = 200;
+
+/// Counters a learner keeps (and checkpoints).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LearnerStats {
+    /// Samples ever inserted.
+    pub samples_seen: u64,
+    /// Solver steps taken.
+    pub steps: u64,
+    /// Changes of state (inserts and steps): the snapshot thread publishes a new version only when this
+    /// moved.
+    pub mutations: u64,
+    /// Sum and count of progressive losses: each sample's loss under the model *before* it was learned.
+    pub progressive_loss_sum: f64,
+    pub progressive_count: u64,
+}
+
+impl LearnerStats {
+    /// Average progressive loss (0 before any sample).
+    pub fn progressive_loss(&self) -> f64 {
+        if self.progressive_count == 0 {
+            0.0
+        } else {
+            self.progressive_loss_sum / self.progressive_count as f64
+        }
+    }
+}
+
+/// Why `step` did no work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Idle {
+    EmptyWindow,
+    /// The last certificate met `tol` and no sample arrived since.
+    Converged {
+        relative_gap: f64,
+    },
+    /// [`IDLE_EPOCHS`] epochs without new data.
+    Stalled,
+}
+
+/// What one call of `step` did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepOutcome {
+    Stepped,
+    Idle(Idle),
+}
+
+/// A learner's published view: the model (with its exact certificate over the window) and its counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerSnapshot {
+    pub model: Model,
+    pub stats: LearnerStats,
+    pub window_samples: usize,
+}
+
+/// Everything needed to resume a learner (the checkpoint payload).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerState {
+    /// Window contents oldest first, with duals.
+    pub samples: Vec<(Sample, f64)>,
+    pub stats: LearnerStats,
+    pub last_certificate: Option<Certificate>,
+    /// Adaptive step scale.
+    pub scale: f64,
+    /// Steps since the last insert (so a stalled learner resumes idle).
+    pub steps_since_insert: u64,
+    /// The model of a primal learner (mirror, smidas, subset); `None` for SDIHT, whose model is a
+    /// function of the window's duals.
+    pub primal: Option<PrimalState>,
+}
+
+/// A primal learner's model and schedule position: enough to resume it exactly.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PrimalState {
+    /// `(j, w_j, theta_j)` for every nonzero weight, in the order the learner exported them; `theta_j` is
+    /// the learner's mirror-space coordinate (`grad psi(w)_j`; 0 where a learner has none).
+    pub coordinates: Vec<(u32, f64, f64)>,
+    /// Steps taken by the underlying solver (the `t` of the step schedule).
+    pub solver_steps: u64,
+    /// The running `max_i c_i ||x_i||^2` the automatic step uses.
+    pub row_sq_max: f64,
+    /// The subset learner's active set (empty for the others).
+    pub active: Vec<u32>,
+}
+
+/// Solver-specific gauges a learner reports next to its certificate (0 where they do not apply).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SolverGauges {
+    /// The subset solver's active set size.
+    pub active_set_size: usize,
+    /// Features the subset solver's gap-safe screening has removed.
+    pub screened_features: usize,
+}
+
+/// A solver that learns continuously on a window. See the module docs for the contract.
+pub trait StreamingLearner: Send {
+    /// The state every learner keeps the same way: config, window, counters, last certificate.
+    fn core(&self) -> &LearnerCore;
+    /// Predicts, then learns, each sample of `batches` in order. One call may carry several queued
+    /// batches so the per-insert work (re-thresholding) is paid once for all of them.
+    fn insert_batches(&mut self, batches: &[&SampleBlock]);
+    /// [`StreamingLearner::insert_batches`] with one batch.
+    fn insert(&mut self, batch: &SampleBlock) {
+        self.insert_batches(&[batch]);
+    }
+    /// [`StreamingLearner::insert`] with owned samples (offline callers and tests).
+    fn insert_samples(&mut self, samples: &[Sample]) {
+        self.insert(&SampleBlock::from_samples(samples));
+    }
+    /// Removes the contribution of a sample leaving the window (with the dual it had).
+    fn evict(&mut self, sample: Row<'_>, alpha: f64);
+    /// One unit of optimisation over the window.
+    fn step(&mut self) -> StepOutcome;
+    /// The model with its certificate computed exactly over the current window.
+    fn certify(&mut self) -> LearnerSnapshot;
+    /// The checkpoint payload.
+    fn state(&self) -> LearnerState;
+    /// Solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`); zeros by default.
+    fn gauges(&self) -> SolverGauges {
+        SolverGauges::default()
+    }
+    fn config(&self) -> &LearnerConfig {
+        &self.core().config
+    }
+    fn stats(&self) -> LearnerStats {
+        self.core().stats
+    }
+    fn window(&self) -> &Window {
+        &self.core().window
+    }
+}
+
+/// Builds the learner a config asks for.
+pub fn build(
+    config: &LearnerConfig,
+    capacity: usize,
+    state: Option<LearnerState>,
+) -> Box<dyn StreamingLearner> {
+    match config.solver {
+        StreamSolverKind::Sdiht => {
+            Box::new(sdiht::StreamSdiht::new(config.clone(), capacity, state))
+        }
+        StreamSolverKind::Mirror => {
+            Box::new(mirror::StreamMirror::new(config.clone(), capacity, state))
+        }
+        StreamSolverKind::Smidas => {
+            Box::new(mirror::StreamSmidas::new(config.clone(), capacity, state))
+        }
+        StreamSolverKind::Subset => {
+            Box::new(subset::StreamSubset::new(config.clone(), capacity, state))
+        }
+    }
+}
+
+/// The state every learner keeps the same way, and the rules every learner follows with it.
+#[derive(Debug, Clone)]
+pub struct LearnerCore {
+    pub config: LearnerConfig,
+    /// The last `window.capacity` samples with their duals.
+    pub window: Window,
+    pub stats: LearnerStats,
+    /// The certificate of the last [`StreamingLearner::certify`].
+    pub last_certificate: Option<Certificate>,
+    /// A sample arrived since `last_certificate`, so it no longer says whether the learner converged.
+    pub inserted_since_certificate: bool,
+    /// Steps since the last insert (so a stalled learner resumes idle).
+    pub steps_since_insert: u64,
+    /// Picks the block of each step; seeded from the config and the steps taken, so a resumed learner
+    /// does not replay the blocks it already visited.
+    pub rng: ChaCha8Rng,
+}
+
+impl LearnerCore {
+    /// A core with an empty window, or resumed from `state` (window, counters, certificate).
+    pub fn new(
+        config: LearnerConfig,
+        capacity: usize,
+        state: Option<&LearnerState>,
+    ) -> LearnerCore {
+        let rng = ChaCha8Rng::seed_from_u64(config.seed ^ state.map_or(0, |s| s.stats.steps));
+        let mut core = LearnerCore {
+            config,
+            window: Window::new(capacity),
+            stats: LearnerStats::default(),
+            last_certificate: None,
+            inserted_since_certificate: false,
+            steps_since_insert: 0,
+            rng,
+        };
+        if let Some(state) = state {
+            core.window = Window::from_oldest_first(capacity, state.samples.clone());
+            core.stats = state.stats;
+            core.last_certificate = state.last_certificate;
+            core.steps_since_insert = state.steps_since_insert;
+        }
+        core
+    }
+
+    /// The blocks a step chooses from: `config.blocks`, at most one per sample.
+    pub fn blocks(&self) -> usize {
+        self.config.blocks.clamp(1, self.window.len().max(1))
+    }
+
+    /// Why the next step should not run: an empty window, a last certificate that met `tol` with nothing
+    /// new since, or [`IDLE_EPOCHS`] epochs without new data (a non-smooth loss may never close the gap
+    /// exactly).
+    pub fn idle(&self) -> Option<Idle> {
+        if self.window.is_empty() {
+            return Some(Idle::EmptyWindow);
+        }
+        if let (Some(c), false) = (self.last_certificate, self.inserted_since_certificate) {
+            if c.relative_gap() <= self.config.tol {
+                return Some(Idle::Converged {
+                    relative_gap: c.relative_gap(),
+                });
+            }
+        }
+        if self.steps_since_insert >= IDLE_EPOCHS * self.blocks() as u64 {
+            return Some(Idle::Stalled);
+        }
+        None
+    }
+
+    /// The window rows of the next step: a uniformly random one of [`LearnerCore::blocks`] contiguous
+    /// blocks (the whole window with one block).
+    pub fn next_block(&mut self) -> std::ops::Range<usize> {
+        let (n, blocks) = (self.window.len(), self.blocks());
+        let b = if blocks == 1 {
+            0
+        } else {
+            self.rng.gen_range(0..blocks)
+        };
+        b * n / blocks..(b + 1) * n / blocks
+    }
+
+    /// Counts a sample's loss under the model before it was learned (progressive validation).
+    pub fn predicted(&mut self, loss: f64) {
+        self.stats.progressive_loss_sum += loss;
+        self.stats.progressive_count += 1;
+        self.stats.samples_seen += 1;
+    }
+
+    /// Counts an insert: the state changed and the last certificate no longer tells convergence.
+    pub fn inserted(&mut self) {
+        self.stats.mutations += 1;
+        self.inserted_since_certificate = true;
+        self.steps_since_insert = 0;
+    }
+
+    /// Counts a step.
+    pub fn stepped(&mut self) {
+        self.stats.steps += 1;
+        self.stats.mutations += 1;
+        self.steps_since_insert += 1;
+    }
+
+    /// Records a certificate and the model it certifies as the learner's published view.
+    pub fn certified(&mut self, model: Model) -> LearnerSnapshot {
+        self.last_certificate = Some(model.certificate);
+        self.inserted_since_certificate = false;
+        self.view(model)
+    }
+
+    /// The published view of `model` with the current counters (records nothing).
+    pub fn view(&self, model: Model) -> LearnerSnapshot {
+        LearnerSnapshot {
+            model,
+            stats: self.stats,
+            window_samples: self.window.len(),
+        }
+    }
+
+    /// The checkpoint payload: the core's part, with the adapter's step scale and primal model.
+    pub fn state(&self, scale: f64, primal: Option<PrimalState>) -> LearnerState {
+        LearnerState {
+            samples: self.window.to_pairs(),
+            stats: self.stats,
+            last_certificate: self.last_certificate,
+            scale,
+            steps_since_insert: self.steps_since_insert,
+            primal,
+        }
+    }
+}

@@ -1,0 +1,732 @@
+//! SDIHT on a sliding window (`solver = "sdiht"`): the streaming adapter of [`crate::solver::sdiht`].
+//!
+//! State as in the offline SDIHT: duals `alpha_i` stored next to their samples in the window, the
+//! unscaled sum `z = sum_i alpha_i x_i` over the window, and `w = H_k(-z / (lambda N))` (dual-iht.md
+//! eq. 4.4 and S2.2) with `N` the current window size — keeping `z` unscaled makes a change of `N` free
+//! ([`DualIterate`]). A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i))` (Thm 1(b):
+//! the optimal dual for the current primal); a batch of them is scaled by the largest `t` in
+//! `1, 1/2, ...` that does not lower `D` (see `enter_warm_starts` for why); an evicted sample's
+//! `alpha_i x_i` is subtracted from `z`. Every `recompute_every` steps `z` and `sum_i l_i*(alpha_i)` are
+//! rebuilt from the window so rounding cannot drift. A step is the offline solver's block step
+//! ([`DualIterate::block_step`], the same code, with the configured step rule) on a random one of
+//! `blocks` contiguous blocks of the window. Idling follows [`LearnerCore::idle`].
+//!
+//! The intercept is not supported in streaming (the dual constraint `sum alpha = 0` would break at every
+//! warm start); the model's intercept is always 0.
+
+use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
+use crate::config::LearnerConfig;
+use crate::courtesy::yield_point_at_row;
+use crate::model::Model;
+use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::objective::{fused_certificate, CertificateScratch};
+use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
+use crate::solver::{Certificate, ModelView, StepRule};
+use crate::sparse::{
+    extend_with_top_k_candidates, masked_dot, prefetch, reserve_dense, sparse_axpy, top_k_indices,
+    top_k_of_pairs,
+};
+
+/// How many rows ahead the warm start's `dz` scatter prefetches its targets: far enough for the misses to
+/// arrive in time, near enough that they are still cached when used.
+const PREFETCH_ROWS_AHEAD: usize = 2;
+
+/// How many rows ahead an insert prefetches the samples leaving the window (their targets in `z`;
+/// twice that, the rows themselves).
+const EVICT_PREFETCH_ROWS_AHEAD: usize = 4;
+
+/// How many coordinates ahead the warm start's gather of `z` and `dz` over the batch's coordinates
+/// prefetches.
+const GATHER_PREFETCH_AHEAD: usize = 16;
+
+/// SDIHT over a sliding window (see the module docs).
+#[derive(Debug)]
+pub struct StreamSdiht {
+    core: LearnerCore,
+    /// `z`, `sum l*`, `D`, `w` and its support: the offline solver's iterate, over the window.
+    it: DualIterate,
+    steps_since_recompute: usize,
+    certificate_scratch: CertificateScratch,
+    /// The window rows of the current block step.
+    block: Vec<usize>,
+    new_positions: Vec<usize>,
+    new_alpha: Vec<f64>,
+    /// The new samples' `sum alpha_i x_i` while a warm start collects it; all zero between inserts.
+    dz: Vec<f64>,
+    /// The coordinates a batch touches, each once, so the warm start costs O(batch), not O(d), per trial.
+    batch_coords: Vec<u32>,
+    /// `z` and `dz` on `batch_coords` (parallel), contiguous for the backtracking trials.
+    z_on_batch: Vec<f64>,
+    dz_on_batch: Vec<f64>,
+    /// The top k of `z` outside `batch_coords`, `(index, z_j)`.
+    top_outside: Vec<(u32, f64)>,
+    /// A trial's candidates for `H_k(z + t dz)`: `top_outside` and the entries of C that can compete.
+    candidates: Vec<(u32, f64)>,
+    /// A trial's `H_k(z + t dz)`: support and unscaled values, parallel.
+    trial_support: Vec<u32>,
+    trial_values: Vec<f64>,
+}
+
+impl StreamSdiht {
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(config: LearnerConfig, capacity: usize, state: Option<LearnerState>) -> StreamSdiht {
+        let core = LearnerCore::new(config, capacity, state.as_ref());
+        let mut learner = StreamSdiht {
+            core,
+            it: DualIterate::new(0),
+            steps_since_recompute: 0,
+            certificate_scratch: CertificateScratch::default(),
+            block: Vec::new(),
+            new_positions: Vec::new(),
+            new_alpha: Vec::new(),
+            dz: Vec::new(),
+            batch_coords: Vec::new(),
+            z_on_batch: Vec::new(),
+            dz_on_batch: Vec::new(),
+            top_outside: Vec::new(),
+            candidates: Vec::new(),
+            trial_support: Vec::new(),
+            trial_values: Vec::new(),
+        };
+        if let Some(state) = state {
+            learner.it.scale = state.scale;
+            learner.recompute();
+        }
+        learner
+    }
+
+    /// The current primal weights (dense).
+    pub fn weights(&self) -> &[f64] {
+        &self.it.w
+    }
+
+    fn lambda_n(&self) -> f64 {
+        self.core.config.lambda * self.core.window.len().max(1) as f64
+    }
+
+    /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
+    fn recompute(&mut self) {
+        let c = &self.core.config;
+        self.it.recompute(&self.core.window, &c.loss, c.lambda, c.k);
+        self.steps_since_recompute = 0;
+    }
+
+    /// Adds the new samples' warm-start duals `t alpha_i` to `z`, with `t` the largest of `1, 1/2, ...`
+    /// that does not make `D` worse than `t = 0` (all of `0`, `alpha_i` are in `F`, so `t alpha_i` is).
+    ///
+    /// Why the safeguard: `alpha_i = l'(w.x_i)` is optimal for the *current* `w`, but adding a batch that
+    /// is large next to the window moves `w~` by `-sum alpha_i x_i / (lambda N)`; with a poor model and a
+    /// small `lambda` that Picard-like step overshoots and compounds from batch to batch. Backtracking on
+    /// `D` (as the block steps do) keeps every insertion an ascent step.
+    fn enter_warm_starts(&mut self) {
+        let loss = self.core.config.loss;
+        let n = self.core.window.len() as f64;
+        let lambda_n = self.lambda_n();
+        let (k, lambda) = (self.core.config.k, self.core.config.lambda);
+        let d = self.it.z.len();
+        if self.dz.len() < d {
+            reserve_dense(&mut self.dz, d);
+            self.dz.resize(d, 0.0);
+        }
+        // `dz = sum_new alpha_i x_i`, marking the batch's coordinates C in the mask. Each row's 40-odd
+        // targets are random in an 8 MiB vector: the entries of the row two ahead are prefetched, so
+        // their cache misses overlap this row's instead of each stalling in turn (intake 1.35-1.5x
+        // faster at 100k-300k samples per call, `examples/learner_insert.rs`).
+        for (n, (&at, &alpha)) in self.new_positions.iter().zip(&self.new_alpha).enumerate() {
+            yield_point_at_row(n);
+            if let Some(&ahead) = self.new_positions.get(n + PREFETCH_ROWS_AHEAD) {
+                for &j in self.core.window.row(ahead).indices {
+                    prefetch(&self.dz, j as usize);
+                }
+            }
+            let r = self.core.window.row(at);
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                self.it.coord_mask[j as usize / 64] |= 1 << (j % 64);
+                self.dz[j as usize] += alpha * v;
+            }
+        }
+        // C in ascending order, read off the mask (d/64 words): the loops over C below then sweep `z`
+        // and `dz` front to back, which the hardware prefetches, instead of jumping at random — a
+        // large batch touches most of the d coordinates.
+        self.batch_coords.clear();
+        for (word_index, &word) in self.it.coord_mask.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                self.batch_coords
+                    .push((word_index * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        // `z + t dz` differs from `z` only on C, so `H_k(z + t dz)` is the top k of (the top k of `z`
+        // outside C) ∪ C (`sparse::top_k_of_pairs`): one dense pass here, then O(|C|) per trial `t`,
+        // on contiguous copies of `z` and `dz` over C instead of random reads of three d-vectors.
+        self.z_on_batch.clear();
+        self.dz_on_batch.clear();
+        for (m, &j) in self.batch_coords.iter().enumerate() {
+            // Ascending but sparse (a 1 000-sample batch touches one coordinate in 25 at d = 2^20,
+            // a cache line each), which the hardware prefetcher does not follow far enough ahead.
+            if let Some(&ahead) = self.batch_coords.get(m + GATHER_PREFETCH_AHEAD) {
+                prefetch(&self.it.z, ahead as usize);
+                prefetch(&self.dz, ahead as usize);
+            }
+            let j = j as usize;
+            self.z_on_batch.push(self.it.z[j]);
+            self.dz_on_batch.push(self.dz[j]);
+            self.it.z[j] = 0.0;
+            self.dz[j] = 0.0;
+            self.it.coord_mask[j / 64] = 0;
+        }
+        let outside = top_k_indices(&self.it.z, k, &mut self.it.threshold);
+        self.top_outside.clear();
+        self.top_outside
+            .extend(outside.iter().map(|&j| (j, self.it.z[j as usize])));
+        // Every trial keeps k of (top_outside ∪ C): with k entries outside, none of C below the
+        // smallest of them can be kept (it loses to each of the k), nor below the k-th largest of C's
+        // chunk maxima, so only C's entries reaching both are handed to the heap — a few hundred of a
+        // large batch's |C| (`sparse::extend_with_top_k_candidates`). The kept set is the same, ties
+        // included.
+        let floor = if self.top_outside.len() == k {
+            self.top_outside
+                .iter()
+                .map(|&(_, v)| v.abs())
+                .fold(f64::INFINITY, f64::min)
+        } else {
+            0.0
+        };
+        let conj_at = |this: &Self, t: f64| -> f64 {
+            this.new_positions
+                .iter()
+                .zip(&this.new_alpha)
+                .map(|(&at, &a)| {
+                    let r = this.core.window.row(at);
+                    loss.sample(r.label, r.weight).conjugate(t * a)
+                })
+                .sum::<f64>()
+        };
+        // D at `alpha + t alpha_new`; leaves `H_k(z + t dz)` in `self.trial_support` /
+        // `self.trial_values` (unscaled, ascending index order).
+        let dual_at = |this: &mut Self, t: f64| -> (f64, f64) {
+            this.candidates.clear();
+            this.candidates.extend_from_slice(&this.top_outside);
+            extend_with_top_k_candidates(
+                &this.batch_coords,
+                &this.z_on_batch,
+                &this.dz_on_batch,
+                t,
+                k,
+                floor,
+                &mut this.candidates,
+                &mut this.it.threshold,
+            );
+            let candidates = this.candidates.iter().copied();
+            let kept = top_k_of_pairs(candidates, k, &mut this.it.threshold);
+            this.trial_support.clear();
+            this.trial_values.clear();
+            let mut sq_norm = 0.0;
+            for &(j, v) in kept {
+                this.trial_support.push(j);
+                this.trial_values.push(v);
+                let w = v * (-1.0 / lambda_n);
+                sq_norm += w * w;
+            }
+            let conj_new = conj_at(this, t);
+            (
+                -(this.it.conj_sum + conj_new) / n - 0.5 * lambda * sq_norm,
+                conj_new,
+            )
+        };
+        let (floor, _) = dual_at(self, 0.0);
+        let mut t = 1.0;
+        let mut accepted = None;
+        for _ in 0..MAX_BACKTRACK {
+            let trial = dual_at(self, t);
+            if trial.0 >= floor - 1e-12 * floor.abs().max(1.0) {
+                accepted = Some(trial);
+                break;
+            }
+            t *= 0.5;
+        }
+        // The accepted trial's `sum l*(t a_i)` is kept: recomputing it costs a log per new sample.
+        let (dual, conj_new) = match accepted {
+            Some(trial) => trial,
+            None => {
+                t = 0.0;
+                dual_at(self, 0.0)
+            }
+        };
+        // Adopt `t`: the duals, `z + t dz` on C, and the trial threshold as `w`.
+        for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
+            self.core.window.alphas_mut()[at] = t * a;
+        }
+        self.it.conj_sum += conj_new;
+        for (m, &j) in self.batch_coords.iter().enumerate() {
+            self.it.z[j as usize] = self.z_on_batch[m] + t * self.dz_on_batch[m];
+        }
+        for &j in &self.it.support {
+            self.it.w[j as usize] = 0.0;
+        }
+        let scale = -1.0 / lambda_n;
+        for (&j, &v) in self.trial_support.iter().zip(&self.trial_values) {
+            self.it.w[j as usize] = v * scale;
+        }
+        std::mem::swap(&mut self.it.support, &mut self.trial_support);
+        self.it.dual = dual;
+    }
+}
+
+/// Takes a sample leaving the window out of `z = sum_i alpha_i x_i` and `sum_i l_i*(alpha_i)`.
+fn remove_contribution(
+    loss: &crate::loss::Loss,
+    r: Row<'_>,
+    alpha: f64,
+    z: &mut [f64],
+    conj_sum: &mut f64,
+) {
+    sparse_axpy(-alpha, r.indices, r.values, z);
+    *conj_sum -= loss.sample(r.label, r.weight).conjugate(alpha);
+}
+
+impl StreamingLearner for StreamSdiht {
+    fn core(&self) -> &LearnerCore {
+        &self.core
+    }
+
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
+        let total: usize = batches.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return;
+        }
+        let loss = self.core.config.loss;
+        let capacity = self.core.window.capacity();
+        let dim = batches.iter().map(|b| b.dim()).max().unwrap_or(0);
+        self.it.ensure_dim(dim);
+        // Only the newest `capacity` samples of this call can still be in the window afterwards; the
+        // others would enter and leave within the call, touching nothing but the progressive loss. So
+        // they are only predicted, and when the whole window turns over, `z` and `sum l*` restart
+        // from zero instead of subtracting every old sample (exact, and cheaper under a backlog).
+        let passing = total.saturating_sub(capacity);
+        if total >= capacity {
+            self.core.window.clear();
+            self.it.z.iter_mut().for_each(|v| *v = 0.0);
+            self.it.conj_sum = 0.0;
+        }
+        // Every sample is predicted with the model as it was before this call. `w` has at most k
+        // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
+        // bytes, cache resident) before reading `w` (8d bytes, random access).
+        for &j in &self.it.support {
+            self.it.coord_mask[j as usize / 64] |= 1 << (j % 64);
+        }
+        self.new_positions.clear();
+        self.new_alpha.clear();
+        for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
+            yield_point_at_row(seq);
+            let r = sample.row();
+            let l = loss.sample(r.label, r.weight);
+            let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask);
+            let (value, alpha) = l.value_and_dual_of_margin(u);
+            self.core.predicted(value);
+            if seq < passing {
+                continue;
+            }
+            // The oldest sample leaves before its slot takes the new row's features. The samples
+            // leaving next are prefetched (their rows, then their targets in `z`), as the block steps
+            // do: the oldest slots are cold, each in its own allocation.
+            if let Some(r) = self.core.window.oldest_ahead(2 * EVICT_PREFETCH_ROWS_AHEAD) {
+                prefetch_row(r);
+            }
+            if let Some(r) = self.core.window.oldest_ahead(EVICT_PREFETCH_ROWS_AHEAD) {
+                for &j in r.indices {
+                    prefetch(&self.it.z, j as usize);
+                }
+            }
+            if let Some((old, old_alpha)) = self.core.window.oldest_if_full() {
+                remove_contribution(&loss, old, old_alpha, &mut self.it.z, &mut self.it.conj_sum);
+            }
+            let at = self.core.window.push_ref(sample, alpha);
+            self.new_positions.push(at);
+            self.new_alpha.push(alpha);
+        }
+        for &j in &self.it.support {
+            self.it.coord_mask[j as usize / 64] = 0;
+        }
+        self.enter_warm_starts();
+        self.core.inserted();
+    }
+
+    fn evict(&mut self, sample: Row<'_>, alpha: f64) {
+        remove_contribution(
+            &self.core.config.loss,
+            sample,
+            alpha,
+            &mut self.it.z,
+            &mut self.it.conj_sum,
+        );
+    }
+
+    fn step(&mut self) -> StepOutcome {
+        if let Some(idle) = self.core.idle() {
+            return StepOutcome::Idle(idle);
+        }
+        let rows = self.core.next_block();
+        self.block.clear();
+        self.block.extend(rows);
+        let c = &self.core.config;
+        let step = BlockStep {
+            loss: c.loss,
+            lambda: c.lambda,
+            k: c.k,
+            step: c.step,
+            intercept: None,
+            theory_step: match c.step {
+                StepRule::Theory => {
+                    theory_step(&c.loss, self.core.blocks(), self.core.stats.steps as usize)
+                }
+                _ => 0.0,
+            },
+        };
+        self.it
+            .block_step(&mut self.core.window, &self.block, &step);
+        self.core.stepped();
+        self.steps_since_recompute += 1;
+        if self.steps_since_recompute >= self.core.config.recompute_every {
+            self.recompute();
+        }
+        StepOutcome::Stepped
+    }
+
+    /// `P(w)` against the larger of two feasible lower bounds, `D` at the dual iterate and `D` at the dual
+    /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
+    /// [`fused_certificate`].
+    fn certify(&mut self) -> LearnerSnapshot {
+        let (c, window) = (&self.core.config, &self.core.window);
+        let certificate = if window.is_empty() {
+            Certificate::new(0.0, 0.0, 0)
+        } else {
+            fused_certificate(
+                window,
+                &c.loss,
+                c.lambda,
+                c.k,
+                &self.it.w,
+                &self.it.support,
+                Some(window.alphas()),
+                &mut self.certificate_scratch,
+            )
+            .certificate(window.len())
+        };
+        let view = ModelView {
+            weights: &self.it.w,
+            support: &self.it.support,
+            intercept: 0.0,
+        };
+        let model = Model::from_view(
+            view,
+            c.loss.kind(),
+            c.loss.gamma(),
+            c.solver.name(c.blocks),
+            c.k,
+            c.lambda,
+            certificate,
+        );
+        self.core.certified(model)
+    }
+
+    fn state(&self) -> LearnerState {
+        self.core.state(self.it.scale, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::learner::build;
+    use crate::loss::{Loss, LossKind};
+    use crate::synth::sparse_stream;
+
+    fn config(loss: LossKind, k: usize) -> LearnerConfig {
+        let mut c = Config::defaults().learners.remove(0);
+        c.loss = Loss::new(loss, 0.25).unwrap();
+        c.k = k;
+        c.lambda = 0.01;
+        c.blocks = 4;
+        c.tol = 1e-8;
+        c
+    }
+
+    fn run_to_idle(l: &mut StreamSdiht) -> Certificate {
+        for _ in 0..100 {
+            while l.step() == StepOutcome::Stepped {}
+            let snap = l.certify();
+            if l.step() != StepOutcome::Stepped {
+                return snap.model.certificate;
+            }
+        }
+        l.certify().model.certificate
+    }
+
+    #[test]
+    fn recovers_support_on_a_sliding_window_with_a_small_gap() {
+        let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 7);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 1000, None);
+        for chunk in data.samples.chunks(100) {
+            l.insert_samples(chunk);
+            for _ in 0..20 {
+                l.step();
+            }
+        }
+        assert_eq!(l.window().len(), 1000);
+        assert_eq!(l.stats().samples_seen, 3000);
+        let cert = run_to_idle(&mut l);
+        assert!(cert.gap >= -1e-9, "{cert:?}");
+        assert!(cert.relative_gap() < 1e-6, "{cert:?}");
+        assert_eq!(l.certify().model.support, data.true_support());
+        assert!(l.it.support.len() <= 5);
+    }
+
+    #[test]
+    fn running_sum_matches_a_recompute_after_evictions() {
+        let data = sparse_stream(500, 50, 3, 8, 0.1, true, 3);
+        let mut l = StreamSdiht::new(config(LossKind::Hinge, 3), 64, None);
+        for chunk in data.samples.chunks(37) {
+            l.insert_samples(chunk);
+            for _ in 0..5 {
+                l.step();
+            }
+        }
+        // One batch larger than the window: its own first samples are evicted within the batch.
+        let seen = l.stats().samples_seen;
+        let predicted = l.stats().progressive_count;
+        l.insert_batches(&[
+            &SampleBlock::from_samples(&data.samples[..100]),
+            &SampleBlock::from_samples(&data.samples[100..150]),
+        ]);
+        assert_eq!(l.window().len(), 64);
+        // The window holds exactly the newest 64, in order; all 150 were seen and predicted.
+        let labels: Vec<f64> = l
+            .window()
+            .iter_oldest_first()
+            .map(|(s, _)| s.label)
+            .collect();
+        let expected: Vec<f64> = data.samples[86..150].iter().map(|s| s.label).collect();
+        assert_eq!(labels, expected);
+        assert_eq!(l.stats().samples_seen, seen + 150);
+        assert_eq!(l.stats().progressive_count, predicted + 150);
+        let (running, running_conj) = (l.it.z.clone(), l.it.conj_sum);
+        l.recompute();
+        assert!(
+            (running_conj - l.it.conj_sum).abs() < 1e-9,
+            "{running_conj} vs {}",
+            l.it.conj_sum
+        );
+        for (a, b) in running.iter().zip(&l.it.z) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        // Every dual stays feasible.
+        for i in 0..l.window().len() {
+            let r = l.window().row(i);
+            let a = l.window().alphas()[i];
+            assert_eq!(l.core.config.loss.sample(r.label, r.weight).project(a), a);
+        }
+    }
+
+    #[test]
+    fn restored_state_resumes_the_same_model() {
+        let data = sparse_stream(800, 100, 4, 10, 0.01, false, 11);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 4), 500, None);
+        l.insert_samples(&data.samples);
+        let cert = run_to_idle(&mut l);
+        let snap = l.certify();
+        let mut back = StreamSdiht::new(config(LossKind::Squared, 4), 500, Some(l.state()));
+        assert_eq!(back.stats(), l.stats());
+        assert!(
+            matches!(back.step(), StepOutcome::Idle(_)),
+            "a converged learner resumes idle"
+        );
+        let again = back.certify();
+        assert_eq!(again.model.support, snap.model.support);
+        assert!((again.model.certificate.primal - cert.primal).abs() < 1e-9);
+    }
+
+    /// The paired O(k)-clearing threshold and the batch-sparse warm start leave exactly the model a dense
+    /// `H_k(-z / (lambda N))` from scratch gives, after every insert and step.
+    #[test]
+    fn model_equals_a_dense_hard_threshold_of_z() {
+        let data = sparse_stream(600, 5000, 5, 10, 0.1, false, 5);
+        let mut l = StreamSdiht::new(config(LossKind::Squared, 5), 256, None);
+        let (mut w, mut support) = (Vec::new(), Vec::new());
+        let mut scratch = crate::sparse::ThresholdScratch::default();
+        for chunk in data.samples.chunks(50) {
+            l.insert_samples(chunk);
+            for step in 0..4 {
+                let scaled: Vec<f64> = l.it.z.iter().map(|v| v * (-1.0 / l.lambda_n())).collect();
+                crate::sparse::hard_threshold(&scaled, 5, &mut w, &mut support, &mut scratch);
+                assert_eq!(l.it.support, support, "after step {step}");
+                assert_eq!(l.it.w.len(), w.len());
+                for (a, b) in l.it.w.iter().zip(&w) {
+                    assert_eq!(a.to_bits(), b.to_bits());
+                }
+                l.step();
+            }
+        }
+        assert_eq!(l.window().len(), 256);
+    }
+
+    /// The snapshot's certificate is, bit for bit, what the separate offline calls give over the
+    /// window: `P(w)` against the larger of `D` at the window's duals and `D` at `P_F(l'(w.x_i))`.
+    #[test]
+    fn snapshot_certificate_equals_the_separate_calls() {
+        use crate::solver::objective::{separate_certificate, DualScratch};
+        for (kind, seed) in [
+            (LossKind::Squared, 1),
+            (LossKind::Huber, 2),
+            (LossKind::Hinge, 3),
+            (LossKind::Logistic, 4),
+        ] {
+            let data = sparse_stream(900, 400, 5, 12, 0.1, kind != LossKind::Squared, seed);
+            let mut l = StreamSdiht::new(config(kind, 5), 500, None);
+            for chunk in data.samples.chunks(150) {
+                l.insert_samples(chunk);
+                for _ in 0..3 {
+                    l.step();
+                }
+                let snap = l.certify();
+                // The kernel reads `w` on its support only: `w` must be zero elsewhere.
+                for (j, &v) in l.it.w.iter().enumerate() {
+                    assert!(
+                        v == 0.0 || l.it.support.contains(&(j as u32)),
+                        "{kind:?} w[{j}]"
+                    );
+                }
+                let (c, window) = (&l.core.config, &l.core.window);
+                let reference = separate_certificate(
+                    window,
+                    &c.loss,
+                    c.lambda,
+                    c.k,
+                    &l.it.w,
+                    Some(window.alphas()),
+                    &mut Vec::new(),
+                    &mut DualScratch::default(),
+                );
+                let (primal, at_primal) = (reference.primal, reference.dual_at_primal);
+                let at_iterate = reference.dual_at_iterate.unwrap_or(f64::NAN);
+                let expected = Certificate::new(primal, at_iterate.max(at_primal), window.len());
+                assert_eq!(snap.model.certificate, expected, "{kind:?}");
+            }
+        }
+    }
+
+    /// The learner's exact state on a seeded stream — weighted samples, several batches per call, and
+    /// calls larger than the window. When blocks replaced per-sample inserts, these values were the
+    /// per-sample path's (`Window::push_at` of a cloned `Sample`, then `evict`; commit a8eab01), bit for
+    /// bit; they were re-recorded once since, when the warm start stopped leaking stale weights outside
+    /// the support into `w` (which changes the model, as it should). Any other change here is a bug.
+    #[test]
+    fn block_inserts_give_the_pinned_state_bit_for_bit() {
+        fn fnv(bits: impl Iterator<Item = u64>) -> u64 {
+            bits.fold(0xcbf29ce484222325, |h, b| {
+                (h ^ b).wrapping_mul(0x100000001b3)
+            })
+        }
+        let expected = [
+            (
+                LossKind::Logistic,
+                [21, 72, 162, 173, 189, 258],
+                [
+                    0xbff3c992c86c22a3,
+                    0xbff58bd030e7a64e,
+                    0x3ffea18eb4d36ace,
+                    0x3ffe94603cbc6b91,
+                    0x3ffd9585d2c2e762,
+                    0xbff37cc89843ca7d,
+                ],
+                [0x3fd21e48d271421f, 0x3fce3a9a78292b7c, 0x406f1bb0852b22be],
+                0x1ddf976197ea4ae0,
+            ),
+            (
+                LossKind::Hinge,
+                [37, 74, 162, 173, 189, 258],
+                [
+                    0xbfe351527cbb346f,
+                    0x3fe3d4bc189f0d22,
+                    0x3fe88761d5c0f066,
+                    0x3feea449ee9a85e4,
+                    0x3feec875d6d4a4a8,
+                    0xbfec18d6697edba5,
+                ],
+                [0x3fdce1dd3f438782, 0x3fa54a21bfc43534, 0x40757749ecb978af],
+                0xec34c7a4c54f7f36,
+            ),
+            (
+                LossKind::Squared,
+                [21, 72, 162, 173, 189, 258],
+                [
+                    0xbff07f1335a0e2eb,
+                    0xbff4b966bda632b4,
+                    0x3ff4aebf4a0e970e,
+                    0x3ffe213fa545e666,
+                    0x3ffbe81d0ec4041d,
+                    0xbff1c0c0792025a6,
+                ],
+                [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082b2094c8e2c87],
+                0xf1b263911ca2b8dc,
+            ),
+        ];
+        for (kind, support, weights, [primal, dual, progressive], alphas) in expected {
+            let mut data = sparse_stream(700, 300, 6, 12, 0.1, kind != LossKind::Squared, 23);
+            for (i, s) in data.samples.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    s.weight = Some(0.5 + (i % 5) as f64 * 0.25);
+                }
+            }
+            let mut c = config(kind, 6);
+            c.tol = Config::defaults().learners[0].tol;
+            let mut l: Box<dyn StreamingLearner> = build(&c, 64, None);
+            let sizes = [37usize, 5, 80, 1, 19];
+            let (mut at, mut n) = (0, 0);
+            while at < data.samples.len() {
+                let mut blocks = Vec::new();
+                for _ in 0..1 + n % 3 {
+                    let size = sizes[n % sizes.len()].min(data.samples.len() - at);
+                    blocks.push(SampleBlock::from_samples(&data.samples[at..at + size]));
+                    at += size;
+                    n += 1;
+                    if at == data.samples.len() {
+                        break;
+                    }
+                }
+                l.insert_batches(&blocks.iter().collect::<Vec<_>>());
+                for _ in 0..3 {
+                    l.step();
+                }
+            }
+            let snap = l.certify();
+            let m = &snap.model;
+            assert_eq!(m.support, support, "{kind:?}");
+            let bits: Vec<u64> = m.weights.iter().map(|w| w.to_bits()).collect();
+            assert_eq!(bits, weights, "{kind:?}");
+            assert_eq!(
+                [
+                    m.certificate.primal.to_bits(),
+                    m.certificate.dual.to_bits(),
+                    snap.stats.progressive_loss_sum.to_bits()
+                ],
+                [primal, dual, progressive],
+                "{kind:?}"
+            );
+            assert_eq!(
+                fnv(l.window().alphas().iter().map(|a| a.to_bits())),
+                alphas,
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn learners_cross_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<StreamSdiht>();
+        is_send::<Box<dyn StreamingLearner>>();
+    }
+}

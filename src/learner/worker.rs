@@ -1,0 +1,275 @@
+//! The worker threads that drive the learners — the streaming executor: the router thread that hands
+//! every ingested batch to each learner, and one learner thread per learner that inserts, steps and
+//! publishes on a cadence. Solvers know nothing of threads; this module knows nothing of HTTP.
+//!
+//! Each learner thread holds a [`PanicGuard`]: if the thread unwinds, the guard raises the daemon's
+//! [`Fatal`] flag, so one panicking learner stops the daemon instead of hanging it (ripgrep's
+//! quit-on-panic `Drop`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::pace::StepPacer;
+use super::publish::{publish, ModelCell, SharedLearner};
+use super::StepOutcome;
+use crate::ingest::pressure::ParseGauge;
+use crate::ingest::Batch;
+use crate::metrics::Metrics;
+use crate::sample::SampleBlock;
+
+/// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
+pub const STEPS_PER_LOCK: usize = 4;
+/// How long an idle learner or the router waits before re-checking for shutdown.
+pub const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How long a learner out of step credit waits for a batch before looking at the parsers again.
+pub const PACED_WAIT: Duration = Duration::from_millis(5);
+
+/// Raised by a worker's drop guard when it unwinds: stops the daemon instead of hanging it.
+pub struct Fatal {
+    /// Read by the daemon after its threads ended: a raised flag means skip the final checkpoint.
+    flag: AtomicBool,
+    /// The first worker that panicked (later ones do not overwrite it).
+    who: Mutex<Option<String>>,
+    /// Wakes the daemon's stop future as soon as a worker panics.
+    notify: Notify,
+}
+
+impl Fatal {
+    pub fn new() -> Arc<Fatal> {
+        Arc::new(Fatal {
+            flag: AtomicBool::new(false),
+            who: Mutex::new(None),
+            notify: Notify::new(),
+        })
+    }
+
+    /// The name of the worker that panicked, if one did.
+    pub fn raised_by(&self) -> Option<String> {
+        if self.flag.load(Ordering::Acquire) {
+            Some(self.who.lock().clone().unwrap_or_default())
+        } else {
+            None
+        }
+    }
+
+    /// Resolves when a worker panics.
+    pub async fn raised(&self) {
+        self.notify.notified().await
+    }
+}
+
+/// Held by a worker thread for its whole life: raises [`Fatal`] if the thread unwinds.
+pub struct PanicGuard {
+    pub fatal: Arc<Fatal>,
+    pub name: String,
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(learner = %self.name, "learner thread panicked; stopping the daemon");
+            self.fatal
+                .who
+                .lock()
+                .get_or_insert_with(|| self.name.clone());
+            self.fatal.flag.store(true, Ordering::Release);
+            self.fatal.notify.notify_one();
+        }
+    }
+}
+
+/// Moves batches from the ingest queue to every learner. Blocking sends: a slow learner backs the
+/// ingest queue up, which turns into 503s at the HTTP edge. On `stop`, forwards what is queued, then
+/// exits (dropping the learner senders tells the learners to finish).
+pub fn router_loop(rx: Receiver<Batch>, txs: Vec<Sender<Batch>>, stop: &AtomicBool, drain: bool) {
+    let forward = |batch: Batch| {
+        for tx in &txs {
+            // A learner that died (panicked) has dropped its receiver; the others go on.
+            let _ = tx.send(batch.clone());
+        }
+    };
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if !drain && !stopping {
+            std::thread::sleep(IDLE_WAIT);
+            continue;
+        }
+        if stopping {
+            while let Ok(batch) = rx.try_recv() {
+                forward(batch);
+            }
+            return;
+        }
+        match rx.recv_timeout(IDLE_WAIT) {
+            Ok(batch) => forward(batch),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Where and how often a learner thread publishes its snapshots.
+pub struct Publisher {
+    pub cell: Arc<ModelCell>,
+    pub metrics: Metrics,
+    /// `snapshot.interval_ms`.
+    pub interval: Duration,
+}
+
+/// What a learner knows of the ingest side: whether bodies are being parsed, and its step credit.
+pub struct Pressure {
+    pub parsing: Arc<ParseGauge>,
+    pub pacer: StepPacer,
+}
+
+/// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
+/// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
+/// model keeps improving under sustained ingest) — while bodies are being parsed, only within the step
+/// share its inserts earned (`pace`: ingest first) — and every `interval` publish a certified snapshot
+/// (between steps, so no other thread ever waits on the certificate); block on the channel when idle
+/// or out of step credit; exit when the router is gone and the channel is empty.
+pub fn learner_loop(
+    learner: SharedLearner,
+    rx: Receiver<Batch>,
+    mut pressure: Pressure,
+    publisher: Option<Publisher>,
+    _guard: PanicGuard,
+) {
+    let mut waiting: Vec<Batch> = Vec::new();
+    let mut last_publish = Instant::now();
+    loop {
+        if let Some(p) = &publisher {
+            if last_publish.elapsed() >= p.interval {
+                last_publish = Instant::now();
+                publish(&learner, &p.cell, &p.metrics);
+            }
+        }
+        let mut disconnected = false;
+        loop {
+            match rx.try_recv() {
+                Ok(batch) => waiting.push(batch),
+                Err(crossbeam_channel::TryRecvError::Empty) => break,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    disconnected = true;
+                    break;
+                }
+            }
+        }
+        if !waiting.is_empty() {
+            let started = Instant::now();
+            let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
+            learner.lock().insert_batches(&blocks);
+            drop(blocks);
+            waiting.clear();
+            pressure.pacer.absorbed(started.elapsed());
+        }
+        if disconnected {
+            return;
+        }
+        let allowance = pressure.pacer.allowance(pressure.parsing.busy());
+        if allowance == Some(Duration::ZERO) {
+            match rx.recv_timeout(PACED_WAIT) {
+                Ok(batch) => waiting.push(batch),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            continue;
+        }
+        let started = Instant::now();
+        let outcome = {
+            let mut l = learner.lock();
+            let mut last = StepOutcome::Stepped;
+            for _ in 0..STEPS_PER_LOCK {
+                last = l.step();
+                if last != StepOutcome::Stepped || allowance.is_some_and(|a| started.elapsed() >= a)
+                {
+                    break;
+                }
+            }
+            last
+        };
+        if allowance.is_some() {
+            pressure.pacer.stepped(started.elapsed());
+        }
+        if let StepOutcome::Idle(_) = outcome {
+            match rx.recv_timeout(IDLE_WAIT) {
+                Ok(batch) => learner.lock().insert(batch.samples()),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::ingest::budget::{QueuedBatch, SampleBudget};
+    use crate::learner::{LearnerCore, LearnerSnapshot, LearnerState, StreamingLearner};
+    use crate::sample::Sample;
+
+    /// A learner that panics on its first insert.
+    struct Faulty {
+        core: LearnerCore,
+    }
+
+    impl StreamingLearner for Faulty {
+        fn core(&self) -> &LearnerCore {
+            &self.core
+        }
+        fn insert_batches(&mut self, _: &[&SampleBlock]) {
+            panic!("injected fault");
+        }
+        fn evict(&mut self, _: crate::sample::Row<'_>, _: f64) {}
+        fn step(&mut self) -> StepOutcome {
+            StepOutcome::Idle(crate::learner::Idle::EmptyWindow)
+        }
+        fn certify(&mut self) -> LearnerSnapshot {
+            unreachable!("never published")
+        }
+        fn state(&self) -> LearnerState {
+            unreachable!("never checkpointed")
+        }
+    }
+
+    #[test]
+    fn a_panicking_learner_raises_the_fatal_flag_instead_of_hanging() {
+        let config = Config::defaults().learners.remove(0);
+        let learner: SharedLearner = Arc::new(Mutex::new(Box::new(Faulty {
+            core: LearnerCore::new(config, 4, None),
+        })));
+        let fatal = Fatal::new();
+        let (tx, rx) = crossbeam_channel::bounded::<Batch>(1);
+        let guard = PanicGuard {
+            fatal: fatal.clone(),
+            name: "faulty".into(),
+        };
+        let pressure = Pressure {
+            parsing: ParseGauge::new(),
+            pacer: StepPacer::new(1.0),
+        };
+        let handle = std::thread::spawn(move || learner_loop(learner, rx, pressure, None, guard));
+        let budget = SampleBudget::new(10);
+        let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
+        tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))
+            .unwrap();
+        assert!(handle.join().is_err(), "the learner thread ends by panic");
+        assert_eq!(fatal.raised_by().as_deref(), Some("faulty"));
+        // The stored permit wakes the shutdown future even though nobody was waiting yet.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(1), fatal.raised())
+                .await
+                .expect("notified")
+        });
+    }
+}
