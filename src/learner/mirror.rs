@@ -42,13 +42,15 @@ use super::{
 use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
-use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
+use crate::solver::driver::SparseModel;
+use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable};
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
 
-/// What the generic window driver needs from a per-sample primal solver.
-pub trait PrimalEngine: Send {
+/// What the generic window driver needs from a per-sample primal solver (its checkpoint comes from
+/// [`Resumable`]).
+pub trait PrimalEngine: Resumable + Send {
     /// `w.x` for one row.
     fn score(&self, row: Row<'_>) -> f64;
     /// One solver step on a mini-batch (SMIDAS steps sample by sample).
@@ -62,10 +64,19 @@ pub trait PrimalEngine: Send {
     fn certificate_k(&self, k: usize) -> usize;
     /// The model's `solver` field.
     fn name(&self) -> String;
-    fn export(&self) -> PrimalState;
-    fn resume(&mut self, dim: usize, state: &PrimalState);
-    /// New data arrived: rewind the step schedule to at most one horizon.
-    fn rewind(&mut self);
+    /// The checkpointed model and schedule position.
+    fn export(&self) -> PrimalState {
+        PrimalState {
+            coordinates: self.coordinates(),
+            solver_steps: self.steps(),
+            row_sq_max: self.row_sq_max(),
+            active: Vec::new(),
+        }
+    }
+    /// Resumes from what [`PrimalEngine::export`] wrote, sized for features `0..dim` at least.
+    fn restore(&mut self, dim: usize, s: &PrimalState) {
+        self.resume(dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+    }
 }
 
 impl PrimalEngine for MirrorLearner {
@@ -87,20 +98,6 @@ impl PrimalEngine for MirrorLearner {
     }
     fn name(&self) -> String {
         format!("mirror-{}", self.config().map.name())
-    }
-    fn export(&self) -> PrimalState {
-        PrimalState {
-            coordinates: self.coordinates(),
-            solver_steps: self.steps(),
-            row_sq_max: self.row_sq_max(),
-            active: Vec::new(),
-        }
-    }
-    fn resume(&mut self, dim: usize, s: &PrimalState) {
-        MirrorLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
-    }
-    fn rewind(&mut self) {
-        self.rewind_schedule();
     }
 }
 
@@ -127,20 +124,6 @@ impl PrimalEngine for SmidasLearner {
     }
     fn name(&self) -> String {
         "smidas".into()
-    }
-    fn export(&self) -> PrimalState {
-        PrimalState {
-            coordinates: self.coordinates(),
-            solver_steps: self.steps(),
-            row_sq_max: self.row_sq_max(),
-            active: Vec::new(),
-        }
-    }
-    fn resume(&mut self, dim: usize, s: &PrimalState) {
-        SmidasLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
-    }
-    fn rewind(&mut self) {
-        self.rewind_schedule();
     }
 }
 
@@ -183,7 +166,8 @@ fn smidas_engine(config: &LearnerConfig) -> SmidasLearner {
             crate::solver::mirror::DEFAULT_HORIZON,
         ),
     };
-    let mut engine = SmidasLearner::with_p(p, l1, step, config.loss, config.lambda, false)
+    let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
+        .and_then(|learner| learner.with_p(p))
         .expect("the config validated the smidas options");
     engine.set_horizon(horizon);
     engine
@@ -223,7 +207,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         engine.sync();
         let core = LearnerCore::new(config, capacity, state.as_ref());
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
-            engine.resume(core.window.dim(), primal);
+            engine.restore(core.window.dim(), primal);
         }
         StreamPrimal {
             core,
@@ -248,7 +232,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         if batches.iter().all(|b| b.is_empty()) {
             return;
         }
-        self.engine.rewind();
+        self.engine.rewind_schedule();
         for batch in batches {
             self.learn_batch(batch);
         }
@@ -304,8 +288,8 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             values.certificate(self.core.window.len())
         };
         let c = &self.core.config;
-        let model = Model::from_view(
-            self.engine.model(),
+        let model = Model::from_sparse(
+            &SparseModel::from_view(self.engine.model()),
             c.loss.kind(),
             c.loss.gamma(),
             &self.engine.name(),
