@@ -19,6 +19,7 @@ use crate::config::LearnerConfig;
 use crate::courtesy::yield_point_at_row;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::driver::SparseModel;
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
 use crate::solver::{Certificate, ModelView, StepRule};
@@ -419,8 +420,8 @@ impl StreamingLearner for StreamSdiht {
             support: &self.it.support,
             intercept: 0.0,
         };
-        let model = Model::from_view(
-            view,
+        let model = Model::from_sparse(
+            &SparseModel::from_view(view),
             c.loss.kind(),
             c.loss.gamma(),
             c.solver.name(c.blocks),
