@@ -50,7 +50,9 @@ use crate::solver::{Certificate, ModelView};
 
 /// What the generic window driver needs from a per-sample primal solver (its checkpoint comes from
 /// [`Resumable`]).
-pub trait PrimalEngine: Resumable + Send {
+pub trait PrimalEngine: Resumable + Send + Sized {
+    /// A fresh engine with the learner's solver options (`ingest.max_dim` is not known: it grows).
+    fn from_config(config: &LearnerConfig) -> Self;
     /// `w.x` for one row.
     fn score(&self, row: Row<'_>) -> f64;
     /// One solver step on a mini-batch (SMIDAS steps sample by sample).
@@ -80,6 +82,15 @@ pub trait PrimalEngine: Resumable + Send {
 }
 
 impl PrimalEngine for MirrorLearner {
+    fn from_config(config: &LearnerConfig) -> Self {
+        let mirror = match &config.options {
+            SolverOptions::Mirror(m) => *m,
+            // A config built by hand without options: the defaults of the `mirror` keys.
+            _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+        };
+        MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
+            .expect("the config validated the mirror options")
+    }
     fn score(&self, row: Row<'_>) -> f64 {
         MirrorLearner::score(self, row)
     }
@@ -102,6 +113,27 @@ impl PrimalEngine for MirrorLearner {
 }
 
 impl PrimalEngine for SmidasLearner {
+    fn from_config(config: &LearnerConfig) -> Self {
+        let (l1, p, step, horizon) = match &config.options {
+            SolverOptions::Smidas {
+                l1,
+                p,
+                step,
+                horizon,
+            } => (*l1, *p, *step, *horizon),
+            _ => (
+                1e-3,
+                2.0,
+                crate::solver::mirror::MirrorStep::Auto,
+                crate::solver::mirror::DEFAULT_HORIZON,
+            ),
+        };
+        let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
+            .and_then(|learner| learner.with_p(p))
+            .expect("the config validated the smidas options");
+        engine.set_horizon(horizon);
+        engine
+    }
     fn score(&self, row: Row<'_>) -> f64 {
         SmidasLearner::score(self, row)
     }
@@ -141,69 +173,14 @@ pub type StreamMirror = StreamPrimal<MirrorLearner>;
 /// `solver = "smidas"`.
 pub type StreamSmidas = StreamPrimal<SmidasLearner>;
 
-fn mirror_engine(config: &LearnerConfig) -> MirrorLearner {
-    let mirror = match &config.options {
-        SolverOptions::Mirror(m) => *m,
-        // A config built by hand without options: the defaults of the `mirror` keys.
-        _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
-    };
-    MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
-        .expect("the config validated the mirror options")
-}
-
-fn smidas_engine(config: &LearnerConfig) -> SmidasLearner {
-    let (l1, p, step, horizon) = match &config.options {
-        SolverOptions::Smidas {
-            l1,
-            p,
-            step,
-            horizon,
-        } => (*l1, *p, *step, *horizon),
-        _ => (
-            1e-3,
-            2.0,
-            crate::solver::mirror::MirrorStep::Auto,
-            crate::solver::mirror::DEFAULT_HORIZON,
-        ),
-    };
-    let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
-        .and_then(|learner| learner.with_p(p))
-        .expect("the config validated the smidas options");
-    engine.set_horizon(horizon);
-    engine
-}
-
-impl StreamMirror {
-    /// A learner with an empty window, or resumed from `state`.
-    pub fn new(
-        config: LearnerConfig,
-        capacity: usize,
-        state: Option<LearnerState>,
-    ) -> StreamMirror {
-        let engine = mirror_engine(&config);
-        StreamPrimal::with_engine(config, engine, capacity, state)
-    }
-}
-
-impl StreamSmidas {
-    /// A learner with an empty window, or resumed from `state`.
-    pub fn new(
-        config: LearnerConfig,
-        capacity: usize,
-        state: Option<LearnerState>,
-    ) -> StreamSmidas {
-        let engine = smidas_engine(&config);
-        StreamPrimal::with_engine(config, engine, capacity, state)
-    }
-}
-
 impl<E: PrimalEngine> StreamPrimal<E> {
-    fn with_engine(
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(
         config: LearnerConfig,
-        mut engine: E,
         capacity: usize,
         state: Option<LearnerState>,
     ) -> StreamPrimal<E> {
+        let mut engine = E::from_config(&config);
         engine.sync();
         let core = LearnerCore::new(config, capacity, state.as_ref());
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
@@ -243,12 +220,9 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
-        if let Some(idle) = self.core.idle() {
+        if let Some(idle) = self.core.begin_step(&mut self.order) {
             return StepOutcome::Idle(idle);
         }
-        let rows = self.core.next_block();
-        self.order.clear();
-        self.order.extend(rows);
         self.order.shuffle(&mut self.core.rng);
         let batch = self.engine.batch().max(1);
         let chunks_between_yield_points =

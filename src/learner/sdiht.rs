@@ -365,12 +365,9 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn step(&mut self) -> StepOutcome {
-        if let Some(idle) = self.core.idle() {
+        if let Some(idle) = self.core.begin_step(&mut self.block) {
             return StepOutcome::Idle(idle);
         }
-        let rows = self.core.next_block();
-        self.block.clear();
-        self.block.extend(rows);
         let c = &self.core.config;
         let step = BlockStep {
             loss: c.loss,

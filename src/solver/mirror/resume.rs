@@ -24,7 +24,8 @@ pub trait Resumable {
     fn steps(&self) -> u64;
     /// The running `max_i c_i ||x_i||^2` over the rows seen.
     fn row_sq_max(&self) -> f64;
-    /// Sizes the learner for features `0..dim` (see [`checkpoint_dim`]) and restores what
+    /// Sizes the learner for features `0..dim` (or more: one past the largest index the checkpoint
+    /// names) and restores what
     /// [`Resumable::coordinates`], [`Resumable::steps`] and [`Resumable::row_sq_max`] exported,
     /// dropping the model it held; zero or non-finite entries are skipped.
     fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64);
