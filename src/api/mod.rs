@@ -393,3 +393,6 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
         )
     }
 }
+
+#[cfg(test)]
+mod tests;

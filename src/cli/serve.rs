@@ -54,6 +54,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     let options = RunOptions {
         stdin: args.stdin,
         fresh: args.fresh,
+        bound: None,
     };
     runtime.block_on(run(config, options, shutdown_signal()))?;
     Ok(())

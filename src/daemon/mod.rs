@@ -90,6 +90,10 @@ pub struct RunOptions {
     pub stdin: bool,
     /// Ignore (and overwrite) any checkpoint in the data directory.
     pub fresh: bool,
+    /// Told the bound address once the listener is bound (before the first request is served): how an
+    /// in-process caller that asked for port 0 learns the port. `run` sends `Some(addr)` once; a caller
+    /// waits with `receiver.wait_for(Option::is_some)`. The binary leaves it `None` and reads the log.
+    pub bound: Option<tokio::sync::watch::Sender<Option<SocketAddr>>>,
 }
 
 fn identity(c: &LearnerConfig) -> LearnerIdentity {
@@ -123,7 +127,8 @@ fn restore(config: &Config, dir: &std::path::Path) -> Result<Option<Checkpoint>,
     Ok(Some(ckpt))
 }
 
-/// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound.
+/// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound,
+/// and sends the address to [`RunOptions::bound`] if given.
 pub async fn run(
     config: Config,
     options: RunOptions,
@@ -293,6 +298,10 @@ pub async fn run(
         })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
+    if let Some(tell) = &options.bound {
+        // A receiver dropped meanwhile is no error: nobody waits for the address any more.
+        tell.send_replace(Some(bound));
+    }
     let app = router(state.clone(), config.body_limit_bytes);
     let fatal_wait = fatal.clone();
     let stop_signal = async move {
@@ -457,38 +466,4 @@ pub fn checkpoint_path(dir: &std::path::Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every accepted connection inherits the listening socket's receive buffer (Linux caps the asked-for
-    /// size at `net.core.rmem_max`, doubles it and reports the doubled one); 0 leaves the kernel's
-    /// default, which autotuning then grows.
-    #[test]
-    fn accepted_connections_inherit_the_receive_buffer() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(usize::MAX);
-            let capped = 2 * (256 * 1024).min(rmem_max);
-            for (asked, expected) in [(256 * 1024, Some(capped)), (0, None)] {
-                let listener = listen("127.0.0.1:0".parse().unwrap(), asked).unwrap();
-                let addr = listener.local_addr().unwrap();
-                let client = tokio::net::TcpStream::connect(addr);
-                let (accepted, _client) = tokio::join!(listener.accept(), client);
-                let (accepted, _) = accepted.unwrap();
-                let size = tokio::net::TcpSocket::from_std_stream(accepted.into_std().unwrap())
-                    .recv_buffer_size()
-                    .unwrap() as usize;
-                match expected {
-                    Some(bytes) => assert_eq!(size, bytes, "asked {asked}"),
-                    None => assert_ne!(size, capped, "the kernel's default"),
-                }
-            }
-        });
-    }
-}
+mod tests;
