@@ -19,6 +19,7 @@ use crate::config::LearnerConfig;
 use crate::courtesy::yield_point_at_row;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::driver::SparseModel;
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
 use crate::solver::{Certificate, ModelView, StepRule};
@@ -364,12 +365,9 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn step(&mut self) -> StepOutcome {
-        if let Some(idle) = self.core.idle() {
+        if let Some(idle) = self.core.begin_step(&mut self.block) {
             return StepOutcome::Idle(idle);
         }
-        let rows = self.core.next_block();
-        self.block.clear();
-        self.block.extend(rows);
         let c = &self.core.config;
         let step = BlockStep {
             loss: c.loss,
@@ -419,8 +417,8 @@ impl StreamingLearner for StreamSdiht {
             support: &self.it.support,
             intercept: 0.0,
         };
-        let model = Model::from_view(
-            view,
+        let model = Model::from_sparse(
+            &SparseModel::from_view(view),
             c.loss.kind(),
             c.loss.gamma(),
             c.solver.name(c.blocks),
