@@ -12,7 +12,7 @@ use thiserror::Error;
 
 use crate::loss::LossKind;
 use crate::sample::Row;
-use crate::solver::{Certificate, ModelView};
+use crate::solver::Certificate;
 
 pub const FORMAT: &str = "thresher-model/1";
 
@@ -54,21 +54,8 @@ pub enum ModelError {
 }
 
 impl Model {
-    /// Builds the sparse model from a solver's dense view.
-    pub fn from_view(
-        view: ModelView<'_>,
-        loss: LossKind,
-        gamma: Option<f64>,
-        solver: &str,
-        k: usize,
-        lambda: f64,
-        certificate: Certificate,
-    ) -> Model {
-        let sparse = crate::solver::driver::SparseModel::from_view(view);
-        Model::from_sparse(&sparse, loss, gamma, solver, k, lambda, certificate)
-    }
-
-    /// Builds the model file from a run's best model.
+    /// Builds the model file from a sparse model: a run's best one, or a solver's current one
+    /// ([`crate::solver::driver::SparseModel::from_view`]).
     pub fn from_sparse(
         model: &crate::solver::driver::SparseModel,
         loss: LossKind,

@@ -1,11 +1,11 @@
 //! `thresher fit`: train one solver on a file, print a summary, write the model and the trace.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use clap::ValueEnum;
 
-use super::{load, write_file, CliError, FitArgs, MirrorKind, SolverKind};
+use super::{load, write_results, CliError, FitArgs, MirrorKind, SolverKind};
 use crate::loss::Loss;
 use crate::model::Model;
 use crate::sample::{Dataset, SampleSet};
@@ -136,7 +136,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         cadence: args.cadence,
     };
 
-    let mut trace_rows: Vec<TraceRow> = Vec::new();
+    let mut trace = String::from(TraceRow::CSV_HEADER);
+    trace.push('\n');
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(stop.max_epochs as u64);
         bar.set_style(
@@ -150,7 +151,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
             bar.set_position(row.epoch as u64);
             bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
         }
-        trace_rows.push(*row);
+        trace.push_str(&row.csv());
+        trace.push('\n');
     });
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -184,27 +186,5 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.len(),
         data.dim(),
     );
-    if let Some(path) = &args.out {
-        let text = serde_json::to_string_pretty(&model).expect("a model always serialises");
-        write_file(path, &(text + "\n"))?;
-    }
-    if let Some(path) = &args.trace {
-        let mut text = String::from(TraceRow::CSV_HEADER);
-        text.push('\n');
-        for row in &trace_rows {
-            text.push_str(&row.csv());
-            text.push('\n');
-        }
-        write_file(path, &text)?;
-    }
-    if args.out.is_none() {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&model).expect("a model always serialises")
-        );
-    }
-    Ok(())
+    write_results(args, &model, &trace, true)
 }

@@ -8,6 +8,7 @@ mod predict;
 mod serve;
 mod subset;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -193,6 +194,33 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
     let format = format.unwrap_or_else(|| guess_format(path));
     let samples = read_file(path, format)?;
     Ok(Dataset::from_samples(&samples, 0))
+}
+
+/// Writes what a fit produced: the model as pretty JSON to `--out` (else, if `print`, as one JSON line
+/// on stdout) and the CSV `trace` to `--trace`.
+fn write_results(
+    args: &FitArgs,
+    model: &crate::model::Model,
+    trace: &str,
+    print: bool,
+) -> Result<(), CliError> {
+    if let Some(path) = &args.out {
+        let text = serde_json::to_string_pretty(model).expect("a model always serialises");
+        write_file(path, &(text + "\n"))?;
+    }
+    if let Some(path) = &args.trace {
+        write_file(path, trace)?;
+    }
+    if args.out.is_none() && print {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(model).expect("a model always serialises")
+        );
+    }
+    Ok(())
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), CliError> {

@@ -6,10 +6,11 @@ use std::io::Write;
 use clap::Args;
 
 use super::CliError;
-use super::{load, write_file, FitArgs, SolverKind};
+use super::{load, write_results, FitArgs, SolverKind};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::SampleSet;
+use crate::solver::driver::SparseModel;
 use crate::solver::subset::{
     geometric_path, OuterStep, Penalty, SubsetLoss, SubsetParams, SubsetSolver, Variant,
 };
@@ -156,8 +157,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     }
     let certificate = solver.certificate();
     let final_penalty = solver.params().penalty;
-    let mut model = Model::from_view(
-        solver.model(),
+    let mut model = Model::from_sparse(
+        &SparseModel::from_view(solver.model()),
         match loss {
             SubsetLoss::Squared => LossKind::Squared,
             SubsetLoss::Logistic => LossKind::Logistic,
@@ -185,21 +186,6 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.len(),
         data.dim(),
     );
-    if let Some(path) = &args.out {
-        let text = serde_json::to_string_pretty(&model).expect("a model always serialises");
-        write_file(path, &(text + "\n"))?;
-    }
-    if let Some(path) = &args.trace {
-        write_file(path, &trace)?;
-    }
-    if args.out.is_none() && !s.path {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&model).expect("a model always serialises")
-        );
-    }
-    Ok(())
+    // A path run has printed its table on stdout: the model goes only to `--out`.
+    write_results(args, &model, &trace, !s.path)
 }

@@ -360,34 +360,56 @@ mod tests {
 
     #[test]
     fn errors_name_the_key() {
-        let msg = |t: &str| load(t).unwrap_err().to_string();
-        let m = msg("[[learner]]\nsolver = \"mirror\"\nmirror = \"cosh\"\n");
-        assert!(m.contains("`learner[0].mirror` = cosh"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"mirror\"\nbeta = -1\n");
-        assert!(m.contains("`learner[0].beta`"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"mirror\"\nconstraint = \"box:-1\"\n");
-        assert!(m.contains("`learner[0].constraint`"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"mirror\"\np = 1.5\nmirror = \"pnorm\"\n");
-        assert!(m.contains("`learner[0].p`"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"smidas\"\nl1 = 0\n");
-        assert!(m.contains("`learner[0].l1`"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"subset\"\nlambda2 = 0\n");
-        assert!(m.contains("`learner[0].lambda2`"), "{m}");
-        let m = msg("[[learner]]\nsolver = \"subset\"\nloss = \"hinge\"\n");
-        assert!(
-            m.contains("`learner[0].loss`") && m.contains("squared"),
-            "{m}"
-        );
+        // (config, what the error must say)
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "[[learner]]\nsolver = \"mirror\"\nmirror = \"cosh\"\n",
+                &["`learner[0].mirror` = cosh"],
+            ),
+            (
+                "[[learner]]\nsolver = \"mirror\"\nbeta = -1\n",
+                &["`learner[0].beta`"],
+            ),
+            (
+                "[[learner]]\nsolver = \"mirror\"\nconstraint = \"box:-1\"\n",
+                &["`learner[0].constraint`"],
+            ),
+            (
+                "[[learner]]\nsolver = \"mirror\"\np = 1.5\nmirror = \"pnorm\"\n",
+                &["`learner[0].p`"],
+            ),
+            (
+                "[[learner]]\nsolver = \"smidas\"\nl1 = 0\n",
+                &["`learner[0].l1`"],
+            ),
+            (
+                "[[learner]]\nsolver = \"subset\"\nlambda2 = 0\n",
+                &["`learner[0].lambda2`"],
+            ),
+            (
+                "[[learner]]\nsolver = \"subset\"\nloss = \"hinge\"\n",
+                &["`learner[0].loss`", "squared"],
+            ),
+            (
+                "[[learner]]\nsolver = \"subset\"\nresolve_interval_ms = -1\n",
+                &["`learner[0].resolve_interval_ms`"],
+            ),
+            (
+                "[[learner]]\nname = \"x\"\n[[learner]]\nsolver = \"sdiht\"\nl1 = 0.1\n",
+                &["`learner[1].l1`", "smidas only"],
+            ),
+            (
+                "[[learner]]\nsolver = \"lasso\"\n",
+                &["mirror, smidas, subset"],
+            ),
+        ];
+        for (config, expected) in cases {
+            let m = load(config).unwrap_err().to_string();
+            for e in *expected {
+                assert!(m.contains(e), "{config}: {m}");
+            }
+        }
         let logistic = load("[[learner]]\nsolver = \"subset\"\nloss = \"logistic\"\n").unwrap();
         assert_eq!(logistic.learners[0].loss.kind(), LossKind::Logistic);
-        let m = msg("[[learner]]\nsolver = \"subset\"\nresolve_interval_ms = -1\n");
-        assert!(m.contains("`learner[0].resolve_interval_ms`"), "{m}");
-        let m = msg("[[learner]]\nname = \"x\"\n[[learner]]\nsolver = \"sdiht\"\nl1 = 0.1\n");
-        assert!(
-            m.contains("`learner[1].l1`") && m.contains("smidas only"),
-            "{m}"
-        );
-        let m = msg("[[learner]]\nsolver = \"lasso\"\n");
-        assert!(m.contains("mirror, smidas, subset"), "{m}");
     }
 }

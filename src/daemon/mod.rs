@@ -131,6 +131,12 @@ pub async fn run(
     let metrics = Metrics::new();
     let fatal = Fatal::new();
 
+    // Bound first: a port in use stops the start before any thread exists.
+    let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+
     // Restore (or start fresh).
     let restored = match (&config.data_dir, options.fresh) {
         (Some(dir), false) => restore(&config, dir)?,
@@ -277,10 +283,6 @@ pub async fn run(
             .expect("spawn stdin thread");
     }
 
-    let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
-        addr: config.listen,
-        source,
-    })?;
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
     if let Some(tell) = &options.bound {

@@ -165,14 +165,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::Sample;
-
-    fn block(n: usize) -> SampleBlock {
-        let samples: Vec<Sample> = (0..n)
-            .map(|i| Sample::new(vec![i as u32], vec![1.0], 1.0, None).unwrap())
-            .collect();
-        SampleBlock::from_samples(&samples)
-    }
+    use crate::ingest::budget::tests::samples;
 
     fn counted(metrics: &Metrics, family: &str, label: &str) -> f64 {
         match family {
@@ -188,16 +181,16 @@ mod tests {
         let (tx, rx) = crossbeam_channel::bounded(2);
         let metrics = Metrics::new();
         let admission = Admission::new(tx, SampleBudget::new(5), metrics.clone());
-        assert_eq!(admission.admit(block(3), "http"), Ok(3));
+        assert_eq!(admission.admit(samples(3), "http"), Ok(3));
         // 3 + 3 > 5: refused whole (a batch only exceeds the limit alone, into an empty budget).
         assert_eq!(
-            admission.admit(block(3), "http"),
+            admission.admit(samples(3), "http"),
             Err(AdmitError::QueueFull)
         );
-        assert_eq!(admission.admit(block(2), "http"), Ok(2));
+        assert_eq!(admission.admit(samples(2), "http"), Ok(2));
         assert!(admission.is_full(), "the budget is used up");
         assert_eq!(
-            admission.admit(block(1), "http"),
+            admission.admit(samples(1), "http"),
             Err(AdmitError::QueueFull)
         );
         assert_eq!(counted(&metrics, "ingested", "http"), 5.0);
@@ -206,19 +199,19 @@ mod tests {
         assert_eq!(queued.samples().len(), 3);
         drop(queued);
         assert!(!admission.is_full(), "the budget came back with the batch");
-        assert_eq!(admission.admit(block(3), "http"), Ok(3));
+        assert_eq!(admission.admit(samples(3), "http"), Ok(3));
         assert!(admission.is_full(), "the two-batch queue is full");
         assert_eq!(
-            admission.admit(block(0), "http"),
+            admission.admit(samples(0), "http"),
             Err(AdmitError::QueueFull)
         );
         admission.close();
         assert_eq!(
-            admission.admit(block(1), "http"),
+            admission.admit(samples(1), "http"),
             Err(AdmitError::ShuttingDown)
         );
         let stop = AtomicBool::new(true);
-        let waited = admission.admit_waiting(block(1), "stdin", &stop, Duration::ZERO);
+        let waited = admission.admit_waiting(samples(1), "stdin", &stop, Duration::ZERO);
         assert_eq!(waited, Err(AdmitError::ShuttingDown));
     }
 }

@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::json_plain;
 use super::segments;
+pub use super::BatchError;
 use super::{
     count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
     LineError,
@@ -48,15 +49,6 @@ impl BodyFormat {
             _ => None,
         }
     }
-}
-
-/// Why a body was refused: the message and the 1-based line (or array position) at fault, if any.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BatchError {
-    pub line: Option<usize>,
-    pub message: String,
-    /// How many samples the body held (as far as it could be read), for the rejection counter.
-    pub samples: usize,
 }
 
 /// What the parser checks besides the sample invariants.
@@ -737,7 +729,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
 
         use crate::ingest::json_plain::tests::random_object;
-        use crate::ingest::tests::random_libsvm_line;
+        use crate::ingest::tests::random_line;
 
         fn outcome(r: Result<SampleBlock, BatchError>) -> String {
             match r {
@@ -767,7 +759,7 @@ mod tests {
             ][round % 3];
             let items: Vec<String> = (0..rng.gen_range(0..5))
                 .map(|_| match format {
-                    BodyFormat::Libsvm => random_libsvm_line(&mut rng),
+                    BodyFormat::Libsvm => random_line(&mut rng),
                     _ => random_object(&mut rng),
                 })
                 .collect();

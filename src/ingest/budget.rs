@@ -97,12 +97,14 @@ impl QueuedBatch {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     use crate::sample::Sample;
 
-    fn samples(n: usize) -> SampleBlock {
+    /// `n` one-feature samples (`x_i = e_i`, label 1): a block whose only property that matters is its
+    /// size (also the admission tests' fixture).
+    pub(crate) fn samples(n: usize) -> SampleBlock {
         let samples: Vec<Sample> = (0..n)
             .map(|i| Sample::new(vec![i as u32], vec![1.0], 1.0, None).unwrap())
             .collect();

@@ -21,6 +21,22 @@
 //! converts two items at once in one SSE register, as the LIBSVM reader's AVX2 path does with a pair.
 //! Those runs take only items that the general loop would read to the same number and hand everything
 //! else to it, item by item, so they change speed only.
+//!
+//! Why a hand-written reader and not a JSON crate: measured against `sonic-rs` 0.5.10 (SIMD JSON,
+//! serde), the crate is 3-4x slower on the daemon's bodies, far outside the 15% that would have
+//! justified switching. `examples/ingest_cpu.rs` (thread CPU per sample, best of 60, the load
+//! generator's 10 000-sample body, 40 nonzeros, hyper's 408 KiB chunks), 5 alternating rounds on
+//! 2026-11-25 13:07-13:10 UTC at load average 8.8-10.7, build `4f2c278` plus the comparison rows:
+//! NDJSON 504-673 ns/sample here against 1 956-2 209 with sonic-rs (a `DeserializeSeed` appending
+//! the lists to reused buffers; ratio 3.28-3.88 per round), JSON array 568-684 against 1 960-2 260
+//! (2.92-3.98). Neither `-C target-cpu=native` nor sonic-rs's own document parser closed the gap
+//! (its number parsing is most of the cost). Figures, method and the sonic-rs variants:
+//! `docs/benchmarks/json.md`.
+//!
+//! The two paths are held to each other by property tests: `tests::fast_reader_agrees_with_serde`
+//! and `tests::plain_runs_agree_with_serde_on_wire_lines` per object, and `batch`'s
+//! `fast_readers_change_no_body_outcome` per body (the same samples bit for bit, or the same error
+//! with the same line).
 
 use super::{
     eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,

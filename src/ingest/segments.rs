@@ -12,8 +12,7 @@
 //! from 1 in the same way, so a parse over segments names the same line as a parse of the joined
 //! text.
 
-use super::batch::BatchError;
-use super::lines;
+use super::{lines, BatchError};
 
 /// Calls `on_line(number, line)` for every line of the concatenation of `segments`, in order, with
 /// `number` 1-based (blank and comment lines included, as in `str::lines().enumerate()`). Stops at the

@@ -1,9 +1,9 @@
 //! The structural fast path for LIBSVM lines: where every separator is found first, by a byte-parallel
 //! scan, and every `index:value` pair is then read from its own known boundaries.
 //!
-//! Why this shape: the one-pass reader in `super` finds each token's start from the previous token's
-//! digit count (load, classify, count, add, load again, three times a pair), a serial dependency chain
-//! that leaves the core waiting on latency. Here a line is scanned 64 bytes at a time for its
+//! Why this shape: a one-pass reader finds each token's start from the previous token's digit count
+//! (load, classify, count, add, load again, three times a pair), a serial dependency chain that leaves
+//! the core waiting on latency. Here a line is scanned 64 bytes at a time for its
 //! separators (`' '` and `':'`, compared 16 bytes at a time with SSE2 on x86_64), their offsets are
 //! written to a small buffer (the simdjson "structural index"), and pair `k` is read from
 //! `(space, colon, next space)`: no pair waits for the one before it, so the out-of-order core
@@ -14,15 +14,19 @@
 //! after exactly one space, with at most one trailing space. Every byte of the line is checked: the
 //! separators by the scan and the byte checks, everything between them by the digit checks of the
 //! token readers. Tabs, double spaces, comments, `qid`, `+` signs, exponents and the rest make it
-//! return `None`, and the caller then tries the one-pass reader (which takes any ASCII whitespace)
-//! and finally the general parser. Tokens of the usual sizes (indices up to 7 digits, values
-//! `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or odder ones within
-//! this shape by the one-pass reader's token functions, so the values are the same bits as theirs.
+//! return `None`, and the caller then runs the general parser (`super::parse_libsvm_general`): this
+//! is LIBSVM's one fast path, and that its one general path. Tokens of the usual sizes (indices up
+//! to 7 digits, values `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or
+//! odder ones within this shape by the token functions of `super` (`plain_index`, `plain_decimal`),
+//! whose values are `from_str`'s bits.
 //!
 //! On x86_64 CPUs with AVX2 (detected at run time) the same loop runs compiled for AVX2, with the
 //! separators found 32 bytes per compare and each pair's index and value digits converted together
 //! in one 16-byte register (`simd::pair_avx2`); pairs outside its shape fall back to the scalar token
-//! readers, and the tests check both readers against each other and the general parser.
+//! readers, and the tests check both readers against each other and the general parser. The two pair
+//! readers are one path (one loop, one set of lines taken, the same bits): AVX2 where the CPU has it,
+//! the scalar one elsewhere (on the load generator's body the scalar reader costs 1.16-1.38x the AVX2
+//! one; `docs/benchmarks/json.md`).
 
 use super::{
     leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
@@ -665,7 +669,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::ingest::tests::libsvm_outcome;
+    use crate::ingest::tests::{libsvm_outcome, near_plain_line};
     use crate::ingest::{parse_libsvm_general, parse_libsvm_line};
     use crate::sample::Sample;
 
@@ -698,68 +702,6 @@ mod tests {
             label: label?,
             weight: None,
         })
-    }
-
-    /// A line of the shape the structural reader takes, salted with the near misses where such
-    /// readers break: trailing and double spaces, tabs, 8- to 11-digit indices (past `u32` too),
-    /// long and empty fraction runs, integer values, long integer parts, `-0`, leading zeros, `+`,
-    /// exponents, a value with a second colon. Lengths from a few bytes to over a kilobyte put
-    /// separators and line ends at every offset of a 64-byte block.
-    fn near_plain_line(rng: &mut impl Rng) -> String {
-        fn value(rng: &mut impl Rng) -> String {
-            let x: f64 = rng.gen_range(-1.0..1.0);
-            match rng.gen_range(0..400) {
-                0 => format!("{}", rng.gen_range(-99_999_999i64..99_999_999)),
-                1 => format!("{:.*}", rng.gen_range(9..26), x),
-                2 => format!(
-                    "{:.*}",
-                    rng.gen_range(0..9),
-                    x * 10f64.powi(rng.gen_range(0..12))
-                ),
-                3 => ["-0", "-0.0", "0.000000", "00.5", "5.", ".5", "-.5", "-", ""]
-                    [rng.gen_range(0..9)]
-                .into(),
-                4 => ["1e5", "+0.5", "inf", "0.5:1", "1.2.3", "-0.5e1"][rng.gen_range(0..6)].into(),
-                5..=30 => format!("{}", rng.gen_range(0..10)),
-                31..=60 => format!("{:.6}", x * 1e3),
-                _ => format!("{x:.6}"),
-            }
-        }
-        let mut line = match rng.gen_range(0..8) {
-            0 => format!("{:.*}", rng.gen_range(0..20), rng.gen_range(-1e6..1e6)),
-            1 => "-1".into(),
-            2 => "0".into(),
-            _ => "1".into(),
-        };
-        let mut index: u64 = rng.gen_range(0..3);
-        for _ in 0..rng.gen_range(0..70) {
-            line.push_str(match rng.gen_range(0..1000) {
-                0 => "  ",
-                1 => "\t",
-                2 => " \t",
-                _ => " ",
-            });
-            index += match rng.gen_range(0..1000) {
-                0 => rng.gen_range(1..5_000_000_000),
-                1..=30 => rng.gen_range(1..100_000_000),
-                _ => rng.gen_range(1..2_000_000),
-            };
-            match rng.gen_range(0..1000) {
-                0 => line.push_str(&format!("0{index}:{}", value(rng))),
-                1 => line.push_str(&format!("+{index}:{}", value(rng))),
-                2 => line.push_str(&format!("{index}")),
-                3 => line.push_str(&format!("{}:{}", index.saturating_sub(3), value(rng))),
-                _ => line.push_str(&format!("{index}:{}", value(rng))),
-            }
-        }
-        line.push_str(match rng.gen_range(0..12) {
-            0..=2 => " ",
-            3 => "  ",
-            4 => "\t",
-            5 => " #",
-            _ => "",
-        });
-        line
     }
 
     /// On every line the structural reader takes, it gives exactly the general parser's sample (same

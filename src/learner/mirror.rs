@@ -42,13 +42,17 @@ use super::{
 use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
-use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap};
+use crate::solver::driver::SparseModel;
+use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable};
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
 
-/// What the generic window driver needs from a per-sample primal solver.
-pub trait PrimalEngine: Send {
+/// What the generic window driver needs from a per-sample primal solver (its checkpoint comes from
+/// [`Resumable`]).
+pub trait PrimalEngine: Resumable + Send + Sized {
+    /// A fresh engine with the learner's solver options (`ingest.max_dim` is not known: it grows).
+    fn from_config(config: &LearnerConfig) -> Self;
     /// `w.x` for one row.
     fn score(&self, row: Row<'_>) -> f64;
     /// One solver step on a mini-batch (SMIDAS steps sample by sample).
@@ -62,13 +66,31 @@ pub trait PrimalEngine: Send {
     fn certificate_k(&self, k: usize) -> usize;
     /// The model's `solver` field.
     fn name(&self) -> String;
-    fn export(&self) -> PrimalState;
-    fn resume(&mut self, dim: usize, state: &PrimalState);
-    /// New data arrived: rewind the step schedule to at most one horizon.
-    fn rewind(&mut self);
+    /// The checkpointed model and schedule position.
+    fn export(&self) -> PrimalState {
+        PrimalState {
+            coordinates: self.coordinates(),
+            solver_steps: self.steps(),
+            row_sq_max: self.row_sq_max(),
+            active: Vec::new(),
+        }
+    }
+    /// Resumes from what [`PrimalEngine::export`] wrote, sized for features `0..dim` at least.
+    fn restore(&mut self, dim: usize, s: &PrimalState) {
+        self.resume(dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+    }
 }
 
 impl PrimalEngine for MirrorLearner {
+    fn from_config(config: &LearnerConfig) -> Self {
+        let mirror = match &config.options {
+            SolverOptions::Mirror(m) => *m,
+            // A config built by hand without options: the defaults of the `mirror` keys.
+            _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+        };
+        MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
+            .expect("the config validated the mirror options")
+    }
     fn score(&self, row: Row<'_>) -> f64 {
         MirrorLearner::score(self, row)
     }
@@ -88,23 +110,30 @@ impl PrimalEngine for MirrorLearner {
     fn name(&self) -> String {
         format!("mirror-{}", self.config().map.name())
     }
-    fn export(&self) -> PrimalState {
-        PrimalState {
-            coordinates: self.coordinates(),
-            solver_steps: self.steps(),
-            row_sq_max: self.row_sq_max(),
-            active: Vec::new(),
-        }
-    }
-    fn resume(&mut self, dim: usize, s: &PrimalState) {
-        MirrorLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
-    }
-    fn rewind(&mut self) {
-        self.rewind_schedule();
-    }
 }
 
 impl PrimalEngine for SmidasLearner {
+    fn from_config(config: &LearnerConfig) -> Self {
+        let (l1, p, step, horizon) = match &config.options {
+            SolverOptions::Smidas {
+                l1,
+                p,
+                step,
+                horizon,
+            } => (*l1, *p, *step, *horizon),
+            _ => (
+                1e-3,
+                2.0,
+                crate::solver::mirror::MirrorStep::Auto,
+                crate::solver::mirror::DEFAULT_HORIZON,
+            ),
+        };
+        let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
+            .and_then(|learner| learner.with_p(p))
+            .expect("the config validated the smidas options");
+        engine.set_horizon(horizon);
+        engine
+    }
     fn score(&self, row: Row<'_>) -> f64 {
         SmidasLearner::score(self, row)
     }
@@ -128,20 +157,6 @@ impl PrimalEngine for SmidasLearner {
     fn name(&self) -> String {
         "smidas".into()
     }
-    fn export(&self) -> PrimalState {
-        PrimalState {
-            coordinates: self.coordinates(),
-            solver_steps: self.steps(),
-            row_sq_max: self.row_sq_max(),
-            active: Vec::new(),
-        }
-    }
-    fn resume(&mut self, dim: usize, s: &PrimalState) {
-        SmidasLearner::resume(self, dim, &s.coordinates, s.solver_steps, s.row_sq_max);
-    }
-    fn rewind(&mut self) {
-        self.rewind_schedule();
-    }
 }
 
 /// A per-sample primal solver on a sliding window (see the module docs).
@@ -158,72 +173,18 @@ pub type StreamMirror = StreamPrimal<MirrorLearner>;
 /// `solver = "smidas"`.
 pub type StreamSmidas = StreamPrimal<SmidasLearner>;
 
-fn mirror_engine(config: &LearnerConfig) -> MirrorLearner {
-    let mirror = match &config.options {
-        SolverOptions::Mirror(m) => *m,
-        // A config built by hand without options: the defaults of the `mirror` keys.
-        _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
-    };
-    MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
-        .expect("the config validated the mirror options")
-}
-
-fn smidas_engine(config: &LearnerConfig) -> SmidasLearner {
-    let (l1, p, step, horizon) = match &config.options {
-        SolverOptions::Smidas {
-            l1,
-            p,
-            step,
-            horizon,
-        } => (*l1, *p, *step, *horizon),
-        _ => (
-            1e-3,
-            2.0,
-            crate::solver::mirror::MirrorStep::Auto,
-            crate::solver::mirror::DEFAULT_HORIZON,
-        ),
-    };
-    let mut engine = SmidasLearner::with_p(p, l1, step, config.loss, config.lambda, false)
-        .expect("the config validated the smidas options");
-    engine.set_horizon(horizon);
-    engine
-}
-
-impl StreamMirror {
-    /// A learner with an empty window, or resumed from `state`.
-    pub fn new(
-        config: LearnerConfig,
-        capacity: usize,
-        state: Option<LearnerState>,
-    ) -> StreamMirror {
-        let engine = mirror_engine(&config);
-        StreamPrimal::with_engine(config, engine, capacity, state)
-    }
-}
-
-impl StreamSmidas {
-    /// A learner with an empty window, or resumed from `state`.
-    pub fn new(
-        config: LearnerConfig,
-        capacity: usize,
-        state: Option<LearnerState>,
-    ) -> StreamSmidas {
-        let engine = smidas_engine(&config);
-        StreamPrimal::with_engine(config, engine, capacity, state)
-    }
-}
-
 impl<E: PrimalEngine> StreamPrimal<E> {
-    fn with_engine(
+    /// A learner with an empty window, or resumed from `state`.
+    pub fn new(
         config: LearnerConfig,
-        mut engine: E,
         capacity: usize,
         state: Option<LearnerState>,
     ) -> StreamPrimal<E> {
+        let mut engine = E::from_config(&config);
         engine.sync();
         let core = LearnerCore::new(config, capacity, state.as_ref());
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
-            engine.resume(core.window.dim(), primal);
+            engine.restore(core.window.dim(), primal);
         }
         StreamPrimal {
             core,
@@ -248,7 +209,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         if batches.iter().all(|b| b.is_empty()) {
             return;
         }
-        self.engine.rewind();
+        self.engine.rewind_schedule();
         for batch in batches {
             self.learn_batch(batch);
         }
@@ -259,12 +220,9 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
-        if let Some(idle) = self.core.idle() {
+        if let Some(idle) = self.core.begin_step(&mut self.order) {
             return StepOutcome::Idle(idle);
         }
-        let rows = self.core.next_block();
-        self.order.clear();
-        self.order.extend(rows);
         self.order.shuffle(&mut self.core.rng);
         let batch = self.engine.batch().max(1);
         for chunk in self.order.chunks(batch) {
@@ -301,8 +259,8 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             values.certificate(self.core.window.len())
         };
         let c = &self.core.config;
-        let model = Model::from_view(
-            self.engine.model(),
+        let model = Model::from_sparse(
+            &SparseModel::from_view(self.engine.model()),
             c.loss.kind(),
             c.loss.gamma(),
             &self.engine.name(),

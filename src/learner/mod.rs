@@ -271,6 +271,18 @@ impl LearnerCore {
         None
     }
 
+    /// The start of a step: why the learner idles, or `None` with `block` set to the window rows of the
+    /// block to work on ([`LearnerCore::next_block`]).
+    pub fn begin_step(&mut self, block: &mut Vec<usize>) -> Option<Idle> {
+        if let Some(idle) = self.idle() {
+            return Some(idle);
+        }
+        let rows = self.next_block();
+        block.clear();
+        block.extend(rows);
+        None
+    }
+
     /// The window rows of the next step: a uniformly random one of [`LearnerCore::blocks`] contiguous
     /// blocks (the whole window with one block).
     pub fn next_block(&mut self) -> std::ops::Range<usize> {

@@ -18,6 +18,7 @@ use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLe
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::driver::SparseModel;
 use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
 use crate::solver::{Certificate, ModelView, StepRule};
@@ -361,12 +362,9 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn step(&mut self) -> StepOutcome {
-        if let Some(idle) = self.core.idle() {
+        if let Some(idle) = self.core.begin_step(&mut self.block) {
             return StepOutcome::Idle(idle);
         }
-        let rows = self.core.next_block();
-        self.block.clear();
-        self.block.extend(rows);
         let c = &self.core.config;
         let step = BlockStep {
             loss: c.loss,
@@ -416,8 +414,8 @@ impl StreamingLearner for StreamSdiht {
             support: &self.it.support,
             intercept: 0.0,
         };
-        let model = Model::from_view(
-            view,
+        let model = Model::from_sparse(
+            &SparseModel::from_view(view),
             c.loss.kind(),
             c.loss.gamma(),
             c.solver.name(c.blocks),

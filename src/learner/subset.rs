@@ -33,6 +33,7 @@ use crate::config::{LearnerConfig, SolverOptions};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::driver::SparseModel;
 use crate::solver::subset::{Penalty, SubsetLoss, SubsetParams, SubsetSolver};
 use crate::solver::{Certificate, ModelView};
 use crate::sparse::sparse_dot;
@@ -252,8 +253,8 @@ impl StreamingLearner for StreamSubset {
             support: &self.support,
             intercept: 0.0,
         };
-        let mut model = Model::from_view(
-            view,
+        let mut model = Model::from_sparse(
+            &SparseModel::from_view(view),
             self.core.config.loss.kind(),
             None,
             "subset",

@@ -385,6 +385,19 @@ mod tests {
         }
     }
 
+    /// Calls `check(rng, loss, y)` 500 times for every loss and label, drawing from one stream seeded
+    /// with `seed`.
+    fn for_each_draw(seed: u64, mut check: impl FnMut(&mut rand_chacha::ChaCha8Rng, &Loss, f64)) {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        for loss in all_losses() {
+            for y in labels(&loss) {
+                for _ in 0..500 {
+                    check(&mut rng, &loss, y);
+                }
+            }
+        }
+    }
+
     /// The shared-`exp` pair equals the separate calls bit for bit, at `m = 0` (both signs), far out,
     /// on NaN, and through the weighted view's projection.
     #[test]
@@ -446,70 +459,54 @@ mod tests {
 
     #[test]
     fn conjugate_derivative_matches_finite_differences() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
-        for loss in all_losses() {
-            for y in labels(&loss) {
-                for _ in 0..500 {
-                    // Stay strictly inside F so the central difference is defined.
-                    let a = if loss.is_classification() {
-                        -y * rng.gen_range(0.05..0.95)
-                    } else {
-                        rng.gen_range(-3.0..3.0)
-                    };
-                    let h = 1e-6;
-                    let fd = (loss.conjugate(a + h, y) - loss.conjugate(a - h, y)) / (2.0 * h);
-                    let an = loss.conjugate_derivative(a, y);
-                    assert!(
-                        (fd - an).abs() < 1e-5 * (1.0 + an.abs()),
-                        "{loss:?} a={a}: {fd} vs {an}"
-                    );
-                    let fd2 = (loss.conjugate_derivative(a + h, y)
-                        - loss.conjugate_derivative(a - h, y))
-                        / (2.0 * h);
-                    let an2 = loss.conjugate_curvature(a, y);
-                    assert!(
-                        (fd2 - an2).abs() < 1e-4 * (1.0 + an2.abs()),
-                        "{loss:?} a={a}: {fd2} vs {an2}"
-                    );
-                }
-            }
-        }
+        for_each_draw(2, |rng, loss, y| {
+            // Stay strictly inside F so the central difference is defined.
+            let a = if loss.is_classification() {
+                -y * rng.gen_range(0.05..0.95)
+            } else {
+                rng.gen_range(-3.0..3.0)
+            };
+            let h = 1e-6;
+            let fd = (loss.conjugate(a + h, y) - loss.conjugate(a - h, y)) / (2.0 * h);
+            let an = loss.conjugate_derivative(a, y);
+            assert!(
+                (fd - an).abs() < 1e-5 * (1.0 + an.abs()),
+                "{loss:?} a={a}: {fd} vs {an}"
+            );
+            let fd2 = (loss.conjugate_derivative(a + h, y) - loss.conjugate_derivative(a - h, y))
+                / (2.0 * h);
+            let an2 = loss.conjugate_curvature(a, y);
+            assert!(
+                (fd2 - an2).abs() < 1e-4 * (1.0 + an2.abs()),
+                "{loss:?} a={a}: {fd2} vs {an2}"
+            );
+        });
     }
 
     #[test]
     fn loss_derivative_matches_finite_differences_off_kinks() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        for loss in all_losses() {
-            for y in labels(&loss) {
-                for _ in 0..500 {
-                    let u: f64 = rng.gen_range(-4.0..4.0);
-                    let h = 1e-7;
-                    let fd = (loss.value(u + h, y) - loss.value(u - h, y)) / (2.0 * h);
-                    let kink = matches!(loss, Loss::Hinge(_)) && ((y * u) - 1.0).abs() < 1e-5;
-                    if !kink {
-                        assert!((fd - loss.derivative(u, y)).abs() < 1e-5, "{loss:?} u={u}");
-                    }
-                }
+        for_each_draw(3, |rng, loss, y| {
+            let u: f64 = rng.gen_range(-4.0..4.0);
+            let h = 1e-7;
+            let fd = (loss.value(u + h, y) - loss.value(u - h, y)) / (2.0 * h);
+            let kink = matches!(loss, Loss::Hinge(_)) && ((y * u) - 1.0).abs() < 1e-5;
+            if !kink {
+                assert!((fd - loss.derivative(u, y)).abs() < 1e-5, "{loss:?} u={u}");
             }
-        }
+        });
     }
 
     #[test]
     fn projection_lands_in_f_and_is_idempotent() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-        for loss in all_losses() {
-            for y in labels(&loss) {
-                for _ in 0..500 {
-                    let a: f64 = rng.gen_range(-10.0..10.0);
-                    let p = loss.project(a, y);
-                    assert!(loss.conjugate(p, y).is_finite());
-                    assert_eq!(loss.project(p, y), p);
-                    if loss.is_classification() {
-                        assert!((-1.0..=0.0).contains(&(y * p)));
-                    }
-                }
+        for_each_draw(4, |rng, loss, y| {
+            let a: f64 = rng.gen_range(-10.0..10.0);
+            let p = loss.project(a, y);
+            assert!(loss.conjugate(p, y).is_finite());
+            assert_eq!(loss.project(p, y), p);
+            if loss.is_classification() {
+                assert!((-1.0..=0.0).contains(&(y * p)));
             }
-        }
+        });
     }
 
     #[test]

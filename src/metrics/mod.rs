@@ -23,6 +23,7 @@
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -60,22 +61,28 @@ pub mod reason {
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
 }
 
+/// Registers `metric` with `registry` and returns it (a handle: its clone in the registry shares its values).
+fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("unique metric");
+    metric
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
         let gauge = |name: &str, help: &str, labels: &[&str]| {
-            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("unique metric");
-            g
+            registered(
+                &registry,
+                GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
+            )
         };
         let counter = |name: &str, help: &str, labels: &[&str]| {
-            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry
-                .register(Box::new(c.clone()))
-                .expect("unique metric");
-            c
+            registered(
+                &registry,
+                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
+            )
         };
         let l = &["learner"];
         let m = Metrics {
@@ -146,28 +153,22 @@ impl Metrics {
                 "Samples refused",
                 &["reason"],
             ),
-            queue_batches: {
-                let g = IntGauge::new(
+            queue_batches: registered(
+                &registry,
+                IntGauge::new(
                     "thresher_ingest_queue_batches",
                     "Batches waiting in the ingest queue",
                 )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("unique metric");
-                g
-            },
-            samples_in_flight: {
-                let g = IntGauge::new(
+                .expect("valid metric"),
+            ),
+            samples_in_flight: registered(
+                &registry,
+                IntGauge::new(
                     "thresher_ingest_samples_in_flight",
                     "Samples accepted and not yet absorbed by every learner",
                 )
-                .expect("valid metric");
-                registry
-                    .register(Box::new(g.clone()))
-                    .expect("unique metric");
-                g
-            },
+                .expect("valid metric"),
+            ),
             request_duration: {
                 let h = HistogramVec::new(
                     HistogramOpts::new(
@@ -181,10 +182,7 @@ impl Metrics {
                     &["route", "method"],
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(h.clone()))
-                    .expect("unique metric");
-                h
+                registered(&registry, h)
             },
             registry,
         };

@@ -25,6 +25,7 @@ use thiserror::Error;
 use crate::loss::Loss;
 use crate::sample::SampleSet;
 pub use objective::Certificate;
+use objective::{dual_of_primal, dual_value, DualScratch};
 
 /// The k-sparse problem (1.1) on a set of samples: `min_{||w||_0 <= k} P(w, b)`.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +96,21 @@ impl<'a, S: SampleSet> Problem<'a, S> {
     /// `N`, as a float.
     pub fn n(&self) -> f64 {
         self.data.len() as f64
+    }
+
+    /// `D` with `H_k` at sparsity `k`, at the dual point of the model `(w, b)`: `alpha_i = l'(w.x_i + b)`
+    /// projected onto `F` (Thm 1(b)), written to `alpha`. Feasible, so it certifies any model; the lower
+    /// bound of every primal solver's certificate.
+    pub fn dual_of_model(
+        &self,
+        k: usize,
+        w: &[f64],
+        b: f64,
+        alpha: &mut Vec<f64>,
+        scratch: &mut DualScratch,
+    ) -> f64 {
+        dual_of_primal(self.data, &self.loss, w, b, self.intercept, alpha);
+        dual_value(self.data, &self.loss, self.lambda, k, alpha, scratch)
     }
 }
 

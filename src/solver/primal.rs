@@ -6,9 +6,7 @@
 //! step would increase `P` (hinge has no `l''`; the halving safeguards its subgradient steps). They are
 //! certified like every solver: `alpha_i = l'(w.x_i + b)` projected onto `F` (Thm 1(b)), then `D(alpha)`.
 
-use super::objective::{
-    best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch,
-};
+use super::objective::{best_intercept, margins_into, primal_value, DualScratch};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::sample::SampleSet;
 use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
@@ -109,20 +107,11 @@ impl PrimalState {
     }
 
     fn certificate<S: SampleSet>(&mut self, p: &Problem<S>) -> Certificate {
-        dual_of_primal(
-            p.data,
-            &p.loss,
+        let dual = p.dual_of_model(
+            p.k,
             &self.w,
             self.intercept,
-            p.intercept,
             &mut self.alpha,
-        );
-        let dual = dual_value(
-            p.data,
-            &p.loss,
-            p.lambda,
-            p.k,
-            &self.alpha,
             &mut self.dual_scratch,
         );
         Certificate::new(self.primal, dual, p.data.len())

@@ -29,8 +29,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::objective::{
-    best_intercept, conjugate_sum, dual_of_primal, dual_value, margins_into, primal_value,
-    project_rows_with_sum, DualScratch,
+    best_intercept, conjugate_sum, dual_value, margins_into, primal_value, project_rows_with_sum,
+    DualScratch,
 };
 use super::{Certificate, ModelView, Problem, ProblemError, Solver, StepRule};
 use crate::loss::Loss;
@@ -511,20 +511,11 @@ impl<S: SampleSet> Solver<S> for Sdiht {
             &self.alpha,
             &mut self.dual_scratch,
         );
-        dual_of_primal(
-            p.data,
-            &p.loss,
+        let at_primal = p.dual_of_model(
+            p.k,
             w,
             self.intercept,
-            p.intercept,
             &mut self.alpha_from_primal,
-        );
-        let at_primal = dual_value(
-            p.data,
-            &p.loss,
-            p.lambda,
-            p.k,
-            &self.alpha_from_primal,
             &mut self.dual_scratch,
         );
         Certificate::new(primal, at_iterate.max(at_primal), p.data.len())

@@ -21,13 +21,8 @@
 
 mod resume;
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
 use super::mirror::maps::{lp_norm, soft};
-use super::mirror::{certify_primal, MirrorError, MirrorMap, MirrorStep, DEFAULT_HORIZON};
-use super::objective::{best_intercept, margins_into, DualScratch};
+use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, DEFAULT_HORIZON};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -106,10 +101,6 @@ impl SmidasLearner {
 
     pub fn p(&self) -> f64 {
         self.p
-    }
-
-    pub fn steps(&self) -> u64 {
-        self.steps
     }
 
     /// Number of nonzero weights.
@@ -248,11 +239,7 @@ impl SmidasLearner {
 #[derive(Debug, Clone)]
 pub struct Smidas {
     learner: SmidasLearner,
-    rng: ChaCha8Rng,
-    order: Vec<usize>,
-    margins: Vec<f64>,
-    alpha: Vec<f64>,
-    dual_scratch: DualScratch,
+    pass: PrimalPass,
 }
 
 impl Smidas {
@@ -278,11 +265,7 @@ impl Smidas {
         learner.set_sparsity_hint(problem.k);
         Ok(Smidas {
             learner,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            order: (0..problem.data.len()).collect(),
-            margins: Vec::new(),
-            alpha: Vec::new(),
-            dual_scratch: DualScratch::default(),
+            pass: PrimalPass::new(problem.data.len(), seed),
         })
     }
 
@@ -297,14 +280,12 @@ impl<S: SampleSet> Solver<S> for Smidas {
     }
 
     fn epoch(&mut self, p: &Problem<S>) {
-        self.order.shuffle(&mut self.rng);
-        for &i in &self.order {
+        for &i in self.pass.shuffled() {
             self.learner.step_sample(p.data.row(i));
         }
         self.learner.sync();
         if p.intercept {
-            margins_into(p.data, &self.learner.w, &mut self.margins);
-            self.learner.intercept = best_intercept(p.data, &p.loss, &self.margins);
+            self.learner.intercept = self.pass.best_intercept(p, &self.learner.w);
         }
     }
 
@@ -315,12 +296,6 @@ impl<S: SampleSet> Solver<S> for Smidas {
     /// Certified at `k' = max(k, |supp w|)` (see the module docs).
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
         let k = p.k.max(self.learner.support.len());
-        certify_primal(
-            p,
-            k,
-            self.learner.model(),
-            &mut self.alpha,
-            &mut self.dual_scratch,
-        )
+        self.pass.certify(p, k, self.learner.model())
     }
 }

@@ -442,38 +442,32 @@ async fn a_closed_admission_is_503_shutting_down() {
 #[tokio::test]
 async fn without_a_model_model_and_readyz_are_503() {
     let api = unpublished();
-    let (status, body) = api.json(get("/v1/model")).await;
-    assert_eq!(
-        (status, body),
+    let no_model = json!({"error": "no model published yet"});
+    let expected = [
         (
+            get("/v1/model"),
             StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": "no model published yet"})
-        )
-    );
-    let (status, body) = api.json(get("/readyz")).await;
-    assert_eq!(
-        (status, body),
+            no_model.clone(),
+        ),
         (
+            get("/readyz"),
             StatusCode::SERVICE_UNAVAILABLE,
-            json!({"status": "waiting for a first model"})
-        )
-    );
-    let (status, body) = api.json(libsvm("/v1/predict", "1:1\n")).await;
-    assert_eq!(
-        (status, body),
+            json!({"status": "waiting for a first model"}),
+        ),
         (
+            libsvm("/v1/predict", "1:1\n"),
             StatusCode::SERVICE_UNAVAILABLE,
-            json!({"error": "no model published yet"})
-        )
-    );
-    let (status, body) = api.json(get("/v1/models")).await;
-    assert_eq!(
-        (status, body),
+            no_model,
+        ),
         (
+            get("/v1/models"),
             StatusCode::OK,
-            json!({"models": [{"learner": "primary", "version": 0}]})
-        )
-    );
+            json!({"models": [{"learner": "primary", "version": 0}]}),
+        ),
+    ];
+    for (request, status, body) in expected {
+        assert_eq!(api.json(request).await, (status, body));
+    }
     // Alive all the same.
     let (status, body) = api.json(get("/healthz")).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));

@@ -45,10 +45,9 @@ use thiserror::Error;
 
 pub use maps::{Constraint, MirrorMap};
 pub(crate) use resume::checkpoint_dim;
+pub use resume::Resumable;
 
-use super::objective::{
-    best_intercept, dual_of_primal, dual_value, margins_into, primal_value, DualScratch,
-};
+use super::objective::{best_intercept, margins_into, primal_value, DualScratch};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -286,11 +285,6 @@ impl MirrorLearner {
         &self.config
     }
 
-    /// Steps taken (the `t` of the step schedules).
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
     /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
     pub fn smoothness(&self) -> f64 {
         self.loss.smoothness() * self.batch_curvature.unwrap_or(self.row_sq_max) + self.lambda
@@ -472,11 +466,7 @@ impl MirrorLearner {
 #[derive(Debug, Clone)]
 pub struct MirrorDescent {
     learner: MirrorLearner,
-    rng: ChaCha8Rng,
-    order: Vec<usize>,
-    margins: Vec<f64>,
-    alpha: Vec<f64>,
-    dual_scratch: DualScratch,
+    pass: PrimalPass,
 }
 
 impl MirrorDescent {
@@ -514,11 +504,7 @@ impl MirrorDescent {
         }
         Ok(MirrorDescent {
             learner,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            order: (0..problem.data.len()).collect(),
-            margins: Vec::new(),
-            alpha: Vec::new(),
-            dual_scratch: DualScratch::default(),
+            pass: PrimalPass::new(problem.data.len(), seed),
         })
     }
 
@@ -527,25 +513,59 @@ impl MirrorDescent {
     }
 }
 
-/// `P(w, b)` of a primal model against `D` at its dual point: the certificate of every primal solver.
-pub(crate) fn certify_primal<S: SampleSet>(
-    p: &Problem<S>,
-    k: usize,
-    model: ModelView<'_>,
-    alpha: &mut Vec<f64>,
-    scratch: &mut DualScratch,
-) -> Certificate {
-    let primal = primal_value(p.data, &p.loss, p.lambda, model.weights, model.intercept);
-    dual_of_primal(
-        p.data,
-        &p.loss,
-        model.weights,
-        model.intercept,
-        p.intercept,
-        alpha,
-    );
-    let dual = dual_value(p.data, &p.loss, p.lambda, k, alpha, scratch);
-    Certificate::new(primal, dual, p.data.len())
+/// What an offline per-sample primal solver ([`MirrorDescent`], `crate::solver::smidas::Smidas`) keeps
+/// beside its learner: the seeded visiting order of its epochs, and the scratch of the intercept refit
+/// and of the certificate.
+#[derive(Debug, Clone)]
+pub(crate) struct PrimalPass {
+    rng: ChaCha8Rng,
+    order: Vec<usize>,
+    margins: Vec<f64>,
+    alpha: Vec<f64>,
+    dual_scratch: DualScratch,
+}
+
+impl PrimalPass {
+    pub(crate) fn new(samples: usize, seed: u64) -> PrimalPass {
+        PrimalPass {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            order: (0..samples).collect(),
+            margins: Vec::new(),
+            alpha: Vec::new(),
+            dual_scratch: DualScratch::default(),
+        }
+    }
+
+    /// The next epoch's order: the last one, reshuffled.
+    pub(crate) fn shuffled(&mut self) -> &[usize] {
+        self.order.shuffle(&mut self.rng);
+        &self.order
+    }
+
+    /// The best intercept for the weights `w` (margins without an intercept).
+    pub(crate) fn best_intercept<S: SampleSet>(&mut self, p: &Problem<S>, w: &[f64]) -> f64 {
+        margins_into(p.data, w, &mut self.margins);
+        best_intercept(p.data, &p.loss, &self.margins)
+    }
+
+    /// `P(w, b)` of a primal model against `D` at its dual point, with `H_k` at sparsity `k`: the
+    /// certificate of every primal solver.
+    pub(crate) fn certify<S: SampleSet>(
+        &mut self,
+        p: &Problem<S>,
+        k: usize,
+        model: ModelView<'_>,
+    ) -> Certificate {
+        let primal = primal_value(p.data, &p.loss, p.lambda, model.weights, model.intercept);
+        let dual = p.dual_of_model(
+            k,
+            model.weights,
+            model.intercept,
+            &mut self.alpha,
+            &mut self.dual_scratch,
+        );
+        Certificate::new(primal, dual, p.data.len())
+    }
 }
 
 impl<S: SampleSet> Solver<S> for MirrorDescent {
@@ -558,15 +578,13 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
     }
 
     fn epoch(&mut self, p: &Problem<S>) {
-        self.order.shuffle(&mut self.rng);
         let batch = self.learner.config.batch;
-        for chunk in self.order.chunks(batch) {
+        for chunk in self.pass.shuffled().chunks(batch) {
             self.learner
                 .step_batch(chunk.iter().map(|&i| p.data.row(i)));
         }
         if p.intercept {
-            margins_into(p.data, &self.learner.w, &mut self.margins);
-            self.learner.intercept = best_intercept(p.data, &p.loss, &self.margins);
+            self.learner.intercept = self.pass.best_intercept(p, &self.learner.w);
         }
     }
 
@@ -575,12 +593,6 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
     }
 
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        certify_primal(
-            p,
-            p.k,
-            self.learner.model(),
-            &mut self.alpha,
-            &mut self.dual_scratch,
-        )
+        self.pass.certify(p, p.k, self.learner.model())
     }
 }

@@ -1,6 +1,8 @@
-//! Checkpoint support for [`MirrorLearner`]: export and restore its exact state (weights, mirror-space
-//! point, step-schedule position), so a daemon restart resumes the same model; and the sizing rule of a
-//! restored checkpoint, [`checkpoint_dim`], shared with SMIDAS (`crate::solver::smidas`).
+//! Checkpoint support for the per-sample primal learners: the [`Resumable`] interface they share
+//! (export the exact state, restore it, rewind the step schedule), with the sizing rule of a restored
+//! checkpoint, [`checkpoint_dim`]; and its implementation for [`MirrorLearner`] (weights, mirror-space
+//! point, step-schedule position), so a daemon restart resumes the same model. SMIDAS implements it in
+//! `crate::solver::smidas`.
 
 use super::MirrorLearner;
 
@@ -12,9 +14,30 @@ pub(crate) fn checkpoint_dim(dim: usize, coordinates: &[(u32, f64, f64)]) -> usi
     dim.max(last.unwrap_or(0))
 }
 
-impl MirrorLearner {
-    /// `(j, w_j, theta_j)` for every nonzero weight, ascending `j` (`theta = grad psi(w)` on the support).
-    pub fn coordinates(&self) -> Vec<(u32, f64, f64)> {
+/// A per-sample primal learner whose exact state can be exported and restored, so a resumed learner
+/// continues bit for bit like the one that never stopped.
+pub trait Resumable {
+    /// `(j, w_j, theta_j)` for every nonzero weight (`theta = grad psi(w)` on the support), in the
+    /// order [`Resumable::resume`] needs to continue bit for bit.
+    fn coordinates(&self) -> Vec<(u32, f64, f64)>;
+    /// Steps taken (the `t` of the step schedule).
+    fn steps(&self) -> u64;
+    /// The running `max_i c_i ||x_i||^2` over the rows seen.
+    fn row_sq_max(&self) -> f64;
+    /// Sizes the learner for features `0..dim` (or more: one past the largest index the checkpoint
+    /// names) and restores what
+    /// [`Resumable::coordinates`], [`Resumable::steps`] and [`Resumable::row_sq_max`] exported,
+    /// dropping the model it held; zero or non-finite entries are skipped.
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64);
+    /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), so the automatic step is
+    /// back to at least half its initial size. A streaming learner calls it when new samples arrive:
+    /// passes over an unchanged window decay the step (and converge on it), new data makes it move again.
+    fn rewind_schedule(&mut self);
+}
+
+impl Resumable for MirrorLearner {
+    /// Ascending `j`.
+    fn coordinates(&self) -> Vec<(u32, f64, f64)> {
         let mut support = self.support.clone();
         support.sort_unstable();
         support
@@ -23,20 +46,16 @@ impl MirrorLearner {
             .collect()
     }
 
-    /// The running `max_i c_i ||x_i||^2` over the rows seen.
-    pub fn row_sq_max(&self) -> f64 {
+    fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    fn row_sq_max(&self) -> f64 {
         self.row_sq_max
     }
 
-    /// Sizes the learner for features `0..dim` and restores what [`MirrorLearner::coordinates`], [`MirrorLearner::steps`] and
-    /// [`MirrorLearner::row_sq_max`] exported; zero or non-finite weights are skipped.
-    pub fn resume(
-        &mut self,
-        dim: usize,
-        coordinates: &[(u32, f64, f64)],
-        steps: u64,
-        row_sq_max: f64,
-    ) {
+    /// Restores both `w` and `theta`.
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
         for &j in &self.support {
             self.w[j as usize] = 0.0;
             self.theta[j as usize] = 0.0;
@@ -56,10 +75,7 @@ impl MirrorLearner {
         self.row_sq_max = row_sq_max;
     }
 
-    /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), so the automatic step is
-    /// back to at least half its initial size. A streaming learner calls it when new samples arrive:
-    /// passes over an unchanged window decay the step (and converge on it), new data makes it move again.
-    pub fn rewind_schedule(&mut self) {
+    fn rewind_schedule(&mut self) {
         let horizon = if self.config.horizon == 0 {
             super::DEFAULT_HORIZON
         } else {

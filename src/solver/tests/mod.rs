@@ -50,12 +50,7 @@ fn weak_duality_and_sparsity_at_every_step_of_every_solver() {
                 let loss = Loss::new(kind, 0.25).unwrap();
                 let p = Problem::new(data, loss, 0.05, 5, intercept).unwrap();
                 for mut solver in solvers(&p, seed) {
-                    let stop = StopRule {
-                        tol: 0.0,
-                        max_epochs: 40,
-                        time_budget: None,
-                        cadence: 1,
-                    };
+                    let stop = untimed(0.0, 40, 1);
                     let mut rows = 0;
                     let name = solver.name();
                     run(&p, solver.as_mut(), &stop, &mut |row| {
@@ -116,12 +111,7 @@ fn diht_with_k_equal_d_reaches_the_ridge_closed_form() {
     let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
     let p = Problem::new(&data, loss, lambda, d, false).unwrap();
     let mut diht = Sdiht::new(&p, 1, StepRule::Adaptive, 0).unwrap();
-    let stop = StopRule {
-        tol: 1e-13,
-        max_epochs: 20000,
-        time_budget: None,
-        cadence: 10,
-    };
+    let stop = untimed(1e-13, 20000, 10);
     let report = run(&p, &mut diht, &stop, &mut |_| {});
     let expected = ridge_closed_form(&data, lambda, &(0..d).collect::<Vec<_>>());
     let got = Solver::<Dataset>::model(&diht).weights.to_vec();
@@ -148,8 +138,7 @@ fn best_subset(data: &Dataset, lambda: f64, k: usize) -> (Vec<u32>, f64) {
     let d = data.dim();
     let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
     let mut best = (Vec::new(), f64::INFINITY);
-    let mut subset: Vec<usize> = (0..k).collect();
-    loop {
+    for subset in all_supports(d, k) {
         let weights = ridge_closed_form(data, lambda, &subset);
         let mut w = vec![0.0; d];
         for (&j, &v) in subset.iter().zip(&weights) {
@@ -159,18 +148,37 @@ fn best_subset(data: &Dataset, lambda: f64, k: usize) -> (Vec<u32>, f64) {
         if value < best.1 {
             best = (subset.iter().map(|&j| j as u32).collect(), value);
         }
-        // Next k-combination of 0..d in lexicographic order.
+    }
+    best
+}
+
+/// Every support of size `k` of `0..d`, in lexicographic order.
+pub(crate) fn all_supports(d: usize, k: usize) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut s: Vec<usize> = (0..k).collect();
+    loop {
+        out.push(s.clone());
         let mut i = k;
-        while i > 0 && subset[i - 1] == d - k + i - 1 {
+        while i > 0 && s[i - 1] == d - k + i - 1 {
             i -= 1;
         }
         if i == 0 {
-            return best;
+            return out;
         }
-        subset[i - 1] += 1;
+        s[i - 1] += 1;
         for m in i..k {
-            subset[m] = subset[m - 1] + 1;
+            s[m] = s[m - 1] + 1;
         }
+    }
+}
+
+/// A stop rule without a time budget.
+pub(crate) fn untimed(tol: f64, max_epochs: usize, cadence: usize) -> StopRule {
+    StopRule {
+        tol,
+        max_epochs,
+        time_budget: None,
+        cadence,
     }
 }
 
@@ -191,12 +199,7 @@ fn diht_finds_the_enumerated_best_subset_and_closes_the_gap() {
         let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
         let p = Problem::new(&data, loss, lambda, k, false).unwrap();
         let mut diht = Sdiht::new(&p, 1, StepRule::Adaptive, seed).unwrap();
-        let stop = StopRule {
-            tol: 1e-10,
-            max_epochs: 20000,
-            time_budget: None,
-            cadence: 10,
-        };
+        let stop = untimed(1e-10, 20000, 10);
         let report = run(&p, &mut diht, &stop, &mut |_| {});
         assert_eq!(Solver::<Dataset>::model(&diht).support, support.as_slice());
         assert!(
@@ -226,12 +229,7 @@ fn sdiht_is_deterministic_for_a_seed() {
     let p = Problem::new(&data, loss, 0.05, 5, false).unwrap();
     let fit = |seed| {
         let mut s = Sdiht::new(&p, 5, StepRule::Adaptive, seed).unwrap();
-        let stop = StopRule {
-            tol: 0.0,
-            max_epochs: 20,
-            time_budget: None,
-            cadence: 5,
-        };
+        let stop = untimed(0.0, 20, 5);
         run(&p, &mut s, &stop, &mut |_| {});
         Solver::<Dataset>::model(&s).weights.to_vec()
     };

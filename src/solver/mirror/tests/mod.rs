@@ -8,8 +8,9 @@ use super::greedy::{greedy_support, support_value, top_k_by_magnitude};
 use super::*;
 use crate::loss::{Loss, LossKind};
 use crate::sample::Dataset;
-use crate::solver::driver::{run, StopRule};
+use crate::solver::driver::run;
 use crate::solver::smidas::Smidas;
+use crate::solver::tests::{all_supports, untimed};
 use crate::sparse::{hard_threshold, sparse_axpy, ThresholdScratch};
 use crate::synth;
 
@@ -169,26 +170,6 @@ fn original_objective(map: MirrorMap, g: &[f64], w: &[f64], eta: f64, x: &[f64])
     dot(x, g) + map.bregman(x, w) / eta
 }
 
-/// Every support of size `k` of `0..d`, in lexicographic order.
-fn all_supports(d: usize, k: usize) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
-    let mut s: Vec<usize> = (0..k).collect();
-    loop {
-        out.push(s.clone());
-        let mut i = k;
-        while i > 0 && s[i - 1] == d - k + i - 1 {
-            i -= 1;
-        }
-        if i == 0 {
-            return out;
-        }
-        s[i - 1] += 1;
-        for m in i..k {
-            s[m] = s[m - 1] + 1;
-        }
-    }
-}
-
 #[test]
 fn greedy_support_selection_equals_brute_force_and_top_k() {
     let (d, k) = (10, 3);
@@ -326,12 +307,7 @@ fn gap_trace(
     solver: &mut dyn Solver<Dataset>,
     epochs: usize,
 ) -> Vec<(f64, usize)> {
-    let stop = StopRule {
-        tol: 0.0,
-        max_epochs: epochs,
-        time_budget: None,
-        cadence: 1,
-    };
+    let stop = untimed(0.0, epochs, 1);
     let mut trace = Vec::new();
     run(p, solver, &stop, &mut |row| {
         assert!(

@@ -36,16 +36,12 @@ fn squared() -> Loss {
     Loss::new(LossKind::Squared, 0.25).unwrap()
 }
 
-/// What the round trip needs of a learner, so one check serves both.
-trait Checkpointed: Sized {
+/// What the round trip needs of a learner besides [`Resumable`], so one check serves both.
+trait Checkpointed: Resumable + Sized {
     /// A fresh learner (same settings every call).
     fn fresh() -> Self;
     /// Learns the samples in order and makes the model current.
     fn learn(&mut self, samples: &[Sample]);
-    fn coordinates(&self) -> Coordinates;
-    fn steps(&self) -> u64;
-    fn row_sq_max(&self) -> f64;
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64);
     fn model(&self) -> ModelView<'_>;
 }
 
@@ -62,18 +58,6 @@ impl Checkpointed for MirrorLearner {
             self.step_batch(chunk.iter().map(Sample::row));
         }
     }
-    fn coordinates(&self) -> Coordinates {
-        MirrorLearner::coordinates(self)
-    }
-    fn steps(&self) -> u64 {
-        MirrorLearner::steps(self)
-    }
-    fn row_sq_max(&self) -> f64 {
-        MirrorLearner::row_sq_max(self)
-    }
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        MirrorLearner::resume(self, dim, coordinates, steps, row_sq_max);
-    }
     fn model(&self) -> ModelView<'_> {
         MirrorLearner::model(self)
     }
@@ -81,33 +65,15 @@ impl Checkpointed for MirrorLearner {
 
 impl Checkpointed for SmidasLearner {
     fn fresh() -> Self {
-        SmidasLearner::with_p(
-            2.0 * 60f64.ln(),
-            1e-3,
-            MirrorStep::Auto,
-            squared(),
-            0.01,
-            false,
-        )
-        .unwrap()
+        SmidasLearner::new(1e-3, MirrorStep::Auto, squared(), 0.01, false, 0)
+            .and_then(|learner| learner.with_p(2.0 * 60f64.ln()))
+            .unwrap()
     }
     fn learn(&mut self, samples: &[Sample]) {
         for sample in samples {
             self.step_sample(sample.row());
         }
         self.sync();
-    }
-    fn coordinates(&self) -> Coordinates {
-        SmidasLearner::coordinates(self)
-    }
-    fn steps(&self) -> u64 {
-        SmidasLearner::steps(self)
-    }
-    fn row_sq_max(&self) -> f64 {
-        SmidasLearner::row_sq_max(self)
-    }
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        SmidasLearner::resume(self, dim, coordinates, steps, row_sq_max);
     }
     fn model(&self) -> ModelView<'_> {
         SmidasLearner::model(self)

@@ -188,14 +188,8 @@ fn screening_spares_the_unscreened_support(
     let reference = support_of(&plain);
     let mut screened = SubsetSolver::new(data, params).unwrap();
     screened.solve(&mut |_| {});
-    let removed = screened.screened_features();
-    for j in &reference {
-        assert!(
-            !removed.contains(&(*j as u32)),
-            "seed {seed}: feature {j} of the unscreened support {reference:?} was screened out"
-        );
-    }
-    removed.len()
+    assert_not_screened(&screened, &reference, "unscreened", seed);
+    screened.screened_features().len()
 }
 
 /// Runs Alg. 2 and asserts at every outer step weak duality (`gap >= 0` up to rounding, finite dual) and
@@ -229,6 +223,44 @@ fn params(l0: f64, l1: f64, l2: f64) -> SubsetParams {
     p.xi = 1e-12;
     p.zeta = 1e-14;
     p
+}
+
+/// Asserts that no feature of `support` (the `what` support) was screened out of `solver`.
+fn assert_not_screened(solver: &SubsetSolver, support: &[usize], what: &str, seed: u64) {
+    let removed = solver.screened_features();
+    for j in support {
+        assert!(
+            !removed.contains(&(*j as u32)),
+            "seed {seed}: feature {j} of the {what} support {support:?} was screened out"
+        );
+    }
+}
+
+/// Asserts that a convex (`lambda0 = 0`) solve found the reference weights `reference` (on the
+/// unit-norm columns, mapped back by `norms`) and closed its gap.
+fn assert_convex_solution(
+    solver: &SubsetSolver,
+    report: &SubsetReport,
+    reference: &[f64],
+    norms: &[f64],
+    seed: u64,
+) {
+    let w = solver.model().weights;
+    for (j, (r, norm)) in reference.iter().zip(norms).enumerate() {
+        let expected = r / norm;
+        assert!(
+            (w[j] - expected).abs() < 1e-6,
+            "seed {seed} feature {j}: {} vs {expected} ({:?}, gap {})",
+            w[j],
+            report.stop,
+            report.certificate.gap
+        );
+    }
+    assert!(
+        report.certificate.gap < 1e-6,
+        "convex case must close the gap: {}",
+        report.certificate.gap
+    );
 }
 
 fn support_of(s: &SubsetSolver) -> Vec<usize> {
@@ -277,27 +309,11 @@ fn lambda0_zero_is_the_elastic_net_of_a_plain_coordinate_descent() {
         let (l1, l2) = (0.3 + 0.1 * seed as f64, 0.05 * (seed + 1) as f64);
         let all: Vec<usize> = (0..prob.p).collect();
         let (reference, _) = elastic_net(&cols, &prob.y, &all, l1, l2);
-        for variant in [Variant::PrimDual] {
-            let mut par = params(0.0, l1, l2);
-            par.variant = variant;
-            let mut solver = SubsetSolver::new(&prob.dataset(), par).unwrap();
-            let report = solver.solve(&mut |_| {});
-            let w = solver.model().weights;
-            for j in 0..prob.p {
-                let expected = reference[j] / norms[j];
-                assert!(
-                    (w[j] - expected).abs() < 1e-6,
-                    "seed {seed} feature {j}: {} vs {expected} ({:?})",
-                    w[j],
-                    report.stop
-                );
-            }
-            assert!(
-                report.certificate.gap < 1e-6,
-                "convex case must close the gap: {}",
-                report.certificate.gap
-            );
-        }
+        let mut par = params(0.0, l1, l2);
+        par.variant = Variant::PrimDual;
+        let mut solver = SubsetSolver::new(&prob.dataset(), par).unwrap();
+        let report = solver.solve(&mut |_| {});
+        assert_convex_solution(&solver, &report, &reference, &norms, seed);
     }
 }
 
@@ -358,13 +374,7 @@ fn screening_never_removes_a_feature_of_the_enumerated_optimum() {
         )
         .unwrap();
         solver.solve(&mut |_| {});
-        let removed = solver.screened_features();
-        for j in &best_support {
-            assert!(
-                !removed.contains(&(*j as u32)),
-                "seed {seed}: optimal feature {j} screened"
-            );
-        }
+        assert_not_screened(&solver, &best_support, "optimal", seed);
     }
 }
 
