@@ -20,6 +20,9 @@ done; done
 echo "== what the GET tail owes to each setting (LIBSVM, 10 000-sample bodies)"
 echo "   senders with the kernel's autotuned send buffers (4 MiB here):"
 target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" --sender-sndbuf-kib 0
+echo "   daemon without yield points (server.yield_interval_us = 0):"
+target/release/examples/loadgen --format libsvm --batch 10000 --duration "$DURATION" \
+  --daemon-env THRESHER_SERVER_YIELD_INTERVAL_US=0
 echo "== GET probe asking for the short EEVDF slice, as the daemon's HTTP workers do (no privilege)"
 for batch in 1000 10000; do
   target/release/examples/loadgen --format libsvm --batch "$batch" --duration "$DURATION" --probe-priority slice

@@ -184,6 +184,7 @@ pub async fn run(
     ));
     let worker_scheduling = WorkerScheduling {
         slice_ns: config.worker_slice_ns,
+        yield_interval: config.yield_interval,
     };
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();

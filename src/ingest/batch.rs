@@ -344,7 +344,10 @@ fn read_body(
                 });
                 content
             };
+            // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
+            // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
             segments::for_each_line(segments, |number, line| {
+                crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
                 if is_skippable(line) {
                     return Ok(());
                 }

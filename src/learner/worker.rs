@@ -135,6 +135,7 @@ pub fn learner_loop(
             if last_publish.elapsed() >= p.interval {
                 last_publish = Instant::now();
                 publish(&learner, &p.cell, &p.metrics);
+                crate::sys::yield_point();
             }
         }
         let mut disconnected = false;
@@ -153,6 +154,7 @@ pub fn learner_loop(
             learner.lock().insert_batches(&blocks);
             drop(blocks);
             waiting.clear();
+            crate::sys::yield_point();
         }
         if disconnected {
             return;
@@ -162,6 +164,8 @@ pub fn learner_loop(
             let mut last = StepOutcome::Stepped;
             for _ in 0..STEPS_PER_LOCK {
                 last = l.step();
+                // Between block steps: the learner's scheduling point (`sys::yield_point`).
+                crate::sys::yield_point();
                 if last != StepOutcome::Stepped {
                     break;
                 }

@@ -59,7 +59,10 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
         predict_rules: rules(true),
         admission,
         // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
-        worker_scheduling: WorkerScheduling { slice_ns: 0 },
+        worker_scheduling: WorkerScheduling {
+            slice_ns: 0,
+            yield_interval: std::time::Duration::ZERO,
+        },
     });
     Api {
         app: router(state.clone(), LIMIT),

@@ -29,6 +29,7 @@ fn config(dir: &Path) -> Config {
     config.snapshot_interval = Duration::from_millis(20);
     // The kernel's scheduling defaults: the test threads are not re-tuned.
     config.worker_slice_ns = 0;
+    config.yield_interval = Duration::ZERO;
     config
 }
 
