@@ -3,6 +3,7 @@
 mod cli;
 mod common;
 mod daemon;
+mod layout;
 mod learners;
 mod mirror;
 mod prometheus;
