@@ -219,22 +219,20 @@ pub fn fused_certificate<S: SampleSet>(
     iterate: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
+    let problem = (loss, lambda, k);
+    let model = (w, support);
     match iterate {
-        Some(iterate) => fused_walk::<2, S>(data, loss, lambda, k, w, support, iterate, scratch),
-        None => fused_walk::<1, S>(data, loss, lambda, k, w, support, &[], scratch),
+        Some(iterate) => fused_walk::<2, S>(data, problem, model, iterate, scratch),
+        None => fused_walk::<1, S>(data, problem, model, &[], scratch),
     }
 }
 
 /// [`fused_certificate`] with `LANES` dual points scattered: the model's (lane 0) and, when
-/// `LANES == 2`, `iterate` (lane 1).
-#[allow(clippy::too_many_arguments)]
+/// `LANES == 2`, `iterate` (lane 1). `problem` is `(loss, lambda, k)`, `model` is `(w, support)`.
 fn fused_walk<const LANES: usize, S: SampleSet>(
     data: &S,
-    loss: &Loss,
-    lambda: f64,
-    k: usize,
-    w: &[f64],
-    support: &[u32],
+    (loss, lambda, k): (&Loss, f64, usize),
+    (w, support): (&[f64], &[u32]),
     iterate: &[f64],
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {

@@ -309,17 +309,23 @@ mod tests {
         .unwrap();
     }
 
+    /// The calling thread's time slice is `ns`, where the kernel reports slices (`se.slice` in
+    /// `/proc/thread-self/sched`, Linux 6.12 and later); elsewhere nothing to check.
+    fn assert_slice_where_reported(ns: u64) {
+        let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
+        if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
+            let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
+            assert_eq!(slice, ns, "{line}");
+        }
+    }
+
     /// The kernel takes the request and the thread runs with the asked-for slice (where the kernel
     /// reports slices: `se.slice` in `/proc/thread-self/sched`, Linux 6.12 and later).
     #[test]
     fn a_thread_gets_the_short_slice_it_asks_for() {
         std::thread::spawn(|| {
             request_short_slice(100_000).expect("sched_setattr");
-            let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
-            if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
-                let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
-                assert_eq!(slice, 100_000, "{line}");
-            }
+            assert_slice_where_reported(100_000);
         })
         .join()
         .unwrap();
@@ -337,11 +343,7 @@ mod tests {
             set_throughput_scheduling(PARSER_NICE, scheduling(1_000_000));
             set_throughput_scheduling(LEARNER_NICE, scheduling(2_000_000));
             assert_eq!(thread_nice(), PARSER_NICE);
-            let sched = std::fs::read_to_string("/proc/thread-self/sched").unwrap_or_default();
-            if let Some(line) = sched.lines().find(|l| l.starts_with("se.slice")) {
-                let slice: u64 = line.split(':').nth(1).unwrap().trim().parse().unwrap();
-                assert_eq!(slice, 1_000_000, "{line}");
-            }
+            assert_slice_where_reported(1_000_000);
         })
         .join()
         .unwrap();
