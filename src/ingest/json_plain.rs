@@ -16,7 +16,7 @@
 //! The two lists hold nearly all the bytes, so their common items have a faster reader of their own
 //! (`Cursor::plain_indices`, `Cursor::plain_values`): item ends come from bitmasks of `,` and `]`
 //! over 64 bytes at a time (SSE2 on x86_64, a byte loop elsewhere) instead of a digit-by-digit walk,
-//! and each item is checked and converted from its known bounds with the SWAR digit helpers of the
+//! and each item is checked and converted from its known bounds with the SWAR digit routines of the
 //! LIBSVM reader. On CPUs with AVX2 (detected at run time) the runs go through `simd` instead, which
 //! converts two items at once in one SSE register, as the LIBSVM reader's AVX2 path does with a pair.
 //! Those runs take only items that the general loop would read to the same number and hand everything
@@ -374,7 +374,7 @@ impl<'a> Cursor<'a> {
     /// Why not the general loop: there the end of one number (found digit by digit) is needed before
     /// the next can start, a chain of dependent steps per item. Here every item's end comes from the
     /// separator bits of a 64-byte block ([`separator_mask`]), so the items of a block are independent
-    /// and the processor overlaps them; each is then one load and the SWAR digit helpers.
+    /// and the processor overlaps them; each is then one load and the SWAR digit routines.
     #[inline(always)]
     fn plain_indices(&mut self, indices: &mut Vec<u32>) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -385,7 +385,7 @@ impl<'a> Cursor<'a> {
         self.plain_indices_scalar(indices)
     }
 
-    /// [`Cursor::plain_indices`] one item at a time with the SWAR helpers: the path of CPUs without
+    /// [`Cursor::plain_indices`] one item at a time with the SWAR routines: the path of CPUs without
     /// AVX2, and the reference the tests hold the SIMD run to.
     #[inline(always)]
     fn plain_indices_scalar(&mut self, indices: &mut Vec<u32>) -> bool {
@@ -444,7 +444,7 @@ impl<'a> Cursor<'a> {
         self.plain_values_scalar(values, divisors)
     }
 
-    /// [`Cursor::plain_values`] one item at a time with the SWAR helpers (see
+    /// [`Cursor::plain_values`] one item at a time with the SWAR routines (see
     /// [`Cursor::plain_indices_scalar`]).
     #[inline(always)]
     fn plain_values_scalar(&mut self, values: &mut Vec<f64>, divisors: &mut Vec<f64>) -> bool {
