@@ -192,6 +192,25 @@ fn screening_spares_the_unscreened_support(
     screened.screened_features().len()
 }
 
+/// [`screening_spares_the_unscreened_support`] on the problem `problem(seed)` of each seed in
+/// `0..seeds`; asserts that screening removed more than `at_least` features in all (the test is only
+/// meaningful if screening actually fires).
+fn screening_spares_the_unscreened_support_over_seeds(
+    seeds: u64,
+    at_least: usize,
+    problem: impl Fn(u64) -> (Dataset, usize, SubsetParams),
+) {
+    let mut screened_total = 0;
+    for seed in 0..seeds {
+        let (data, p, params) = problem(seed);
+        screened_total += screening_spares_the_unscreened_support(&data, p, params, seed);
+    }
+    assert!(
+        screened_total > at_least,
+        "screening removed only {screened_total} features in total"
+    );
+}
+
 /// Runs Alg. 2 and asserts at every outer step weak duality (`gap >= 0` up to rounding, finite dual) and
 /// a primal that never rises. Returns the number of outer steps.
 fn check_every_outer_step(data: &Dataset, params: SubsetParams, seed: u64) -> usize {
@@ -339,26 +358,18 @@ fn small_problems_match_enumeration() {
 
 #[test]
 fn screening_never_removes_a_feature_selected_without_screening() {
-    let mut screened_total = 0;
-    for seed in 0..40u64 {
+    let lambdas = [
+        (0.05, 0.1, 1.0),
+        (0.5, 0.05, 0.2),
+        (2.0, 0.5, 0.5),
+        (0.01, 0.01, 0.05),
+    ];
+    screening_spares_the_unscreened_support_over_seeds(40, 100, |seed| {
         let (n, p) = if seed % 2 == 0 { (30, 60) } else { (50, 25) };
         let prob = dense_problem(n, p, 4, 0.5 + 0.05 * seed as f64, 0.4, 1000 + seed);
-        let data = prob.dataset();
-        let lambdas = [
-            (0.05, 0.1, 1.0),
-            (0.5, 0.05, 0.2),
-            (2.0, 0.5, 0.5),
-            (0.01, 0.01, 0.05),
-        ];
         let (l0, l1, l2) = lambdas[(seed % 4) as usize];
-        screened_total +=
-            screening_spares_the_unscreened_support(&data, p, params(l0, l1, l2), seed);
-    }
-    // The test is only meaningful if screening actually fires.
-    assert!(
-        screened_total > 100,
-        "screening removed only {screened_total} features in total"
-    );
+        (prob.dataset(), p, params(l0, l1, l2))
+    });
 }
 
 #[test]
