@@ -11,7 +11,7 @@
 //! | --- | --- | --- |
 //! | nice +10 body parsers, +5 learners | on (no key) | [`set_throughput_scheduling`] |
 //! | 1 ms EEVDF slice for parsers and learners | on, `server.worker_slice_us = 1000` | [`set_throughput_scheduling`] |
-//! | yield points between rows / blocks in the drivers | on, `server.yield_interval_us = 200` | [`yield_point`] |
+//! | yield points between rows / blocks in the drivers | on, `server.yield_interval_us = 1000` | [`yield_point`] |
 //! | two glibc malloc arenas | on (`MALLOC_ARENA_MAX` wins) | [`limit_malloc_arenas`] |
 //! | transparent huge pages for dense d-vectors | on | [`advise_huge_pages`] |
 //!
@@ -123,12 +123,16 @@ pub fn enable_yields_for_this_thread(interval: Duration) {
 /// insert, a block step and a certificate, the body-parsing loop between rows — never from inside a
 /// numerical kernel. Why: the kernel re-decides who runs only at a wake-up or at its 4 ms tick, and
 /// under EEVDF a yield moves the yielder's deadline back a slice, so a woken HTTP thread or client runs
-/// next. On by default every 200 µs (`server.yield_interval_us`). Measured in this placement (`88a0eaf`,
+/// next. On by default every 1 000 µs (`server.yield_interval_us`). Measured in this placement (`88a0eaf`,
 /// the same code as here) against the build without any yield point (`7819226`), alternating, load
 /// 2.5–4.6 (`docs/benchmarks/scheduling.md`, sets 7–8): GET p99 0.18–0.77 ms against 1.15–1.98 ms with
 /// LIBSVM 10 000-sample bodies and 0.24–0.46 ms against 1.03–1.35 ms with 1 000, in all 12 pairs; the
 /// price is ingest, 5–10% with 10 000-sample bodies and ~17% with 1 000 (0.95 against 1.15 M samples/s),
-/// which `server.yield_interval_us = 0` takes back.
+/// which `server.yield_interval_us = 0` takes back. Why 1 000 µs and not 200: at `f191249`, 2 rounds,
+/// load 3.1–4.1, 1 000-sample bodies took 0.96–0.98 M samples/s at 200 µs, 1.00 at 1 000 µs and
+/// 1.11–1.13 with no yields, for a GET p99 of 0.31–0.36, 0.46–0.71 and 1.11–1.25 ms; with 10 000-sample
+/// bodies 1.06–1.07, 1.06–1.11 and 1.10 M/s for 0.47–1.42, 0.50–0.76 and 1.22–1.70 ms. 1 000 µs keeps
+/// both daemon targets (≥ 1 M samples/s, p99 ≤ 2 ms) with the tail far from its bound.
 #[inline]
 pub fn yield_point() -> bool {
     match YIELD_INTERVAL.with(std::cell::Cell::get) {
