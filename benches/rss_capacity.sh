@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory as a function of window capacity, under a sustained stream (issue 3: "RSS as a function of window
+# Memory as a function of window capacity, under a sustained stream (the requirement: "RSS as a function of window
 # capacity; it must stay flat under a sustained stream"). For each capacity, examples/loadgen starts
 # `thresher serve` itself (its child process) and streams max(MULT x capacity, MIN_SAMPLES) samples
 # (d = 2^20, 40 nonzeros each, LIBSVM batches of 10k); this script reads the daemon's VmRSS from
