@@ -25,7 +25,7 @@ VOLUME ["/data"]
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
-# The daemon caps glibc's malloc arenas at 2 itself (daemon::limit_malloc_arenas: with one arena per
+# The daemon caps glibc's malloc arenas at 2 itself (sys::limit_malloc_arenas: with one arena per
 # parsing thread RSS crept ~25% over a 3M-sample stream); set MALLOC_ARENA_MAX here to override.
 ENTRYPOINT ["thresher", "serve"]
 CMD ["--config", "/config/thresher.toml", "--listen", "0.0.0.0:8080", "--data-dir", "/data"]
