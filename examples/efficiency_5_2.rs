@@ -156,6 +156,8 @@ fn ratio(a: &Run, b: Option<f64>) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     let options = parse_options();
     std::fs::create_dir_all(&options.out)?;
     let mut table = String::new();

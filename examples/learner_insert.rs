@@ -62,6 +62,8 @@ fn heap_calls() -> (u64, u64) {
 }
 
 fn main() {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     const CAPACITY: usize = 100_000;
     const TOTAL: usize = 600_000;
     let data = sparse_stream(TOTAL, 1 << 20, 100, 40, 0.0, true, 7);

@@ -58,6 +58,8 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     let args = Args::parse();
     let data: Dataset = if args.data == "synthetic" {
         let s = thresher::synth::sparse_stream(

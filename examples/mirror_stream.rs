@@ -47,6 +47,8 @@ fn accuracy(held: &[Sample], score: impl Fn(Row<'_>) -> f64) -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     let args = Args::parse();
     let train = read_file(&args.dir.join("train.svm"), Format::Libsvm)?;
     let held = read_file(&args.dir.join("heldout.svm"), Format::Libsvm)?;

@@ -194,6 +194,8 @@ fn choose_lambda(validation: &[(Dataset, Vec<f64>)], solver_name: &str) -> f64 {
 }
 
 fn main() -> std::io::Result<()> {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     let options = parse_options();
     std::fs::create_dir_all(&options.out)?;
     let mut csv =

@@ -34,6 +34,8 @@ const CAPACITY: usize = 100_000;
 const REPEATS: usize = 9;
 
 fn main() {
+    // As the binary: the dense d-vectors ask for huge pages.
+    thresher::sparse::set_dense_advice(thresher::sys::advise_huge_pages);
     let data = sparse_stream(CAPACITY, 1 << 20, 100, 40, 0.0, true, 7);
     // An optional argument picks one solver, e.g. for a profile.
     let only = std::env::args().nth(1);

@@ -72,6 +72,8 @@ pub enum CliError {
 
 /// Runs one command.
 pub fn run(cli: Cli) -> Result<(), CliError> {
+    // The solvers' dense d-vectors ask for huge pages (`sparse::reserve_dense`, `sys`).
+    crate::sparse::set_dense_advice(crate::sys::advise_huge_pages);
     match cli.command {
         Command::Fit(args) if args.solver.is_subset() => subset::run(&args),
         Command::Fit(args) => fit::run(&args),

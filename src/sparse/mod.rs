@@ -10,9 +10,19 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// Makes room in `v` for `len` elements and, for a large buffer, asks Linux to back it with
-/// transparent huge pages ([`crate::sys::advise_huge_pages`]). Call it before the new room is first
-/// written (e.g. before `resize`): pages are then faulted in 2 MiB at a time.
+/// A memory hint for a dense buffer just reserved, given its address and size in bytes. The process
+/// installs one at start ([`set_dense_advice`]: the binary installs `sys::advise_huge_pages`); until
+/// then there is none, so this module itself makes no system call.
+static DENSE_ADVICE: std::sync::OnceLock<fn(*const u8, usize)> = std::sync::OnceLock::new();
+
+/// Installs the hint [`reserve_dense`] gives for every buffer it grows (the first call wins).
+pub fn set_dense_advice(advice: fn(*const u8, usize)) {
+    let _ = DENSE_ADVICE.set(advice);
+}
+
+/// Makes room in `v` for `len` elements and hands the new allocation to the installed memory hint
+/// ([`set_dense_advice`]; the binary's asks Linux for transparent huge pages). Call it before the new
+/// room is first written (e.g. before `resize`): pages are then faulted in 2 MiB at a time.
 ///
 /// Why: the solvers' dense d-vectors (`z`, `w`, the warm start's `dz`, the certificate's `w~`; 8-16 MiB
 /// each at d = 2^20) are read and written at random coordinates, so with 4 KiB pages nearly every
@@ -23,7 +33,9 @@ pub fn reserve_dense<T>(v: &mut Vec<T>, len: usize) {
         return;
     }
     v.reserve_exact(len - v.len());
-    crate::sys::advise_huge_pages(v);
+    if let Some(advice) = DENSE_ADVICE.get() {
+        advice(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<T>());
+    }
 }
 
 /// `x . w` for a sparse row `x` and a dense `w`.
@@ -574,6 +586,8 @@ mod tests {
     /// for huge pages: the `hg` flag in `/proc/self/smaps` of the region holding its middle.
     #[test]
     fn reserve_dense_keeps_contents_and_advises_huge_pages() {
+        // The hint the binary installs (`cli::run`).
+        set_dense_advice(crate::sys::advise_huge_pages);
         let mut v = vec![1.5f64, -2.0];
         reserve_dense(&mut v, 1 << 20);
         assert!(v.capacity() >= 1 << 20);

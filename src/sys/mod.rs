@@ -226,25 +226,24 @@ pub fn limit_malloc_arenas() {
     }
 }
 
-/// Asks Linux to back `v`'s whole allocation (its capacity, not just its length) with transparent huge
-/// pages: `madvise(MADV_HUGEPAGE)`, a hint, nothing on other systems or for a buffer smaller than one
-/// huge page. On by default for the solvers' dense d-vectors ([`crate::sparse::reserve_dense`], which
-/// says why); the system's THP mode here is `madvise`, so nothing is huge unless asked. A memory
+/// Asks Linux to back the allocation at `ptr` of `bytes` bytes (a buffer's capacity, not just its
+/// length) with transparent huge pages: `madvise(MADV_HUGEPAGE)`, a hint, nothing on other systems or
+/// for a buffer smaller than one huge page. On by default for the solvers' dense d-vectors: the binary
+/// installs it as [`crate::sparse::reserve_dense`]'s hint (`sparse::set_dense_advice`, which says why); the system's THP mode here is `madvise`, so nothing is huge unless asked. A memory
 /// mechanism, not re-measured with the scheduling ones: at `5056e54` the daemon went from 0 to 32 MiB+
 /// of huge pages and its learner CPU fell ~6% under load (`docs/benchmarks/learners.md`).
-pub fn advise_huge_pages<T>(v: &Vec<T>) {
+pub fn advise_huge_pages(ptr: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
         /// The smallest buffer worth advising: one huge page.
         const HUGE_PAGE_BYTES: usize = 2 << 20;
         const PAGE_BYTES: usize = 4096;
-        let bytes = v.capacity() * std::mem::size_of::<T>();
         if bytes >= HUGE_PAGE_BYTES {
             // The advice covers whole pages: from the page holding the first element (a large
             // allocation is a mapping of its own, so its first page is the allocator's header and
             // this buffer) to the last whole page inside the buffer.
-            let start = v.as_ptr() as usize & !(PAGE_BYTES - 1);
-            let end = (v.as_ptr() as usize + bytes) & !(PAGE_BYTES - 1);
+            let start = ptr as usize & !(PAGE_BYTES - 1);
+            let end = (ptr as usize + bytes) & !(PAGE_BYTES - 1);
             // SAFETY: `madvise(MADV_HUGEPAGE)` changes no memory contents and no mapping's
             // permissions; it only marks the range as eligible for huge pages. The range lies within
             // mapped memory (this buffer and, at most, the rest of the page before it).
@@ -254,7 +253,7 @@ pub fn advise_huge_pages<T>(v: &Vec<T>) {
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = v;
+    let _ = (ptr, bytes);
 }
 
 #[cfg(test)]
