@@ -65,6 +65,8 @@ pub enum ApiError {
     NoModel,
     UnknownLearner(String),
     BadRequest(String),
+    /// No route has this path (method and path).
+    NoRoute(String),
 }
 
 impl IntoResponse for ApiError {
@@ -105,6 +107,10 @@ impl IntoResponse for ApiError {
                 json!({"error": format!("no learner named {n:?}")}),
             ),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({"error": m, "line": null})),
+            ApiError::NoRoute(r) => (
+                StatusCode::NOT_FOUND,
+                json!({"error": format!("no route for {r}; see the API in the README")}),
+            ),
         };
         (status, Json(body)).into_response()
     }
@@ -121,6 +127,11 @@ pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                ApiError::NoRoute(format!("{method} {}", uri.path()))
+            },
+        )
         .layer(middleware::from_fn_with_state(state.clone(), time_requests))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))

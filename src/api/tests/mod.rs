@@ -594,8 +594,15 @@ async fn metrics_are_prometheus_text_with_the_learner_gauges() {
 #[tokio::test]
 async fn an_unknown_route_is_404() {
     let api = published();
-    let (status, _, _) = api.send(get("/v2/model")).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    // A regression test: unknown routes answered 404 with an empty body.
+    let (status, body) = api.json(get("/v2/model")).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"error": "no route for GET /v2/model; see the API in the README"})
+        )
+    );
     let (status, _, _) = api.send(get("/v1/samples")).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
