@@ -61,7 +61,9 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         } else {
             model.predict(sample.row())
         };
-        writeln!(out, "{prediction}").map_err(io_err)?;
+        if let Err(e) = writeln!(out, "{prediction}") {
+            return stdout_closed_or(e);
+        }
         total += 1;
         if has_label {
             labelled += 1;
@@ -72,7 +74,9 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
             }
         }
     }
-    out.flush().map_err(io_err)?;
+    if let Err(e) = out.flush() {
+        return stdout_closed_or(e);
+    }
     if labelled > 0 {
         match model.loss {
             LossKind::Squared => eprintln!("samples={total} mse={:.6e}", sq_err / labelled as f64),
@@ -85,4 +89,18 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         eprintln!("samples={total}");
     }
     Ok(())
+}
+
+/// A failed write of the predictions: a reader that closed the pipe (`predict ... | head -1`) has what
+/// it wanted, so the command ends quietly and successfully, as other line tools do; any other failure
+/// is an error naming standard output.
+fn stdout_closed_or(e: std::io::Error) -> Result<(), CliError> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(())
+    } else {
+        Err(CliError::Write {
+            path: "standard output".into(),
+            source: e,
+        })
+    }
 }
