@@ -391,7 +391,7 @@ fn stdin_loop(
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let mut batch = SampleBlock::new();
-    let mut line = String::new();
+    let mut bytes = Vec::new();
     let mut number = 0usize;
     // Back-pressure: wait for room rather than drop, since stdin can be paused; unless stopping.
     let send = |batch: &mut SampleBlock| {
@@ -400,8 +400,8 @@ fn stdin_loop(
         }
     };
     loop {
-        line.clear();
-        match reader.read_line(&mut line) {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes) {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
@@ -413,14 +413,21 @@ fn stdin_loop(
         if stop.load(Ordering::Acquire) {
             return;
         }
-        if !crate::ingest::is_skippable(&line) {
+        // A line that is not UTF-8 is a bad line like any other: skipped, logged and counted, and the
+        // input goes on (reading it as a `String` ended stdin ingest at that line).
+        let Ok(line) = std::str::from_utf8(&bytes) else {
+            tracing::warn!(line = number, "stdin: bad line skipped: not UTF-8");
+            metrics.rejected.with_label_values(&[reason::INVALID]).inc();
+            continue;
+        };
+        if !crate::ingest::is_skippable(line) {
             let format = if line.trim_start().starts_with('{') {
                 BodyFormat::Ndjson
             } else {
                 BodyFormat::Libsvm
             };
             // Straight onto the batch; a bad line leaves it as it was.
-            if let Err(e) = parse_body_into(format, &line, rules, dictionary, &mut batch) {
+            if let Err(e) = parse_body_into(format, line, rules, dictionary, &mut batch) {
                 tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
                 metrics.rejected.with_label_values(&[reason::INVALID]).inc();
             }

@@ -184,6 +184,11 @@ impl Daemon {
 
     /// Starts the daemon, writes `input` to its stdin and closes it (EOF).
     pub fn start_with_stdin(args: &[&str], input: &str) -> Daemon {
+        Daemon::spawn(args, Some(input.as_bytes()), &[])
+    }
+
+    /// [`Daemon::start_with_stdin`] with input that need not be UTF-8.
+    pub fn start_with_stdin_bytes(args: &[&str], input: &[u8]) -> Daemon {
         Daemon::spawn(args, Some(input), &[])
     }
 
@@ -192,7 +197,7 @@ impl Daemon {
         Daemon::spawn(args, None, env)
     }
 
-    fn spawn(args: &[&str], input: Option<&str>, env: &[(&str, &str)]) -> Daemon {
+    fn spawn(args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> Daemon {
         let mut child = command(&["serve", "--listen", "127.0.0.1:0"], env)
             .args(args)
             .stdin(if input.is_some() {
@@ -207,7 +212,7 @@ impl Daemon {
         if let Some(text) = input {
             use std::io::Write;
             let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(text.as_bytes()).unwrap();
+            stdin.write_all(text).unwrap();
         }
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
