@@ -327,6 +327,25 @@ pub fn write(dir: &Path, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
     Ok(())
 }
 
+/// Checks at start that checkpoints can be written in `dir` (created if missing): writes, syncs and
+/// removes a probe file next to where the checkpoint goes. Why at start: a data directory that cannot
+/// be written would otherwise only show as a failing periodic checkpoint, after the daemon had
+/// reported ready and accepted samples it could not keep.
+pub fn check_writable(dir: &Path) -> Result<(), CheckpointError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CheckpointError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let probe = dir.join(format!("{FILE_NAME}.probe"));
+    {
+        let mut f = std::fs::File::create(&probe).map_err(io(&probe))?;
+        f.write_all(MAGIC).map_err(io(&probe))?;
+        f.sync_all().map_err(io(&probe))?;
+    }
+    std::fs::remove_file(&probe).map_err(io(&probe))
+}
+
 /// Reads the checkpoint in `dir`, if there is one.
 pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
     let path = path_in(dir);

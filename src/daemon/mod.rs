@@ -137,6 +137,9 @@ pub async fn run(
         source,
     })?;
 
+    if let Some(dir) = &config.data_dir {
+        checkpoint::check_writable(dir)?;
+    }
     // Restore (or start fresh).
     let restored = match (&config.data_dir, options.fresh) {
         (Some(dir), false) => restore(&config, dir)?,

@@ -506,6 +506,20 @@ fn named_features_are_reported_by_name() {
     );
 }
 
+/// A regression test: a data directory that cannot be written started normally and reported ready,
+/// then logged `periodic checkpoint failed` every interval.
+#[test]
+fn a_data_dir_that_cannot_be_written_stops_the_start() {
+    let out = thresher(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        "/proc/thresher-data",
+    ]);
+    assert_failed_with(&out, "/proc/thresher-data");
+}
+
 #[test]
 fn invalid_config_names_the_key() {
     let dir = tempfile::tempdir().unwrap();
