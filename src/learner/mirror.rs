@@ -178,11 +178,11 @@ impl<E: PrimalEngine> StreamPrimal<E> {
     pub fn new(
         config: LearnerConfig,
         capacity: usize,
-        state: Option<LearnerState>,
+        mut state: Option<LearnerState>,
     ) -> StreamPrimal<E> {
         let mut engine = E::from_config(&config);
         engine.sync();
-        let core = LearnerCore::new(config, capacity, state.as_ref());
+        let core = LearnerCore::new(config, capacity, state.as_mut());
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
             engine.restore(core.window.dim(), primal);
         }

@@ -221,13 +221,15 @@ pub struct LearnerCore {
 }
 
 impl LearnerCore {
-    /// A core with an empty window, or resumed from `state` (window, counters, certificate).
+    /// A core with an empty window, or resumed from `state` (window, counters, certificate); the
+    /// samples are moved out of `state`, the adapter's parts (`scale`, `primal`) stay in it.
     pub fn new(
         config: LearnerConfig,
         capacity: usize,
-        state: Option<&LearnerState>,
+        state: Option<&mut LearnerState>,
     ) -> LearnerCore {
-        let rng = ChaCha8Rng::seed_from_u64(config.seed ^ state.map_or(0, |s| s.stats.steps));
+        let rng =
+            ChaCha8Rng::seed_from_u64(config.seed ^ state.as_ref().map_or(0, |s| s.stats.steps));
         let mut core = LearnerCore {
             config,
             window: Window::new(capacity),
@@ -238,7 +240,8 @@ impl LearnerCore {
             rng,
         };
         if let Some(state) = state {
-            core.window = Window::from_oldest_first(capacity, state.samples.clone());
+            // Moved, not copied: the window is the checkpoint's largest part.
+            core.window = Window::from_oldest_first(capacity, std::mem::take(&mut state.samples));
             core.stats = state.stats;
             core.last_certificate = state.last_certificate;
             core.steps_since_insert = state.steps_since_insert;

@@ -69,8 +69,12 @@ pub struct StreamSdiht {
 
 impl StreamSdiht {
     /// A learner with an empty window, or resumed from `state`.
-    pub fn new(config: LearnerConfig, capacity: usize, state: Option<LearnerState>) -> StreamSdiht {
-        let core = LearnerCore::new(config, capacity, state.as_ref());
+    pub fn new(
+        config: LearnerConfig,
+        capacity: usize,
+        mut state: Option<LearnerState>,
+    ) -> StreamSdiht {
+        let core = LearnerCore::new(config, capacity, state.as_mut());
         let mut learner = StreamSdiht {
             core,
             it: DualIterate::new(0),

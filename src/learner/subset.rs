@@ -66,7 +66,7 @@ impl StreamSubset {
     pub fn new(
         config: LearnerConfig,
         capacity: usize,
-        state: Option<LearnerState>,
+        mut state: Option<LearnerState>,
     ) -> StreamSubset {
         let (mut params, resolve_interval) = match &config.options {
             SolverOptions::Subset {
@@ -83,7 +83,7 @@ impl StreamSubset {
             _ => SubsetLoss::Squared,
         };
         let mut learner = StreamSubset {
-            core: LearnerCore::new(config, capacity, state.as_ref()),
+            core: LearnerCore::new(config, capacity, state.as_mut()),
             params,
             resolve_interval,
             solver: None,
