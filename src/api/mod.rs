@@ -9,6 +9,9 @@
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored |
 //!
+//! With tokens configured, every route but the health checks needs a bearer token ([`auth`]). A request
+//! body that stalls longer than `server.body_idle_timeout_s` is aborted with 408 ([`stall`]).
+//!
 //! The API knows learners only through their published snapshots and the ingest queue; it never touches
 //! solver state. Parsing runs on the blocking pool so large bodies do not stall the runtime, and the queue
 //! is fed with `try_send` only: when it is full the request gets 503 and nothing from it enters.
@@ -37,6 +40,9 @@ use crate::ingest::{Admission, AdmitError};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
+
+pub mod auth;
+pub mod stall;
 
 /// Seconds a client should wait after a 503 for a full queue.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
@@ -67,7 +73,18 @@ pub enum ApiError {
     BadRequest(String),
     /// No route has this path (method and path).
     NoRoute(String),
+    /// No bearer token (`presented: false`) or one that is not configured.
+    Unauthorized {
+        presented: bool,
+    },
+    /// A configured token without the scope the route needs.
+    Forbidden(auth::Scope),
+    /// The request body stopped arriving for `server.body_idle_timeout_s` ([`stall`]).
+    BodyStalled(std::time::Duration),
 }
+
+/// The `WWW-Authenticate` challenge of a 401 (RFC 6750).
+pub const AUTH_CHALLENGE: &str = "Bearer realm=\"thresher\"";
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -111,6 +128,43 @@ impl IntoResponse for ApiError {
                 StatusCode::NOT_FOUND,
                 json!({"error": format!("no route for {r}; see the API in the README")}),
             ),
+            ApiError::Unauthorized { presented } => {
+                let (message, challenge) = if presented {
+                    (
+                        "the bearer token is not valid",
+                        format!("{AUTH_CHALLENGE}, error=\"invalid_token\""),
+                    )
+                } else {
+                    (
+                        "authentication required: send Authorization: Bearer TOKEN",
+                        AUTH_CHALLENGE.to_string(),
+                    )
+                };
+                let mut r = (
+                    StatusCode::UNAUTHORIZED,
+                    Json(json!({"error": message, "line": null})),
+                )
+                    .into_response();
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+                }
+                return r;
+            }
+            ApiError::Forbidden(scope) => (
+                StatusCode::FORBIDDEN,
+                json!({"error": format!("this token lacks the {} scope this route needs", scope.name()), "line": null}),
+            ),
+            ApiError::BodyStalled(idle) => {
+                let mut r = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    Json(json!({"error": format!("the request body stalled for {}s (server.body_idle_timeout_s)", idle.as_secs()), "line": null})),
+                )
+                    .into_response();
+                // The rest of the body will not be read: the connection cannot carry another request.
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return r;
+            }
         };
         (status, Json(body)).into_response()
     }
@@ -200,8 +254,10 @@ async fn read_chunks(
     while let Some(frame) =
         std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
     {
-        let frame =
-            frame.map_err(|e| ApiError::BadRequest(format!("cannot read the body: {e}")))?;
+        let frame = frame.map_err(|e| match stall::stalled(&e) {
+            Some(idle) => ApiError::BodyStalled(idle),
+            None => ApiError::BadRequest(format!("cannot read the body: {e}")),
+        })?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };

@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// Directory for checkpoints (enables durability).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// File of `SCOPE TOKEN` lines (scopes `read`, `write`) that turns on bearer-token authentication
+    /// (`server.auth_tokens_file`).
+    #[arg(long, value_name = "FILE")]
+    pub auth_tokens_file: Option<PathBuf>,
     /// Start empty, ignoring any checkpoint in the data directory.
     #[arg(long)]
     pub fresh: bool,
@@ -40,6 +44,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     let overrides = Overrides {
         listen: args.listen.clone(),
         data_dir: args.data_dir.clone(),
+        auth_tokens_file: args.auth_tokens_file.clone(),
     };
     let config = Config::load_from_process(args.config.as_deref(), &overrides)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

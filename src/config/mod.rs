@@ -35,6 +35,14 @@
 //! | `server.body_limit_bytes` | 33554432 | bytes | 1 ..= 2^32 | `THRESHER_SERVER_BODY_LIMIT_BYTES` |
 //! | `server.worker_slice_us` | 1000 | µs (0 = kernel default) | 0 ..= 100000 | `THRESHER_SERVER_WORKER_SLICE_US` |
 //! | `server.yield_interval_us` | 1000 | µs (0 = never yield) | 0 ..= 100000 | `THRESHER_SERVER_YIELD_INTERVAL_US` |
+//! | `server.auth_tokens_file` | `""` (no authentication) | path of `SCOPE TOKEN` lines | readable, well-formed | `THRESHER_SERVER_AUTH_TOKENS_FILE` |
+//! | `server.metrics_auth` | `read` | who may `GET /metrics` with tokens on | `open`, `read` | `THRESHER_SERVER_METRICS_AUTH` |
+//! | `server.tls_cert_file` | `""` (plain HTTP) | PEM certificate chain | with `tls_key_file` | `THRESHER_SERVER_TLS_CERT_FILE` |
+//! | `server.tls_key_file` | `""` | PEM private key | with `tls_cert_file` | `THRESHER_SERVER_TLS_KEY_FILE` |
+//! | `server.header_read_timeout_s` | 10 | s from a request's first byte to its complete head | 1 ..= 3600 | `THRESHER_SERVER_HEADER_READ_TIMEOUT_S` |
+//! | `server.body_idle_timeout_s` | 30 | s a request body may stall (then 408) | 1 ..= 3600 | `THRESHER_SERVER_BODY_IDLE_TIMEOUT_S` |
+//! | `server.keepalive_timeout_s` | 60 | s a connection may wait with no request | 1 ..= 86400 | `THRESHER_SERVER_KEEPALIVE_TIMEOUT_S` |
+//! | `server.max_connections` | 768 | open connections (lowered to fit the fd limit) | 1 ..= 10^6 | `THRESHER_SERVER_MAX_CONNECTIONS` |
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
@@ -192,6 +200,49 @@ pub struct Config {
     pub checkpoint_interval: Duration,
     /// At least one; the first is the primary.
     pub learners: Vec<LearnerConfig>,
+    /// Who may call what (`server.auth_tokens_file`, `server.metrics_auth`).
+    pub auth: AuthConfig,
+    /// `server.tls_cert_file` and `server.tls_key_file`, both or neither.
+    pub tls: Option<TlsFiles>,
+    /// Connection timeouts and the connection cap.
+    pub limits: ConnectionLimits,
+}
+
+/// Authentication settings; the tokens themselves are read from the file at start (`api::auth`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthConfig {
+    /// `None`: no authentication (every route open).
+    pub tokens_file: Option<PathBuf>,
+    pub metrics: MetricsAuth,
+}
+
+/// Who may `GET /metrics` when tokens are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// Anyone (a scraper without a token).
+    Open,
+    /// A token with the `read` scope, like the model routes.
+    Read,
+}
+
+/// The PEM files TLS is served with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Per-connection limits of the HTTP front (`daemon::http`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConnectionLimits {
+    /// From the first byte of a request (or of the TLS handshake) to its complete head.
+    pub header_read: Duration,
+    /// Longest pause in a request body before the request is aborted (408).
+    pub body_idle: Duration,
+    /// Longest wait for a request on an open connection (no byte of one arrived).
+    pub keepalive: Duration,
+    /// Open connections at most (the daemon may lower it to fit the file-descriptor limit).
+    pub max_connections: usize,
 }
 
 /// Command-line values that override the file and the environment.
@@ -199,6 +250,7 @@ pub struct Config {
 pub struct Overrides {
     pub listen: Option<String>,
     pub data_dir: Option<PathBuf>,
+    pub auth_tokens_file: Option<PathBuf>,
 }
 
 /// A value of a key as an environment variable gives it (text parsed as the key's type).
@@ -296,6 +348,14 @@ layer! {
         body_limit_bytes: i64,
         worker_slice_us: i64,
         yield_interval_us: i64,
+        auth_tokens_file: String,
+        metrics_auth: String,
+        tls_cert_file: String,
+        tls_key_file: String,
+        header_read_timeout_s: i64,
+        body_idle_timeout_s: i64,
+        keepalive_timeout_s: i64,
+        max_connections: i64,
     }
 }
 
@@ -425,10 +485,11 @@ impl RawConfig {
                 .span()
                 .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
                 .unwrap_or_default();
+            let hint = secret_hint(&key);
             ConfigError::File {
                 path: path.to_path_buf(),
+                reason: format!("{}{line}{hint}", plain_serde_message(inner.message())),
                 key,
-                reason: format!("{}{line}", plain_serde_message(inner.message())),
             }
         })
     }
@@ -492,6 +553,9 @@ impl RawConfig {
         }
         if let Some(dir) = &flags.data_dir {
             self.checkpoint.data_dir = Some(dir.display().to_string());
+        }
+        if let Some(file) = &flags.auth_tokens_file {
+            self.server.auth_tokens_file = Some(file.display().to_string());
         }
     }
 
@@ -591,7 +655,103 @@ impl RawConfig {
                 86_400,
             )? as u64),
             learners,
+            auth: read_auth(server)?,
+            tls: read_tls(server)?,
+            limits: read_limits(server)?,
         })
+    }
+}
+
+/// A path key: `""` is unset.
+fn path_key(value: &Option<String>, key: &str) -> Result<Option<PathBuf>, ConfigError> {
+    let text = need(value, key)?;
+    Ok((!text.is_empty()).then(|| PathBuf::from(text)))
+}
+
+fn read_auth(server: &ServerLayer) -> Result<AuthConfig, ConfigError> {
+    let metrics = match need(&server.metrics_auth, "server.metrics_auth")?.as_str() {
+        "open" => MetricsAuth::Open,
+        "read" => MetricsAuth::Read,
+        other => {
+            return Err(range(
+                "server.metrics_auth",
+                &format!("{other:?}"),
+                "expected \"open\" or \"read\"",
+            ))
+        }
+    };
+    Ok(AuthConfig {
+        tokens_file: path_key(&server.auth_tokens_file, "server.auth_tokens_file")?,
+        metrics,
+    })
+}
+
+fn read_tls(server: &ServerLayer) -> Result<Option<TlsFiles>, ConfigError> {
+    let cert = path_key(&server.tls_cert_file, "server.tls_cert_file")?;
+    let key = path_key(&server.tls_key_file, "server.tls_key_file")?;
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+        (None, None) => Ok(None),
+        (Some(cert), None) => Err(range(
+            "server.tls_key_file",
+            "\"\"",
+            &format!(
+                "server.tls_cert_file is set ({}): TLS needs both files",
+                cert.display()
+            ),
+        )),
+        (None, Some(key)) => Err(range(
+            "server.tls_cert_file",
+            "\"\"",
+            &format!(
+                "server.tls_key_file is set ({}): TLS needs both files",
+                key.display()
+            ),
+        )),
+    }
+}
+
+fn read_limits(server: &ServerLayer) -> Result<ConnectionLimits, ConfigError> {
+    let secs = |v: &Option<i64>, key: &str, hi: i64| -> Result<Duration, ConfigError> {
+        Ok(Duration::from_secs(int(v, key, 1, hi)? as u64))
+    };
+    Ok(ConnectionLimits {
+        header_read: secs(
+            &server.header_read_timeout_s,
+            "server.header_read_timeout_s",
+            3600,
+        )?,
+        body_idle: secs(
+            &server.body_idle_timeout_s,
+            "server.body_idle_timeout_s",
+            3600,
+        )?,
+        keepalive: secs(
+            &server.keepalive_timeout_s,
+            "server.keepalive_timeout_s",
+            86_400,
+        )?,
+        max_connections: int(
+            &server.max_connections,
+            "server.max_connections",
+            1,
+            1_000_000,
+        )? as usize,
+    })
+}
+
+/// A hint for an unknown key or variable that looks like it holds a secret: tokens live in their own
+/// file, never in the configuration (which is often world-readable, committed or shown in `ps`).
+fn secret_hint(name: &str) -> &'static str {
+    let lower = name.to_ascii_lowercase();
+    if ["token", "secret", "password", "bearer"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        "; tokens are never set in the configuration: list them in the file named by \
+         `server.auth_tokens_file` (`SCOPE TOKEN` lines)"
+    } else {
+        ""
     }
 }
 
@@ -653,6 +813,7 @@ fn unknown_env(var: String, section: &str) -> ConfigError {
             ENV_NOT_CONFIG.join(", ")
         ),
     };
+    let hint = format!("{hint}{}", secret_hint(&var));
     ConfigError::UnknownEnv { var, hint }
 }
 
@@ -859,6 +1020,7 @@ mod tests {
         let flags = Overrides {
             listen: Some("127.0.0.1:0".into()),
             data_dir: Some("/tmp/x".into()),
+            ..Overrides::default()
         };
         let c = Config::load(
             None,
@@ -1068,12 +1230,73 @@ mod tests {
         }
     }
 
+    #[test]
+    fn server_security_keys_are_validated() {
+        let c = Config::defaults();
+        assert_eq!(c.auth.tokens_file, None);
+        assert_eq!(c.auth.metrics, MetricsAuth::Read);
+        assert_eq!(c.tls, None);
+        assert_eq!(
+            c.limits,
+            ConnectionLimits {
+                header_read: Duration::from_secs(10),
+                body_idle: Duration::from_secs(30),
+                keepalive: Duration::from_secs(60),
+                max_connections: 768,
+            }
+        );
+        let c = load_text(
+            "[server]\nauth_tokens_file = \"/etc/t\"\nmetrics_auth = \"open\"\ntls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\nmax_connections = 5\n",
+            &[("THRESHER_SERVER_HEADER_READ_TIMEOUT_S", "2")],
+        )
+        .unwrap();
+        assert_eq!(c.auth.tokens_file, Some(PathBuf::from("/etc/t")));
+        assert_eq!(c.auth.metrics, MetricsAuth::Open);
+        assert_eq!(
+            c.tls,
+            Some(TlsFiles {
+                cert: "c.pem".into(),
+                key: "k.pem".into()
+            })
+        );
+        assert_eq!(c.limits.header_read, Duration::from_secs(2));
+        assert_eq!(c.limits.max_connections, 5);
+        let flags = Overrides {
+            auth_tokens_file: Some("/run/t".into()),
+            ..Overrides::default()
+        };
+        let c = Config::load(None, Vec::new(), &flags).unwrap();
+        assert_eq!(c.auth.tokens_file, Some(PathBuf::from("/run/t")));
+
+        let msg = |t: &str| load_text(t, &[]).unwrap_err().to_string();
+        assert!(msg("[server]\nmetrics_auth = \"write\"\n").contains("`server.metrics_auth`"));
+        assert!(msg("[server]\ntls_cert_file = \"c.pem\"\n").contains("TLS needs both files"));
+        assert!(msg("[server]\ntls_key_file = \"k.pem\"\n").contains("`server.tls_cert_file`"));
+        assert!(msg("[server]\nmax_connections = 0\n").contains("`server.max_connections` = 0"));
+        assert!(msg("[server]\nheader_read_timeout_s = 0\n").contains("header_read_timeout_s"));
+        assert!(msg("[server]\nbody_idle_timeout_s = 0\n").contains("body_idle_timeout_s"));
+        assert!(msg("[server]\nkeepalive_timeout_s = -1\n").contains("keepalive_timeout_s"));
+        // A token-looking key is refused with a pointer to the tokens file, in the file and the
+        // environment; an ordinary unknown key gets no such hint.
+        let e = msg("[server]\ntoken = \"abc\"\n");
+        assert!(
+            e.contains("`server.token`: unknown key") && e.contains("server.auth_tokens_file"),
+            "{e}"
+        );
+        assert!(!msg("[server]\nlistn = \"x\"\n").contains("never set in the configuration"));
+        let e = load_text("", &[("THRESHER_SERVER_AUTH_TOKEN", "abc")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never set in the configuration"), "{e}");
+    }
+
     /// Every `THRESHER_*` name the code, tests, examples, benches and CI mention is a config key or on
     /// [`ENV_NOT_CONFIG`] (names ending in `_` are prefixes, e.g. `THRESHER_LEARNER_<KEY>`).
     #[test]
     fn every_thresher_variable_in_the_tree_is_a_key_or_allowed() {
         // Named on purpose as wrong variables by tests.
-        const DELIBERATELY_UNKNOWN: &[&str] = &["THRESHER_LEARNER_KK"];
+        const DELIBERATELY_UNKNOWN: &[&str] =
+            &["THRESHER_LEARNER_KK", "THRESHER_SERVER_AUTH_TOKEN"];
         fn scan(dir: &Path, found: &mut Vec<(PathBuf, String)>) {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 return;

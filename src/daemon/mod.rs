@@ -40,7 +40,9 @@ use crossbeam_channel::bounded;
 use parking_lot::Mutex;
 use thiserror::Error;
 
+use crate::api::auth::{protect, AuthPolicy, Tokens};
 use crate::api::{router, AppState};
+use crate::config::ConnectionLimits;
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
@@ -75,6 +77,10 @@ pub enum DaemonError {
     Serve(std::io::Error),
     #[error("learner {0:?} panicked; the daemon stopped (the last good checkpoint is kept)")]
     LearnerPanicked(String),
+    #[error(transparent)]
+    Tokens(#[from] crate::api::auth::TokensError),
+    #[error(transparent)]
+    Tls(#[from] http::TlsError),
 }
 
 /// Start-up options that are not configuration.
@@ -131,11 +137,30 @@ pub async fn run(
     let metrics = Metrics::new();
     let fatal = Fatal::new();
 
+    // Tokens and certificate first: a bad file stops the start before anything listens.
+    let tokens = match &config.auth.tokens_file {
+        Some(path) => {
+            let tokens = Tokens::load(path)?;
+            tracing::info!(file = %path.display(), entries = tokens.len(), "bearer-token authentication on");
+            Some(tokens)
+        }
+        None => None,
+    };
+    let tls = config.tls.as_ref().map(http::tls_acceptor).transpose()?;
+    let limits = fit_to_fd_limit(config.limits);
+
     // Bound first: a port in use stops the start before any thread exists.
     let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
         addr: config.listen,
         source,
     })?;
+    if tokens.is_none() && !config.listen.ip().is_loopback() {
+        tracing::warn!(
+            "NO AUTHENTICATION: listening on {} (not a loopback address) without server.auth_tokens_file; \
+             anyone who can reach this port can post samples and read the models",
+            config.listen
+        );
+    }
 
     if let Some(dir) = &config.data_dir {
         checkpoint::check_writable(dir)?;
@@ -293,7 +318,14 @@ pub async fn run(
         // A receiver dropped meanwhile is no error: nobody waits for the address any more.
         tell.send_replace(Some(bound));
     }
-    let app = router(state.clone(), config.body_limit_bytes);
+    let app = protect(
+        router(state.clone(), config.body_limit_bytes),
+        AuthPolicy {
+            tokens,
+            metrics: config.auth.metrics,
+        },
+        metrics.clone(),
+    );
     let fatal_wait = fatal.clone();
     let stop_signal = async move {
         tokio::select! {
@@ -309,6 +341,11 @@ pub async fn run(
         tokio::runtime::Handle::current(),
         stop_signal,
         SHUTDOWN_GRACE,
+        http::Front {
+            limits,
+            tls,
+            metrics: metrics.clone(),
+        },
     )
     .map_err(DaemonError::Serve)?;
     let served = match tokio::task::spawn_blocking(move || front.join()).await {
@@ -345,6 +382,43 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// File descriptors kept free of connections: the listener, the runtimes' event fds, stdio, the
+/// checkpoint files being written, the config and tokens files.
+const FD_RESERVE: u64 = 64;
+
+/// Raises the file-descriptor limit to its hard limit (logged) and lowers `server.max_connections`,
+/// with a warning, to what it leaves after [`FD_RESERVE`] (half of a limit below twice the reserve).
+fn fit_to_fd_limit(mut limits: ConnectionLimits) -> ConnectionLimits {
+    let fds = match crate::sys::raise_fd_limit() {
+        Ok(fds) => fds,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the file-descriptor limit; server.max_connections kept");
+            return limits;
+        }
+    };
+    tracing::info!(
+        was = fds.was,
+        soft = fds.soft,
+        hard = fds.hard,
+        "file-descriptor limit (RLIMIT_NOFILE) raised to the hard limit"
+    );
+    let reserve = FD_RESERVE.min(fds.soft / 2);
+    let room = usize::try_from(fds.soft - reserve)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if limits.max_connections > room {
+        tracing::warn!(
+            configured = limits.max_connections,
+            lowered_to = room,
+            fd_limit = fds.soft,
+            "server.max_connections exceeds what the file-descriptor limit allows (less {reserve} kept \
+             for other files); lowered"
+        );
+        limits.max_connections = room;
+    }
+    limits
 }
 
 /// Binds the HTTP listener (the kernel's default socket buffers and their autotuning).

@@ -20,13 +20,17 @@
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
 //! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
 //! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
+//! | `thresher_http_connections` | gauge | | open HTTP connections, bounded by `server.max_connections` |
+//! | `thresher_http_connections_closed_total` | counter | reason | connections the daemon closed: `limit_evicted` (the longest-idle one, to admit a new one at the limit), `limit_refused` (a new one, every connection busy), `header_timeout`, `idle_timeout`, `tls_handshake` (failed or timed out) |
+//! | `thresher_http_accept_errors_total` | counter | | failed `accept` calls (e.g. out of file descriptors); each is followed by a short pause |
+//! | `thresher_http_auth_refused_total` | counter | status (`401`, `403`) | requests refused by authentication |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 /// Typed handles on every metric (cheap to clone: the vectors are reference counted inside).
@@ -51,9 +55,29 @@ pub struct Metrics {
     pub queue_batches: IntGauge,
     pub samples_in_flight: IntGauge,
     pub request_duration: HistogramVec,
+    pub http_connections: IntGauge,
+    pub http_connections_closed: IntCounterVec,
+    pub http_accept_errors: IntCounter,
+    pub auth_refused: IntCounterVec,
 }
 
 /// Rejection reasons, exported as the `reason` label.
+/// `reason` labels of `thresher_http_connections_closed_total`.
+pub mod closed {
+    pub const LIMIT_EVICTED: &str = "limit_evicted";
+    pub const LIMIT_REFUSED: &str = "limit_refused";
+    pub const HEADER_TIMEOUT: &str = "header_timeout";
+    pub const IDLE_TIMEOUT: &str = "idle_timeout";
+    pub const TLS_HANDSHAKE: &str = "tls_handshake";
+    pub const ALL: [&str; 5] = [
+        LIMIT_EVICTED,
+        LIMIT_REFUSED,
+        HEADER_TIMEOUT,
+        IDLE_TIMEOUT,
+        TLS_HANDSHAKE,
+    ];
+}
+
 pub mod reason {
     pub const INVALID: &str = "invalid";
     pub const QUEUE_FULL: &str = "queue_full";
@@ -184,6 +208,29 @@ impl Metrics {
                 .expect("valid metric");
                 registered(&registry, h)
             },
+            http_connections: registered(
+                &registry,
+                IntGauge::new("thresher_http_connections", "Open HTTP connections")
+                    .expect("valid metric"),
+            ),
+            http_connections_closed: counter(
+                "thresher_http_connections_closed_total",
+                "HTTP connections the daemon closed, by reason",
+                &["reason"],
+            ),
+            http_accept_errors: registered(
+                &registry,
+                IntCounter::new(
+                    "thresher_http_accept_errors_total",
+                    "Failed accept calls on the HTTP listener",
+                )
+                .expect("valid metric"),
+            ),
+            auth_refused: counter(
+                "thresher_http_auth_refused_total",
+                "Requests refused by authentication, by status",
+                &["status"],
+            ),
             registry,
         };
         // Series that exist from the start, so dashboards and rate() have data before the first event.
@@ -197,6 +244,12 @@ impl Metrics {
             reason::UNSUPPORTED_MEDIA_TYPE,
         ] {
             m.rejected.with_label_values(&[r]);
+        }
+        for r in closed::ALL {
+            m.http_connections_closed.with_label_values(&[r]);
+        }
+        for status in ["401", "403"] {
+            m.auth_refused.with_label_values(&[status]);
         }
         m
     }
@@ -269,6 +322,10 @@ mod tests {
             "thresher_samples_ingested_total{source=\"http\"} 0",
             "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
             "thresher_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/model\"",
+            "thresher_http_connections 0",
+            "thresher_http_connections_closed_total{reason=\"limit_evicted\"} 0",
+            "thresher_http_accept_errors_total 0",
+            "thresher_http_auth_refused_total{status=\"401\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }

@@ -14,6 +14,7 @@
 //! | yield points between rows / blocks in the drivers | on, `server.yield_interval_us = 1000` | [`yield_point`] |
 //! | two glibc malloc arenas | on (`MALLOC_ARENA_MAX` wins) | [`limit_malloc_arenas`] |
 //! | transparent huge pages for dense d-vectors | on | [`advise_huge_pages`] |
+//! | `RLIMIT_NOFILE` soft limit raised to the hard limit | on (no key) | [`raise_fd_limit`] |
 //!
 //! One more mechanism that keeps `GET /v1/model` fast is not an OS call and lives elsewhere: the HTTP
 //! read thread (`daemon::http`). Dropped after the re-measurement, with their keys: `SCHED_FIFO` HTTP
@@ -207,6 +208,48 @@ pub fn request_short_slice(slice_ns: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The process's open-file limit (`RLIMIT_NOFILE`) before and after [`raise_fd_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdLimit {
+    /// The soft limit found at start.
+    pub was: u64,
+    /// The soft limit in force now: the most file descriptors the process may hold.
+    pub soft: u64,
+    /// The hard limit (the ceiling an unprivileged process may raise its soft limit to).
+    pub hard: u64,
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both. Why: every open connection holds
+/// a descriptor, and a soft limit of 1024 (a common default) ran the daemon out of them under many idle
+/// connections (`accept failed … Too many open files`). Best effort: if the raise is refused, the
+/// limits in force are returned; `Err` only if they cannot even be read.
+pub fn raise_fd_limit() -> std::io::Result<FdLimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through a valid pointer to a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let was = limit.rlim_cur;
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one `rlimit` through a valid pointer to a local.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    Ok(FdLimit {
+        was,
+        soft: limit.rlim_cur,
+        hard: limit.rlim_max,
+    })
+}
+
 /// glibc's `M_ARENA_MAX` for the daemon, unless `MALLOC_ARENA_MAX` is set.
 const MALLOC_ARENAS: i32 = 2;
 
@@ -259,6 +302,21 @@ pub fn advise_huge_pages(ptr: *const u8, bytes: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After the raise the soft limit is the hard one (an unprivileged process may always raise it that
+    /// far), the OS agrees, and a second call finds nothing left to raise.
+    #[test]
+    fn the_fd_limit_is_raised_to_the_hard_limit() {
+        let first = raise_fd_limit().unwrap();
+        assert!(first.was <= first.soft);
+        assert_eq!(first.soft, first.hard);
+        let again = raise_fd_limit().unwrap();
+        assert_eq!(
+            (again.was, again.soft, again.hard),
+            (first.soft, first.soft, first.hard)
+        );
+    }
+
     /// Spins for `d` with a yield point between "rows"; returns how many yields happened.
     fn yields_while_busy_for(d: Duration) -> u32 {
         let start = std::time::Instant::now();

@@ -197,8 +197,29 @@ impl Daemon {
         Daemon::spawn(args, None, env)
     }
 
+    /// Starts the daemon with extra environment variables and `customize` applied to its command (e.g.
+    /// resource limits for the child).
+    pub fn start_customized(
+        args: &[&str],
+        env: &[(&str, &str)],
+        customize: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        Daemon::spawn_with(args, None, env, customize)
+    }
+
     fn spawn(args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> Daemon {
-        let mut child = command(&["serve", "--listen", "127.0.0.1:0"], env)
+        Daemon::spawn_with(args, input, env, |_| {})
+    }
+
+    fn spawn_with(
+        args: &[&str],
+        input: Option<&[u8]>,
+        env: &[(&str, &str)],
+        customize: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        let mut command = command(&["serve", "--listen", "127.0.0.1:0"], env);
+        customize(&mut command);
+        let mut child = command
             .args(args)
             .stdin(if input.is_some() {
                 Stdio::piped()
