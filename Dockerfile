@@ -9,7 +9,7 @@
 # chmod 600 + chown 10001; docs/security.md). Without it the start stops ("cannot read the tokens
 # file"); to run open on purpose, set THRESHER_SERVER_AUTH_TOKENS_FILE="" (the daemon then warns).
 # TLS: mount a certificate and key and set THRESHER_SERVER_TLS_CERT_FILE / THRESHER_SERVER_TLS_KEY_FILE,
-# or terminate TLS in a reverse proxy.
+# or terminate TLS in a reverse proxy (with TLS on, the HEALTHCHECK below needs `curl -fsSk https://...`).
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
