@@ -150,10 +150,21 @@ impl IntoResponse for ApiError {
                 }
                 return r;
             }
-            ApiError::Forbidden(scope) => (
-                StatusCode::FORBIDDEN,
-                json!({"error": format!("this token lacks the {} scope this route needs", scope.name()), "line": null}),
-            ),
+            ApiError::Forbidden(scope) => {
+                let mut r = (
+                    StatusCode::FORBIDDEN,
+                    Json(json!({"error": format!("this token lacks the {} scope this route needs", scope.name()), "line": null})),
+                )
+                    .into_response();
+                let challenge = format!(
+                    "{AUTH_CHALLENGE}, error=\"insufficient_scope\", scope=\"{}\"",
+                    scope.name()
+                );
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+                }
+                return r;
+            }
             ApiError::BodyStalled(idle) => {
                 let mut r = (
                     StatusCode::REQUEST_TIMEOUT,

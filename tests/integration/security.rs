@@ -138,7 +138,10 @@ fn tokens_and_scopes_guard_every_route_and_a_refused_post_changes_nothing() {
     // A read token cannot write, a write token cannot read: 403.
     let (status, challenge, body) = post(&d, "/v1/samples", Some(READ), samples(50));
     assert_eq!(status, 403, "{body}");
-    assert_eq!(challenge, None);
+    assert_eq!(
+        challenge.as_deref(),
+        Some("Bearer realm=\"thresher\", error=\"insufficient_scope\", scope=\"write\"")
+    );
     assert!(error_of(&body).contains("write scope"), "{body}");
     for path in ["/v1/model", "/v1/models", "/metrics"] {
         let (status, _, body) = get(&d, path, Some(WRITE));
