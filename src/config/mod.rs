@@ -39,6 +39,9 @@
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
+//! | `ingest.max_feature_name_bytes` | 256 | bytes | 1 ..= 65536 | `THRESHER_INGEST_MAX_FEATURE_NAME_BYTES` |
+//! | `ingest.max_new_names_per_request` | 10000 | names | 1 ..= 2^30 | `THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST` |
+//! | `ingest.max_abs_value` | 1e6 | magnitude of a label, value or weight | finite, > 0 | `THRESHER_INGEST_MAX_ABS_VALUE` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
 //! | `window.capacity` | 100000 | samples | 1 ..= 10^8 | `THRESHER_WINDOW_CAPACITY` |
 //! | `snapshot.interval_ms` | 500 | ms | 1 ..= 3600000 | `THRESHER_SNAPSHOT_INTERVAL_MS` |
@@ -185,6 +188,12 @@ pub struct Config {
     pub queue_samples: usize,
     pub max_dim: usize,
     pub max_named_features: usize,
+    /// Longest accepted feature name, bytes.
+    pub max_feature_name_bytes: usize,
+    /// Most names one request may add to the dictionary.
+    pub max_new_names_per_request: usize,
+    /// Largest accepted magnitude of a label, value or weight.
+    pub max_abs_value: f64,
     pub drain: bool,
     pub window_capacity: usize,
     pub snapshot_interval: Duration,
@@ -306,6 +315,9 @@ layer! {
         queue_samples: i64,
         max_dim: i64,
         max_named_features: i64,
+        max_feature_name_bytes: i64,
+        max_new_names_per_request: i64,
+        max_abs_value: f64,
         drain: bool,
     }
 }
@@ -574,6 +586,19 @@ impl RawConfig {
                 0,
                 max_dim as i64,
             )? as usize,
+            max_feature_name_bytes: int(
+                &ingest.max_feature_name_bytes,
+                "ingest.max_feature_name_bytes",
+                1,
+                1 << 16,
+            )? as usize,
+            max_new_names_per_request: int(
+                &ingest.max_new_names_per_request,
+                "ingest.max_new_names_per_request",
+                1,
+                1 << 30,
+            )? as usize,
+            max_abs_value: positive(&ingest.max_abs_value, "ingest.max_abs_value")?,
             drain: need(&ingest.drain, "ingest.drain")?,
             window_capacity: int(&self.window.capacity, "window.capacity", 1, 100_000_000)?
                 as usize,
@@ -815,6 +840,16 @@ fn int(value: &Option<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigEr
             &v.to_string(),
             &format!("must be between {lo} and {hi}"),
         ))
+    }
+}
+
+/// A finite number above zero.
+fn positive(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
+    let v = need(value, key)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(range(key, &v.to_string(), "must be finite and > 0"))
     }
 }
 

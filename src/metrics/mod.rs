@@ -20,13 +20,17 @@
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
 //! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
 //! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
+//! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, a certified model or a checkpoint state); the model is not published and the learner is rebuilt from its window |
+//! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
+//! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
+//! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 /// Typed handles on every metric (cheap to clone: the vectors are reference counted inside).
@@ -51,6 +55,18 @@ pub struct Metrics {
     pub queue_batches: IntGauge,
     pub samples_in_flight: IntGauge,
     pub request_duration: HistogramVec,
+    pub numeric_faults: IntCounterVec,
+    pub feature_names: IntGauge,
+    pub feature_names_refused: IntCounter,
+    pub checkpoints: IntCounterVec,
+}
+
+/// Checkpoint outcomes, exported as the `outcome` label of `thresher_checkpoints_total`.
+pub mod checkpoint_outcome {
+    pub const WRITTEN: &str = "written";
+    pub const UNCHANGED: &str = "unchanged";
+    pub const REFUSED: &str = "refused";
+    pub const FAILED: &str = "failed";
 }
 
 /// Rejection reasons, exported as the `reason` label.
@@ -184,6 +200,32 @@ impl Metrics {
                 .expect("valid metric");
                 registered(&registry, h)
             },
+            numeric_faults: counter(
+                "thresher_numeric_faults_total",
+                "Non-finite numbers caught in a learner (not published; the learner is rebuilt)",
+                l,
+            ),
+            feature_names: registered(
+                &registry,
+                IntGauge::new(
+                    "thresher_feature_names",
+                    "Names in the named-feature dictionary",
+                )
+                .expect("valid metric"),
+            ),
+            feature_names_refused: registered(
+                &registry,
+                IntCounter::new(
+                    "thresher_feature_names_refused_total",
+                    "Requests refused by the feature dictionary's limits",
+                )
+                .expect("valid metric"),
+            ),
+            checkpoints: counter(
+                "thresher_checkpoints_total",
+                "Checkpoint attempts by outcome",
+                &["outcome"],
+            ),
             registry,
         };
         // Series that exist from the start, so dashboards and rate() have data before the first event.
@@ -198,7 +240,23 @@ impl Metrics {
         ] {
             m.rejected.with_label_values(&[r]);
         }
+        for o in [
+            checkpoint_outcome::WRITTEN,
+            checkpoint_outcome::UNCHANGED,
+            checkpoint_outcome::REFUSED,
+            checkpoint_outcome::FAILED,
+        ] {
+            m.checkpoints.with_label_values(&[o]);
+        }
         m
+    }
+
+    /// Sets the dictionary's gauge and brings its refusal counter up to `refused` (both at scrape).
+    pub fn set_feature_names(&self, names: usize, refused: u64) {
+        self.feature_names.set(names as i64);
+        let counted = self.feature_names_refused.get();
+        self.feature_names_refused
+            .inc_by(refused.saturating_sub(counted));
     }
 
     /// Creates every per-learner series (zeros until the first snapshot).
@@ -222,6 +280,7 @@ impl Metrics {
             .set(capacity as f64);
         self.support_changes.with_label_values(&[name]);
         self.solver_steps.with_label_values(&[name]);
+        self.numeric_faults.with_label_values(&[name]);
     }
 
     /// The Prometheus text exposition.
@@ -269,6 +328,10 @@ mod tests {
             "thresher_samples_ingested_total{source=\"http\"} 0",
             "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
             "thresher_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/model\"",
+            "thresher_numeric_faults_total{learner=\"primary\"} 0",
+            "thresher_feature_names 0",
+            "thresher_feature_names_refused_total 0",
+            "thresher_checkpoints_total{outcome=\"unchanged\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }
