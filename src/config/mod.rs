@@ -926,6 +926,47 @@ mod tests {
         assert!(e.contains("THRESHER_LEARNER_K=many"), "{e}");
     }
 
+    /// The ingest limits: defaults, file and environment, and their ranges (finite, positive).
+    #[test]
+    fn ingest_limits_are_read_and_validated() {
+        let c = Config::defaults();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (1e6, 256, 10_000)
+        );
+        let c = load_text(
+            "[ingest]\nmax_abs_value = 2.5\nmax_feature_name_bytes = 8\n",
+            &[("THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST", "3")],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (2.5, 8, 3)
+        );
+        let c = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", "1e300")]).unwrap();
+        assert_eq!(c.max_abs_value, 1e300);
+        for bad in ["0", "-1", "inf", "nan", "1e309"] {
+            let e = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("ingest.max_abs_value"), "{bad}: {e}");
+        }
+        for key in ["max_feature_name_bytes", "max_new_names_per_request"] {
+            let e = load_text(&format!("[ingest]\n{key} = 0\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`ingest.{key}` = 0")), "{e}");
+        }
+    }
+
     #[test]
     fn unknown_file_key_is_refused_naming_key_and_file() {
         let e = load_text("[server]\nlistn = \"127.0.0.1:1\"\n", &[])

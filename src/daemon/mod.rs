@@ -496,10 +496,6 @@ fn write_checkpoint(
         .find(|l| !l.state.is_finite() || l.snapshot.as_ref().is_some_and(|s| !s.is_finite()))
     {
         count(outcome::REFUSED);
-        metrics
-            .numeric_faults
-            .with_label_values(&[l.identity.name.as_str()])
-            .inc();
         let e = CheckpointError::NonFinite {
             path: checkpoint::path_in(dir),
             learner: l.identity.name.clone(),

@@ -20,7 +20,7 @@
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
 //! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
 //! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
-//! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, a certified model or a checkpoint state); the model is not published and the learner is rebuilt from its window |
+//! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
