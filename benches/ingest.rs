@@ -19,11 +19,11 @@ const SAMPLES: usize = 10_000;
 
 fn ingest(c: &mut Criterion) {
     let data = sparse_stream(SAMPLES, 1 << 20, 100, 40, 0.0, true, 7);
-    let rules = Rules {
-        losses: vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
-        max_dim: 1 << 24,
-        predict: false,
-    };
+    let rules = Rules::new(
+        vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
+        1 << 24,
+        false,
+    );
     let dict = FeatureDictionary::new(0);
     let mut group = c.benchmark_group("parse_body");
     group

@@ -34,11 +34,11 @@ fn main() {
     let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
     let only = args.next();
     let data = sparse_stream(SAMPLES, 1 << 20, 100, 40, 0.0, true, 7);
-    let rules = Rules {
-        losses: vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
-        max_dim: 1 << 24,
-        predict: false,
-    };
+    let rules = Rules::new(
+        vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
+        1 << 24,
+        false,
+    );
     let dict = FeatureDictionary::new(0);
     let chunk_bytes = std::env::var("CHUNK_BYTES")
         .ok()

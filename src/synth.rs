@@ -192,11 +192,11 @@ mod tests {
     #[test]
     fn wire_formats_carry_the_same_samples() {
         let data = sparse_stream(200, 1 << 20, 10, 40, 0.0, true, 3);
-        let rules = Rules {
-            losses: vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
-            max_dim: 1 << 24,
-            predict: false,
-        };
+        let rules = Rules::new(
+            vec![Loss::new(LossKind::Logistic, 0.25).unwrap()],
+            1 << 24,
+            false,
+        );
         let dict = FeatureDictionary::new(0);
         let parsed = |json: bool, format: BodyFormat| {
             let mut body = String::new();

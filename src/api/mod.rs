@@ -454,6 +454,9 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         set_gauges(cell, &state.metrics);
     }
     state.admission.set_gauges();
+    state
+        .metrics
+        .set_feature_names(state.dictionary.len(), state.dictionary.refused());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// Start empty, ignoring any checkpoint in the data directory.
     #[arg(long)]
     pub fresh: bool,
+    /// Discard the checkpointed state of learner NAME, which the config no longer has (repeatable).
+    /// Without it, a checkpoint holding a learner the config lacks stops the start.
+    #[arg(long = "drop-learner", value_name = "NAME")]
+    pub drop_learners: Vec<String>,
 }
 
 pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
@@ -55,6 +59,7 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     let options = RunOptions {
         stdin: args.stdin,
         fresh: args.fresh,
+        drop_learners: args.drop_learners.clone(),
         bound: None,
     };
     runtime.block_on(run(config, options, shutdown_signal()))?;

@@ -47,6 +47,9 @@
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
 //! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
+//! | `ingest.max_feature_name_bytes` | 256 | bytes | 1 ..= 65536 | `THRESHER_INGEST_MAX_FEATURE_NAME_BYTES` |
+//! | `ingest.max_new_names_per_request` | 10000 | names | 1 ..= 2^30 | `THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST` |
+//! | `ingest.max_abs_value` | 1e6 | magnitude of a label, value or weight | finite, > 0 | `THRESHER_INGEST_MAX_ABS_VALUE` |
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
 //! | `window.capacity` | 100000 | samples | 1 ..= 10^8 | `THRESHER_WINDOW_CAPACITY` |
 //! | `snapshot.interval_ms` | 500 | ms | 1 ..= 3600000 | `THRESHER_SNAPSHOT_INTERVAL_MS` |
@@ -193,6 +196,12 @@ pub struct Config {
     pub queue_samples: usize,
     pub max_dim: usize,
     pub max_named_features: usize,
+    /// Longest accepted feature name, bytes.
+    pub max_feature_name_bytes: usize,
+    /// Most names one request may add to the dictionary.
+    pub max_new_names_per_request: usize,
+    /// Largest accepted magnitude of a label, value or weight.
+    pub max_abs_value: f64,
     pub drain: bool,
     pub window_capacity: usize,
     pub snapshot_interval: Duration,
@@ -366,6 +375,9 @@ layer! {
         queue_samples: i64,
         max_dim: i64,
         max_named_features: i64,
+        max_feature_name_bytes: i64,
+        max_new_names_per_request: i64,
+        max_abs_value: f64,
         drain: bool,
     }
 }
@@ -638,6 +650,19 @@ impl RawConfig {
                 0,
                 max_dim as i64,
             )? as usize,
+            max_feature_name_bytes: int(
+                &ingest.max_feature_name_bytes,
+                "ingest.max_feature_name_bytes",
+                1,
+                1 << 16,
+            )? as usize,
+            max_new_names_per_request: int(
+                &ingest.max_new_names_per_request,
+                "ingest.max_new_names_per_request",
+                1,
+                1 << 30,
+            )? as usize,
+            max_abs_value: positive(&ingest.max_abs_value, "ingest.max_abs_value")?,
             drain: need(&ingest.drain, "ingest.drain")?,
             window_capacity: int(&self.window.capacity, "window.capacity", 1, 100_000_000)?
                 as usize,
@@ -979,6 +1004,16 @@ fn int(value: &Option<i64>, key: &str, lo: i64, hi: i64) -> Result<i64, ConfigEr
     }
 }
 
+/// A finite number above zero.
+fn positive(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
+    let v = need(value, key)?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(range(key, &v.to_string(), "must be finite and > 0"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1051,6 +1086,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("THRESHER_LEARNER_K=many"), "{e}");
+    }
+
+    /// The ingest limits: defaults, file and environment, and their ranges (finite, positive).
+    #[test]
+    fn ingest_limits_are_read_and_validated() {
+        let c = Config::defaults();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (1e6, 256, 10_000)
+        );
+        let c = load_text(
+            "[ingest]\nmax_abs_value = 2.5\nmax_feature_name_bytes = 8\n",
+            &[("THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST", "3")],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (2.5, 8, 3)
+        );
+        let c = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", "1e300")]).unwrap();
+        assert_eq!(c.max_abs_value, 1e300);
+        for bad in ["0", "-1", "inf", "nan", "1e309"] {
+            let e = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("ingest.max_abs_value"), "{bad}: {e}");
+        }
+        for key in ["max_feature_name_bytes", "max_new_names_per_request"] {
+            let e = load_text(&format!("[ingest]\n{key} = 0\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`ingest.{key}` = 0")), "{e}");
+        }
     }
 
     #[test]

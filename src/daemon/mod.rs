@@ -90,6 +90,9 @@ pub struct RunOptions {
     pub stdin: bool,
     /// Ignore (and overwrite) any checkpoint in the data directory.
     pub fresh: bool,
+    /// Learners of the checkpoint the config no longer has, whose state may be discarded
+    /// (`--drop-learner NAME`); without it such a checkpoint stops the start.
+    pub drop_learners: Vec<String>,
     /// Told the bound address once the listener is bound (before the first request is served): how an
     /// in-process caller that asked for port 0 learns the port. `run` sends `Some(addr)` once; a caller
     /// waits with `receiver.wait_for(Option::is_some)`. The binary leaves it `None` and reads the log.
@@ -106,10 +109,54 @@ fn identity(c: &LearnerConfig) -> LearnerIdentity {
 }
 
 /// Restores what the checkpoint holds for the configured learners, checking it fits the config.
-fn restore(config: &Config, dir: &std::path::Path) -> Result<Option<Checkpoint>, CheckpointError> {
-    let Some(ckpt) = checkpoint::read(dir)? else {
+///
+/// A learner of the checkpoint that the config does not have (renamed or removed) stops the start,
+/// naming the learners of both, unless it is listed in `drop`: starting would overwrite its state
+/// with the next checkpoint, which must not happen silently. A configured learner the checkpoint does
+/// not have starts empty (nothing is lost), logged. The flag says whether the file holds exactly the
+/// configured learners (otherwise the next checkpoint must be written even if nothing changes).
+fn restore(
+    config: &Config,
+    dir: &std::path::Path,
+    drop: &[String],
+) -> Result<Option<(Checkpoint, bool)>, CheckpointError> {
+    let Some(mut ckpt) = checkpoint::read(dir)? else {
         return Ok(None);
     };
+    let configured: Vec<&str> = config.learners.iter().map(|c| c.name.as_str()).collect();
+    let saved: Vec<String> = ckpt
+        .learners
+        .iter()
+        .map(|l| l.identity.name.clone())
+        .collect();
+    let missing: Vec<&String> = saved
+        .iter()
+        .filter(|n| !configured.contains(&n.as_str()) && !drop.contains(n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(CheckpointError::Incompatible {
+            path: checkpoint::path_in(dir),
+            reason: format!(
+                "it holds learners {saved:?}, the config has {configured:?}: the state of {missing:?} \
+                 would be lost (to discard it, start with --drop-learner NAME for each, or --fresh)"
+            ),
+        });
+    }
+    for name in drop {
+        if saved.contains(name) {
+            tracing::warn!(learner = %name, "--drop-learner: its checkpointed state is discarded");
+        } else {
+            tracing::warn!(learner = %name, "--drop-learner: no such learner in the checkpoint");
+        }
+    }
+    let exact = saved == configured;
+    ckpt.learners
+        .retain(|l| configured.contains(&l.identity.name.as_str()));
+    for name in &configured {
+        if !saved.iter().any(|s| s == name) {
+            tracing::info!(learner = %name, "not in the checkpoint: starts empty");
+        }
+    }
     for l in &ckpt.learners {
         if let Some(c) = config.learners.iter().find(|c| c.name == l.identity.name) {
             if identity(c) != l.identity {
@@ -124,7 +171,7 @@ fn restore(config: &Config, dir: &std::path::Path) -> Result<Option<Checkpoint>,
             }
         }
     }
-    Ok(Some(ckpt))
+    Ok(Some((ckpt, exact)))
 }
 
 /// Runs the daemon until `shutdown` resolves (or a learner panics). Logs `listening on ADDR` once bound,
@@ -149,7 +196,12 @@ pub async fn run(
     let tls = config.tls.as_ref().map(http::tls_acceptor).transpose()?;
     let limits = fit_to_fd_limit(config.limits);
 
-    // Bound first: a port in use stops the start before any thread exists.
+    // Then the data directory (created, then test-written): one where no checkpoint can be written
+    // stops the start before the port is even bound.
+    if let Some(dir) = &config.data_dir {
+        checkpoint::check_writable(dir)?;
+    }
+    // Bound next: a port in use stops the start before any thread exists.
     let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
         addr: config.listen,
         source,
@@ -162,17 +214,17 @@ pub async fn run(
         );
     }
 
-    if let Some(dir) = &config.data_dir {
-        checkpoint::check_writable(dir)?;
-    }
     // Restore (or start fresh).
-    let restored = match (&config.data_dir, options.fresh) {
-        (Some(dir), false) => restore(&config, dir)?,
+    let (restored, restored_exactly) = match (&config.data_dir, options.fresh) {
+        (Some(dir), false) => match restore(&config, dir, &options.drop_learners)? {
+            Some((ckpt, exact)) => (Some(ckpt), exact),
+            None => (None, false),
+        },
         (Some(dir), true) => {
             tracing::info!(dir = %dir.display(), "--fresh: ignoring any checkpoint");
-            None
+            (None, false)
         }
-        (None, _) => None,
+        (None, _) => (None, false),
     };
     let dictionary = Arc::new(match &restored {
         Some(c) => {
@@ -202,6 +254,11 @@ pub async fn run(
         }
         learners.push((Arc::new(Mutex::new(learner)), cell));
     }
+
+    // What the checkpoint on disk reflects: one restored as it is reflects the state just built from it.
+    let written = Arc::new(Mutex::new(
+        restored_exactly.then(|| change_mark(&learners, &dictionary)),
+    ));
 
     // Queues and threads.
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
@@ -261,6 +318,7 @@ pub async fn run(
         let (learners, metrics, stop) = (learners.clone(), metrics.clone(), stop_snapshots.clone());
         let (interval, every) = (config.snapshot_interval, config.checkpoint_interval);
         let (dir, dictionary) = (config.data_dir.clone(), dictionary.clone());
+        let written = written.clone();
         std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
@@ -269,7 +327,14 @@ pub async fn run(
                     if let Some(dir) = &dir {
                         if last_checkpoint.elapsed() >= every {
                             last_checkpoint = Instant::now();
-                            if let Err(e) = write_checkpoint(dir, &learners, &dictionary) {
+                            let mut written = written.lock();
+                            if let Err(e) = write_checkpoint(
+                                dir,
+                                &learners,
+                                &dictionary,
+                                &metrics,
+                                &mut written,
+                            ) {
                                 tracing::error!(error = %e, "periodic checkpoint failed");
                             }
                         }
@@ -281,9 +346,10 @@ pub async fn run(
 
     let losses: Vec<_> = config.learners.iter().map(|l| l.loss).collect();
     let ingest_rules = Rules {
-        losses: losses.clone(),
-        max_dim: config.max_dim,
-        predict: false,
+        max_abs_value: config.max_abs_value,
+        max_name_bytes: config.max_feature_name_bytes,
+        max_new_names: config.max_new_names_per_request,
+        ..Rules::new(losses.clone(), config.max_dim, false)
     };
     let state = Arc::new(AppState {
         cells: learners.iter().map(|(_, c)| c.clone()).collect(),
@@ -291,9 +357,8 @@ pub async fn run(
         metrics: metrics.clone(),
         ingest_rules: ingest_rules.clone(),
         predict_rules: Rules {
-            losses,
-            max_dim: config.max_dim,
             predict: true,
+            ..ingest_rules.clone()
         },
         admission: admission.clone(),
         worker_scheduling,
@@ -377,8 +442,16 @@ pub async fn run(
         return Err(DaemonError::LearnerPanicked(who));
     }
     if let Some(dir) = &config.data_dir {
-        write_checkpoint(dir, &learners, &dictionary)?;
-        tracing::info!(dir = %dir.display(), "final checkpoint written");
+        let mut written = written.lock();
+        match write_checkpoint(dir, &learners, &dictionary, &metrics, &mut written) {
+            Ok(Written::Yes) => tracing::info!(dir = %dir.display(), "final checkpoint written"),
+            Ok(Written::Unchanged) => {
+                tracing::info!(dir = %dir.display(), "final checkpoint: nothing changed since the last one")
+            }
+            // The previous checkpoint stays, and the fault was logged and counted.
+            Err(CheckpointError::NonFinite { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     tracing::info!("stopped");
     Ok(())
@@ -433,12 +506,50 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(1024)
 }
 
-/// Writes every learner's state and published snapshot (each learner locked in turn).
+/// What a checkpoint reflects: each learner's mutation counter and published version, and the number
+/// of feature names (which only grow). Equal marks mean an unchanged state.
+type ChangeMark = (Vec<(u64, u64)>, usize);
+
+fn change_mark(
+    learners: &[(SharedLearner, Arc<ModelCell>)],
+    dictionary: &FeatureDictionary,
+) -> ChangeMark {
+    let per_learner = learners
+        .iter()
+        .map(|(l, cell)| {
+            let mutations = l.lock().stats().mutations;
+            (mutations, cell.get().map_or(0, |s| s.version))
+        })
+        .collect();
+    (per_learner, dictionary.len())
+}
+
+/// Whether [`write_checkpoint`] wrote a file.
+#[derive(Debug, PartialEq)]
+enum Written {
+    Yes,
+    /// Nothing changed since the checkpoint on disk: not rewritten.
+    Unchanged,
+}
+
+/// Writes every learner's state and published snapshot (each learner locked in turn), unless nothing
+/// changed since `last` (the mark of the checkpoint on disk, updated on success): an idle daemon does
+/// not rewrite the same checkpoint every interval. A state or snapshot holding a non-finite number is
+/// refused (the previous file stays): a checkpoint must always restore.
 fn write_checkpoint(
     dir: &std::path::Path,
     learners: &[(SharedLearner, Arc<ModelCell>)],
     dictionary: &FeatureDictionary,
-) -> Result<(), CheckpointError> {
+    metrics: &Metrics,
+    last: &mut Option<ChangeMark>,
+) -> Result<Written, CheckpointError> {
+    use crate::metrics::checkpoint_outcome as outcome;
+    let count = |o: &str| metrics.checkpoints.with_label_values(&[o]).inc();
+    let mark = change_mark(learners, dictionary);
+    if last.as_ref() == Some(&mark) {
+        count(outcome::UNCHANGED);
+        return Ok(Written::Unchanged);
+    }
     let ckpt = Checkpoint {
         feature_names: dictionary.names(),
         learners: learners
@@ -453,7 +564,30 @@ fn write_checkpoint(
             })
             .collect(),
     };
-    checkpoint::write(dir, &ckpt)
+    if let Some(l) = ckpt
+        .learners
+        .iter()
+        .find(|l| !l.state.is_finite() || l.snapshot.as_ref().is_some_and(|s| !s.is_finite()))
+    {
+        count(outcome::REFUSED);
+        let e = CheckpointError::NonFinite {
+            path: checkpoint::path_in(dir),
+            learner: l.identity.name.clone(),
+        };
+        tracing::error!(error = %e, "checkpoint refused");
+        return Err(e);
+    }
+    match checkpoint::write(dir, &ckpt) {
+        Ok(()) => {
+            count(outcome::WRITTEN);
+            *last = Some(mark);
+            Ok(Written::Yes)
+        }
+        Err(e) => {
+            count(outcome::FAILED);
+            Err(e)
+        }
+    }
 }
 
 /// `--stdin`: LIBSVM or JSON lines (a line starting with `{` is JSON). A bad line is logged with its

@@ -59,12 +59,46 @@ pub struct Rules {
     pub max_dim: usize,
     /// Prediction bodies: labels may be missing, and unknown feature names are ignored.
     pub predict: bool,
+    /// `ingest.max_abs_value`: the largest magnitude of a label, value or weight.
+    pub max_abs_value: f64,
+    /// `ingest.max_feature_name_bytes`.
+    pub max_name_bytes: usize,
+    /// `ingest.max_new_names_per_request`.
+    pub max_new_names: usize,
 }
 
+impl Rules {
+    /// The rules with the default limits ([`super::DEFAULT_MAX_ABS_VALUE`] and the name limits).
+    pub fn new(losses: Vec<Loss>, max_dim: usize, predict: bool) -> Rules {
+        Rules {
+            losses,
+            max_dim,
+            predict,
+            max_abs_value: super::DEFAULT_MAX_ABS_VALUE,
+            max_name_bytes: DEFAULT_MAX_NAME_BYTES,
+            max_new_names: DEFAULT_MAX_NEW_NAMES,
+        }
+    }
+}
+
+/// `ingest.max_feature_name_bytes`'s default.
+pub const DEFAULT_MAX_NAME_BYTES: usize = 256;
+/// `ingest.max_new_names_per_request`'s default.
+pub const DEFAULT_MAX_NEW_NAMES: usize = 10_000;
+
 /// Name → feature index, bounded by `ingest.max_named_features`.
+///
+/// Policy when full: new names are refused (the request gets 400 and changes nothing); names are never
+/// evicted. Why not evict: a name's index is what the learners' windows and published models hold, so
+/// evicting a name would either leave a model's support with a nameless (or, once reused, wrongly
+/// named) feature, or require dropping that feature from every learner's state. Refusing keeps every
+/// learned name valid; the limit and the refusals are metrics (`thresher_feature_names`,
+/// `thresher_feature_names_refused_total`).
 #[derive(Debug, Default)]
 pub struct FeatureDictionary {
     capacity: usize,
+    /// Requests refused by the dictionary's limits (full, a name too long, too many new names).
+    refused: std::sync::atomic::AtomicU64,
     /// Why a lock: HTTP handlers on several runtime threads resolve names concurrently; writers (new
     /// names) are rare and short, readers (the model endpoint) only clone names.
     inner: RwLock<DictInner>,
@@ -80,6 +114,7 @@ impl FeatureDictionary {
     pub fn new(capacity: usize) -> FeatureDictionary {
         FeatureDictionary {
             capacity,
+            refused: Default::default(),
             inner: RwLock::default(),
         }
     }
@@ -93,8 +128,24 @@ impl FeatureDictionary {
             .collect();
         FeatureDictionary {
             capacity,
+            refused: Default::default(),
             inner: RwLock::new(DictInner { by_name, names }),
         }
+    }
+
+    /// `ingest.max_named_features`.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Requests refused so far by the dictionary's limits.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_refusal(&self) {
+        self.refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn len(&self) -> usize {
@@ -483,8 +534,81 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
                 ));
             }
         }
+        let label = (!rules.predict).then_some(label);
+        check_magnitudes(
+            label,
+            sample.weight,
+            indices,
+            sample.values,
+            rules.max_abs_value,
+        )
+        .map_err(|e| fail(*line, e.to_string(), total))?;
+    }
+    for slot in &parsed.named {
+        let line = parsed.lines[slot.slot - parsed.base];
+        for (name, value) in &slot.features {
+            if name.len() > rules.max_name_bytes {
+                dict.count_refusal();
+                return Err(fail(
+                    line,
+                    format!(
+                        "feature name of {} bytes is longer than ingest.max_feature_name_bytes ({})",
+                        name.len(),
+                        rules.max_name_bytes
+                    ),
+                    total,
+                ));
+            }
+            check_magnitude(
+                &format!("value of feature {name:?}"),
+                *value,
+                rules.max_abs_value,
+            )
+            .map_err(|e| fail(line, e.to_string(), total))?;
+        }
+        check_magnitudes(None, slot.weight, &[], &[], rules.max_abs_value)
+            .map_err(|e| fail(line, e.to_string(), total))?;
     }
     resolve_names(parsed, rules, dict)
+}
+
+/// `value` if its magnitude is at most `limit` (`what` names it in the error).
+fn check_magnitude(what: &str, value: f64, limit: f64) -> Result<(), LineError> {
+    if value.abs() <= limit {
+        Ok(())
+    } else {
+        Err(LineError::TooLarge {
+            what: what.to_string(),
+            value,
+            limit,
+        })
+    }
+}
+
+/// Every number of a sample (the label when given, the weight, each value) has magnitude at most
+/// `limit` (`ingest.max_abs_value`). Why a bound below f64's range: squares, margins and losses of
+/// numbers near 1e300 overflow to infinity, which no learner can recover from.
+pub fn check_magnitudes(
+    label: Option<f64>,
+    weight: Option<f64>,
+    indices: &[u32],
+    values: &[f64],
+    limit: f64,
+) -> Result<(), LineError> {
+    if let Some(label) = label {
+        check_magnitude("label", label, limit)?;
+    }
+    if let Some(weight) = weight {
+        check_magnitude("weight", weight, limit)?;
+    }
+    // One branch-free pass for the common case; the offender is named only on failure.
+    let largest = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if largest > limit {
+        for (&j, &v) in indices.iter().zip(values) {
+            check_magnitude(&format!("value of feature {j}"), v, limit)?;
+        }
+    }
+    Ok(())
 }
 
 fn parse_libsvm_for(line: &str, predict: bool, fast: bool) -> Result<Sample, LineError> {
@@ -578,7 +702,20 @@ fn resolve_names(
                 None if rules.predict => continue,
                 None => {
                     let j = inner.names.len() as u32;
+                    if added.len() >= rules.max_new_names {
+                        dict.count_refusal();
+                        result = Err(BatchError {
+                            line: Some(line),
+                            message: format!(
+                                "request adds more than ingest.max_new_names_per_request ({}) new feature names",
+                                rules.max_new_names
+                            ),
+                            samples: total,
+                        });
+                        break;
+                    }
                     if inner.names.len() >= dict.capacity || j as usize >= rules.max_dim {
+                        dict.count_refusal();
                         result = Err(BatchError {
                             line: Some(line),
                             message: format!(
@@ -637,11 +774,7 @@ mod tests {
     use crate::loss::LossKind;
 
     fn rules(kind: LossKind) -> Rules {
-        Rules {
-            losses: vec![Loss::new(kind, 0.25).unwrap()],
-            max_dim: 100,
-            predict: false,
-        }
+        Rules::new(vec![Loss::new(kind, 0.25).unwrap()], 100, false)
     }
 
     #[test]
@@ -724,6 +857,109 @@ mod tests {
         assert_eq!(BodyFormat::from_content_type("text/csv"), None);
     }
 
+    /// A label, value or weight above `max_abs_value` in magnitude is refused naming its line, in every
+    /// format and on both LIBSVM paths; at the limit it is accepted.
+    #[test]
+    fn magnitudes_above_the_limit_name_the_line() {
+        let d = FeatureDictionary::new(10);
+        let r = rules(LossKind::Squared);
+        let bodies = [
+            (BodyFormat::Libsvm, "1 1:2\n1e300 1:1e300\n", 2, "label"),
+            (BodyFormat::Libsvm, "1 1:2\n\n1 1:1 2:-2e6\n", 3, "value of feature 2"),
+            (BodyFormat::Libsvm, "1 1:2\n2 3:1e7\n", 2, "value of feature 3"),
+            (
+                BodyFormat::Ndjson,
+                "{\"label\": 1, \"indices\": [1], \"values\": [1]}\n{\"label\": 1, \"indices\": [1], \"values\": [1], \"weight\": 1e9}\n",
+                2,
+                "weight",
+            ),
+            (
+                BodyFormat::JsonArray,
+                "[{\"label\": 1, \"indices\": [1], \"values\": [1]}, {\"label\": -5e6, \"indices\": [1], \"values\": [1]}]",
+                2,
+                "label",
+            ),
+            (
+                BodyFormat::Ndjson,
+                "{\"label\": 1, \"features\": {\"a\": 1}}\n{\"label\": 1, \"features\": {\"b\": 1e301}}\n",
+                2,
+                "value of feature \"b\"",
+            ),
+        ];
+        for (format, body, line, what) in bodies {
+            for fast in [true, false] {
+                let mut out = SampleBlock::new();
+                let e = parse_body_with(format, &[body.as_bytes()], &r, &d, fast, &mut out)
+                    .unwrap_err();
+                assert_eq!(e.line, Some(line), "{body}: {}", e.message);
+                assert!(e.message.starts_with(what), "{body}: {}", e.message);
+                assert!(e.message.contains("ingest.max_abs_value"), "{}", e.message);
+                assert!(out.is_empty() && d.is_empty(), "nothing enters");
+            }
+        }
+        assert!(parse_body(BodyFormat::Libsvm, "-1e6 1:1e6 2:-1e6\n", &r, &d).is_ok());
+        let tight = Rules {
+            max_abs_value: 2.0,
+            ..r.clone()
+        };
+        assert!(parse_body(BodyFormat::Libsvm, "2 1:-2\n", &tight, &d).is_ok());
+        let e = parse_body(BodyFormat::Libsvm, "2 1:-2.5\n", &tight, &d).unwrap_err();
+        assert_eq!(e.line, Some(1));
+        // A prediction body's missing label is not checked, its values are.
+        let p = Rules {
+            predict: true,
+            ..tight
+        };
+        assert!(parse_body(BodyFormat::Libsvm, "1:2\n", &p, &d).is_ok());
+        assert!(parse_body(BodyFormat::Libsvm, "1:3\n", &p, &d).is_err());
+    }
+
+    /// A name longer than `max_name_bytes`, or more new names in one body than `max_new_names`, is
+    /// refused naming the line, registers nothing (not even the earlier lines' names) and is counted.
+    #[test]
+    fn name_limits_refuse_the_whole_body() {
+        let d = FeatureDictionary::new(100);
+        let r = Rules {
+            max_name_bytes: 8,
+            max_new_names: 3,
+            ..rules(LossKind::Squared)
+        };
+        let long = format!(
+            "{{\"label\": 1, \"features\": {{\"a\": 1}}}}\n{{\"label\": 1, \"features\": {{\"{}\": 1}}}}\n",
+            "x".repeat(9)
+        );
+        let e = parse_body(BodyFormat::Ndjson, &long, &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.message.contains("max_feature_name_bytes"),
+            "{}",
+            e.message
+        );
+        assert!(d.is_empty());
+        assert_eq!(d.refused(), 1);
+        let ok = "{\"label\": 1, \"features\": {\"a\": 1, \"b\": 2}}\n{\"label\": 1, \"features\": {\"a\": 1, \"xxxxxxxx\": 1}}\n";
+        parse_body(BodyFormat::Ndjson, ok, &r, &d).unwrap();
+        assert_eq!(
+            d.len(),
+            3,
+            "a, b and an 8-byte name: 3 new names at most per body"
+        );
+        let many = "{\"label\": 1, \"features\": {\"d\": 1}}\n{\"label\": 1, \"features\": {\"e\": 1, \"f\": 1, \"g\": 1}}\n";
+        let e = parse_body(BodyFormat::Ndjson, many, &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.message.contains("max_new_names_per_request"),
+            "{}",
+            e.message
+        );
+        assert_eq!(d.len(), 3, "the body's first new name was rolled back");
+        assert_eq!(d.refused(), 2);
+        let full = FeatureDictionary::new(1);
+        let e = parse_body(BodyFormat::Ndjson, many, &r, &full).unwrap_err();
+        assert!(e.message.contains("dictionary is full"), "{}", e.message);
+        assert_eq!((full.len(), full.refused()), (0, 1));
+    }
+
     /// Whole bodies give the same result with the one-pass readers as without them: the same samples
     /// bit for bit, or the same error (line, message and sample count), for every format, training
     /// and prediction rules, label and `max_dim` checks, named features included.
@@ -771,10 +1007,15 @@ mod tests {
                 _ => items.join(["\n", "\r\n", "\n\n# c\n"][rng.gen_range(0..3)]),
             };
             let kind = [LossKind::Squared, LossKind::Hinge][rng.gen_range(0..2)];
+            let max_dim = [100_000, 1 << 30][rng.gen_range(0..2)];
             let rules = Rules {
-                losses: vec![Loss::new(kind, 0.25).unwrap()],
-                max_dim: [100_000, 1 << 30][rng.gen_range(0..2)],
-                predict: rng.gen_range(0..4) == 0,
+                // The random numbers reach 1e308: a quarter of the bodies meet the default bound.
+                max_abs_value: [1e6, f64::MAX, f64::MAX, f64::MAX][rng.gen_range(0..4)],
+                ..Rules::new(
+                    vec![Loss::new(kind, 0.25).unwrap()],
+                    max_dim,
+                    rng.gen_range(0..4) == 0,
+                )
             };
             let (fast_dict, general_dict) = (FeatureDictionary::new(2), FeatureDictionary::new(2));
             // Half the bodies are parsed onto a batch that already holds rows (the stdin reader's

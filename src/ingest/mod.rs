@@ -24,6 +24,10 @@ use crate::sample::{Sample, SampleError};
 
 pub use admission::{Admission, AdmitError, Batch};
 
+/// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted
+/// by the daemon, `fit` and `predict`.
+pub const DEFAULT_MAX_ABS_VALUE: f64 = 1e6;
+
 /// Input text formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -49,6 +53,12 @@ pub enum LineError {
     BadValue(String),
     #[error("invalid JSON sample: {0}")]
     Json(String),
+    #[error("{what} {value:e} is larger in magnitude than ingest.max_abs_value ({limit:e})")]
+    TooLarge {
+        what: String,
+        value: f64,
+        limit: f64,
+    },
     #[error(transparent)]
     Sample(#[from] SampleError),
 }
@@ -623,7 +633,9 @@ pub fn guess_format(path: &Path) -> Format {
     }
 }
 
-/// Reads every sample from `reader`; the first malformed line stops the read with its line number.
+/// Reads every sample from `reader`; the first malformed line stops the read with its line number, as
+/// does a label, value or weight larger in magnitude than [`DEFAULT_MAX_ABS_VALUE`] (the daemon's
+/// `ingest.max_abs_value` default: `fit` and `predict` hold their input to the same bound).
 pub fn read_samples<R: BufRead>(
     reader: R,
     format: Format,
@@ -638,11 +650,17 @@ pub fn read_samples<R: BufRead>(
         if is_skippable(&line) {
             continue;
         }
-        let sample = parse_line(format, &line).map_err(|source| ReadError::Line {
-            path: path.to_path_buf(),
-            line: n + 1,
-            source,
-        })?;
+        let sample = parse_line(format, &line)
+            .and_then(|s| {
+                let (label, limit) = (Some(s.label), DEFAULT_MAX_ABS_VALUE);
+                batch::check_magnitudes(label, s.weight, &s.indices, &s.values, limit)?;
+                Ok(s)
+            })
+            .map_err(|source| ReadError::Line {
+                path: path.to_path_buf(),
+                line: n + 1,
+                source,
+            })?;
         samples.push(sample);
     }
     Ok(samples)

@@ -63,6 +63,10 @@ pub struct LearnerStats {
     /// Sum and count of progressive losses: each sample's loss under the model *before* it was learned.
     pub progressive_loss_sum: f64,
     pub progressive_count: u64,
+    /// Non-finite numbers caught (`thresher_numeric_faults_total`): a sample's progressive loss (left
+    /// out of the average), a certified model (not published) or a state (rebuilt, see
+    /// [`recover_from_numeric_fault`]).
+    pub numeric_faults: u64,
 }
 
 impl LearnerStats {
@@ -180,6 +184,113 @@ pub trait StreamingLearner: Send {
     }
 }
 
+impl LearnerSnapshot {
+    /// Every number a published model and its counters hold is finite (weights, intercept, certificate,
+    /// progressive loss): O(k), checked before each publication.
+    pub fn is_finite(&self) -> bool {
+        let m = &self.model;
+        let c = &m.certificate;
+        m.intercept.is_finite()
+            && m.weights.iter().all(|w| w.is_finite())
+            && [c.primal, c.dual, c.gap].iter().all(|v| v.is_finite())
+            && [m.lambda0, m.lambda1, m.lambda2]
+                .iter()
+                .flatten()
+                .all(|v| v.is_finite())
+            && self.stats.progressive_loss_sum.is_finite()
+    }
+}
+
+impl LearnerState {
+    /// Every number of the state is finite (window samples and duals, counters, certificate, step
+    /// scale, primal model): what a checkpoint may hold.
+    pub fn is_finite(&self) -> bool {
+        let finite_sample = |(s, alpha): &(Sample, f64)| {
+            alpha.is_finite()
+                && s.label.is_finite()
+                && s.weight.is_none_or(f64::is_finite)
+                && s.values.iter().all(|v| v.is_finite())
+        };
+        let finite_certificate =
+            |c: &Certificate| [c.primal, c.dual, c.gap].iter().all(|v| v.is_finite());
+        self.samples.iter().all(finite_sample)
+            && self.stats.progressive_loss_sum.is_finite()
+            && self
+                .last_certificate
+                .as_ref()
+                .is_none_or(finite_certificate)
+            && self.scale.is_finite()
+            && self.primal.as_ref().is_none_or(|p| {
+                p.row_sq_max.is_finite()
+                    && p.coordinates
+                        .iter()
+                        .all(|&(_, w, theta)| w.is_finite() && theta.is_finite())
+            })
+    }
+
+    /// The state made safe to resume from after a numeric fault: window samples whose squares
+    /// overflow (`label^2`, `||x||^2` or `c^2` not finite: no loss can be evaluated on them in f64)
+    /// are dropped; a non-finite dual restarts at 0 (feasible for every loss); a non-finite primal
+    /// model restarts at `w = 0`; the step scale at 1; a non-finite certificate or progressive sum is
+    /// forgotten. `mutations` moves so the rebuilt learner publishes again.
+    pub fn sanitized(mut self) -> LearnerState {
+        let fits = |s: &Sample| {
+            (s.label * s.label).is_finite()
+                && s.weight.is_none_or(|c| (c * c).is_finite())
+                && s.values.iter().map(|v| v * v).sum::<f64>().is_finite()
+        };
+        self.samples.retain(|(s, _)| fits(s));
+        for (_, alpha) in &mut self.samples {
+            if !alpha.is_finite() {
+                *alpha = 0.0;
+            }
+        }
+        if !self.stats.progressive_loss_sum.is_finite() {
+            self.stats.progressive_loss_sum = 0.0;
+            self.stats.progressive_count = 0;
+        }
+        if self
+            .last_certificate
+            .is_some_and(|c| !(c.primal.is_finite() && c.dual.is_finite() && c.gap.is_finite()))
+        {
+            self.last_certificate = None;
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            self.scale = 1.0;
+        }
+        let primal_finite = self.primal.as_ref().is_none_or(|p| {
+            p.row_sq_max.is_finite()
+                && p.coordinates
+                    .iter()
+                    .all(|&(_, w, theta)| w.is_finite() && theta.is_finite())
+        });
+        if !primal_finite {
+            // `w = 0` keeps the schedule position: the step sizes stay as small as they had become.
+            let p = self.primal.as_mut().expect("checked above");
+            p.coordinates.clear();
+            p.active.clear();
+            if !p.row_sq_max.is_finite() {
+                p.row_sq_max = 0.0;
+            }
+        }
+        self.stats.mutations += 1;
+        self.steps_since_insert = 0;
+        self
+    }
+}
+
+/// Replaces `learner` by one rebuilt from its own state made finite ([`LearnerState::sanitized`]),
+/// counting the fault: what the worker does when a learner certified a non-finite model. Why rebuild
+/// from the state rather than roll back: the window and counters are the learner's data, which a
+/// rollback would lose; every learner can be rebuilt from a [`LearnerState`] (the checkpoint path),
+/// so this needs nothing from any one solver.
+pub fn recover_from_numeric_fault(learner: &mut Box<dyn StreamingLearner>) {
+    let (config, capacity) = (learner.config().clone(), learner.window().capacity());
+    let mut state = learner.state().sanitized();
+    state.stats.numeric_faults += 1;
+    *learner = build(&config, capacity, Some(state));
+}
+
 /// Builds the learner a config asks for.
 pub fn build(
     config: &LearnerConfig,
@@ -240,6 +351,21 @@ impl LearnerCore {
             rng,
         };
         if let Some(state) = state {
+            if state.samples.len() > capacity {
+                // A checkpoint of a larger window (`window.capacity` was lowered): the newest
+                // `capacity` samples are kept, as the window would have kept them.
+                let dropped = state.samples.len() - capacity;
+                tracing::warn!(
+                    learner = %core.config.name,
+                    saved = state.samples.len(),
+                    capacity,
+                    dropped,
+                    "checkpointed window larger than window.capacity: oldest samples dropped"
+                );
+                state.samples.drain(..dropped);
+                // A changed state: published and checkpointed again.
+                state.stats.mutations += 1;
+            }
             // Moved, not copied: the window is the checkpoint's largest part.
             core.window = Window::from_oldest_first(capacity, std::mem::take(&mut state.samples));
             core.stats = state.stats;
@@ -298,11 +424,18 @@ impl LearnerCore {
         b * n / blocks..(b + 1) * n / blocks
     }
 
-    /// Counts a sample's loss under the model before it was learned (progressive validation).
+    /// Counts a sample's loss under the model before it was learned (progressive validation). A
+    /// non-finite loss is a numeric fault: counted, and left out of the average (which it would
+    /// otherwise turn into infinity or NaN for good).
     pub fn predicted(&mut self, loss: f64) {
-        self.stats.progressive_loss_sum += loss;
-        self.stats.progressive_count += 1;
         self.stats.samples_seen += 1;
+        let sum = self.stats.progressive_loss_sum + loss;
+        if sum.is_finite() {
+            self.stats.progressive_loss_sum = sum;
+            self.stats.progressive_count += 1;
+        } else {
+            self.stats.numeric_faults += 1;
+        }
     }
 
     /// Counts an insert: the state changed and the last certificate no longer tells convergence.
@@ -344,6 +477,88 @@ impl LearnerCore {
             scale,
             steps_since_insert: self.steps_since_insert,
             primal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn a_non_finite_progressive_loss_is_counted_not_averaged() {
+        let mut core = LearnerCore::new(Config::defaults().learners.remove(0), 4, None);
+        core.predicted(2.0);
+        core.predicted(f64::INFINITY);
+        core.predicted(f64::NAN);
+        let s = core.stats;
+        assert_eq!(
+            (s.samples_seen, s.progressive_count, s.numeric_faults),
+            (3, 1, 2)
+        );
+        assert_eq!(s.progressive_loss(), 2.0);
+    }
+
+    /// A sample whose numbers overflow when squared turns every learner's certificate non-finite; the
+    /// recovery drops it from the window and the rebuilt learner certifies a finite model again, for
+    /// every solver family.
+    #[test]
+    fn recovery_makes_every_learner_finite_again() {
+        let good: Vec<Sample> = (0..30)
+            .map(|i| {
+                let x = (i % 7) as f64 - 3.0;
+                Sample::new(vec![0, 1 + i % 3], vec![x, 1.0], 2.0 * x, None).unwrap()
+            })
+            .collect();
+        let bad = Sample::new(vec![1], vec![1e300], 1e300, None).unwrap();
+        for solver in ["sdiht", "mirror", "smidas", "subset"] {
+            let text = format!("[[learner]]\nname = \"p\"\nsolver = \"{solver}\"\n");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, text).unwrap();
+            let config = Config::load(Some(&path), std::iter::empty(), &Default::default())
+                .unwrap()
+                .learners
+                .remove(0);
+            let mut learner = build(&config, 100, None);
+            learner.insert_samples(&good);
+            for _ in 0..20 {
+                learner.step();
+            }
+            assert!(learner.certify().is_finite(), "{solver}: finite before");
+            learner.insert_samples(std::slice::from_ref(&bad));
+            for _ in 0..5 {
+                learner.step();
+            }
+            let faulty = learner.certify();
+            // The subset learner re-solves on its own schedule, so its model may not show it yet.
+            assert!(
+                solver == "subset" || !faulty.is_finite(),
+                "{solver}: the overflow shows"
+            );
+            let mutations = learner.stats().mutations;
+            recover_from_numeric_fault(&mut learner);
+            assert!(learner.state().is_finite(), "{solver}: state finite");
+            assert_eq!(
+                learner.window().len(),
+                good.len(),
+                "{solver}: the bad sample is dropped"
+            );
+            assert!(
+                learner.stats().mutations > mutations,
+                "{solver}: publishes again"
+            );
+            assert!(learner.stats().numeric_faults >= 1);
+            for _ in 0..20 {
+                learner.step();
+            }
+            let after = learner.certify();
+            assert!(
+                after.is_finite(),
+                "{solver}: finite after: {:?}",
+                after.model
+            );
         }
     }
 }

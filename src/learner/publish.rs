@@ -8,8 +8,11 @@
 //! changed since the last one, so an idle daemon keeps its version — swaps it into the cell and updates
 //! the learner's metrics. Why on the learner's thread: the certificate is a few passes over the whole
 //! window; computed by another thread it had to hold the learner's lock, stalling inserts and steps
-//! while competing for the same two cores. The snapshot thread ([`run_snapshot_loop`]) only drives
-//! periodic work (checkpoints) and publishes the final snapshot once the learners have stopped.
+//! while competing for the same two cores. A certified model holding a non-finite number is never
+//! published: the previous snapshot stays, the fault is counted (`thresher_numeric_faults_total`) and
+//! the learner is rebuilt from its own state made finite ([`super::recover_from_numeric_fault`]).
+//! The snapshot thread ([`run_snapshot_loop`]) only drives periodic work (checkpoints) and publishes
+//! the final snapshot once the learners have stopped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
-use super::{SolverGauges, StreamingLearner};
+use super::{recover_from_numeric_fault, SolverGauges, StreamingLearner};
 use crate::metrics::Metrics;
 use crate::model::Model;
 use crate::sample::SampleSet;
@@ -43,6 +46,22 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Every number the snapshot holds is finite (what may be published or checkpointed).
+    pub fn is_finite(&self) -> bool {
+        let m = &self.model;
+        let c = &m.certificate;
+        self.progressive_loss.is_finite()
+            && self.updated_at.is_finite()
+            && m.intercept.is_finite()
+            && m.lambda.is_finite()
+            && m.weights.iter().all(|w| w.is_finite())
+            && [c.primal, c.dual, c.gap].iter().all(|v| v.is_finite())
+            && [m.gamma, m.lambda0, m.lambda1, m.lambda2]
+                .iter()
+                .flatten()
+                .all(|v| v.is_finite())
+    }
+
     /// Seconds since the snapshot was taken.
     pub fn age_seconds(&self) -> f64 {
         (unix_now() - self.updated_at).max(0.0)
@@ -148,7 +167,21 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         if unchanged || l.window().is_empty() {
             return false;
         }
-        (l.certify(), l.window().capacity(), l.gauges())
+        let snap = l.certify();
+        if !snap.is_finite() {
+            // Never published: the previous snapshot stays, and the learner restarts from its own
+            // state made finite (`recover_from_numeric_fault`).
+            tracing::error!(
+                learner = %cell.name,
+                certificate = ?snap.model.certificate,
+                "non-finite model certified; not published, learner rebuilt from its window"
+            );
+            recover_from_numeric_fault(&mut l);
+            count_numeric_faults(metrics, &cell.name, l.stats().numeric_faults);
+            return false;
+        }
+        count_numeric_faults(metrics, &cell.name, snap.stats.numeric_faults);
+        (snap, l.window().capacity(), l.gauges())
     };
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;
@@ -179,6 +212,12 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
     cell.set(next);
     set_gauges(cell, metrics);
     true
+}
+
+/// Brings `thresher_numeric_faults_total{learner}` up to the learner's own count.
+fn count_numeric_faults(metrics: &Metrics, learner: &str, faults: u64) {
+    let counter = metrics.numeric_faults.with_label_values(&[learner]);
+    counter.inc_by(faults.saturating_sub(counter.get()));
 }
 
 /// Sets a learner's solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`).

@@ -23,8 +23,8 @@ use crate::solver::objective::{fused_certificate, CertificateScratch};
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
 use crate::solver::{Certificate, ModelView, StepRule};
 use crate::sparse::{
-    extend_with_top_k_candidates, masked_dot, prefetch, reserve_dense, sparse_axpy, top_k_indices,
-    top_k_of_pairs,
+    extend_with_top_k_candidates, grow_dense, masked_dot, prefetch, sparse_axpy, top_k_indices,
+    top_k_of_pairs, zero_dense,
 };
 
 /// How many rows ahead the warm start's `dz` scatter prefetches its targets: far enough for the misses to
@@ -128,10 +128,7 @@ impl StreamSdiht {
         let lambda_n = self.lambda_n();
         let (k, lambda) = (self.core.config.k, self.core.config.lambda);
         let d = self.it.z.len();
-        if self.dz.len() < d {
-            reserve_dense(&mut self.dz, d);
-            self.dz.resize(d, 0.0);
-        }
+        grow_dense(&mut self.dz, d);
         // `dz = sum_new alpha_i x_i`, marking the batch's coordinates C in the mask. Each row's 40-odd
         // targets are random in an 8 MiB vector: the entries of the row two ahead are prefetched, so
         // their cache misses overlap this row's instead of each stalling in turn (intake 1.35-1.5x
@@ -310,7 +307,7 @@ impl StreamingLearner for StreamSdiht {
         let passing = total.saturating_sub(capacity);
         if total >= capacity {
             self.core.window.clear();
-            self.it.z.iter_mut().for_each(|v| *v = 0.0);
+            zero_dense(&mut self.it.z);
             self.it.conj_sum = 0.0;
         }
         // Every sample is predicted with the model as it was before this call. `w` has at most k

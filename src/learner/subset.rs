@@ -36,7 +36,7 @@ use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::subset::{Penalty, SubsetLoss, SubsetParams, SubsetSolver};
 use crate::solver::{Certificate, ModelView};
-use crate::sparse::sparse_dot;
+use crate::sparse::{grow_dense, sparse_dot};
 
 /// Best subset re-solved on a sliding window (see the module docs).
 pub struct StreamSubset {
@@ -117,9 +117,7 @@ impl StreamSubset {
     }
 
     fn set_weight(&mut self, j: u32, w: f64) {
-        if self.weights.len() <= j as usize {
-            self.weights.resize(j as usize + 1, 0.0);
-        }
+        grow_dense(&mut self.weights, j as usize + 1);
         self.weights[j as usize] = w;
         self.support.push(j);
     }
@@ -173,9 +171,7 @@ impl StreamSubset {
         }
         self.support.clear();
         for &j in view.support {
-            if self.weights.len() <= j as usize {
-                self.weights.resize(j as usize + 1, 0.0);
-            }
+            grow_dense(&mut self.weights, j as usize + 1);
             self.weights[j as usize] = view.weights[j as usize];
             self.support.push(j);
         }

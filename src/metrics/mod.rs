@@ -24,6 +24,10 @@
 //! | `thresher_http_connections_closed_total` | counter | reason | connections the daemon closed: `limit_evicted` (the longest-idle one, to admit a new one at the limit), `limit_refused` (a new one, every connection busy), `header_timeout`, `idle_timeout`, `tls_handshake` (failed or timed out) |
 //! | `thresher_http_accept_errors_total` | counter | | failed `accept` calls (e.g. out of file descriptors); each is followed by a short pause |
 //! | `thresher_http_auth_refused_total` | counter | status (`401`, `403`) | requests refused by authentication |
+//! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
+//! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
+//! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
+//! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
@@ -59,6 +63,18 @@ pub struct Metrics {
     pub http_connections_closed: IntCounterVec,
     pub http_accept_errors: IntCounter,
     pub auth_refused: IntCounterVec,
+    pub numeric_faults: IntCounterVec,
+    pub feature_names: IntGauge,
+    pub feature_names_refused: IntCounter,
+    pub checkpoints: IntCounterVec,
+}
+
+/// Checkpoint outcomes, exported as the `outcome` label of `thresher_checkpoints_total`.
+pub mod checkpoint_outcome {
+    pub const WRITTEN: &str = "written";
+    pub const UNCHANGED: &str = "unchanged";
+    pub const REFUSED: &str = "refused";
+    pub const FAILED: &str = "failed";
 }
 
 /// Rejection reasons, exported as the `reason` label.
@@ -231,6 +247,32 @@ impl Metrics {
                 "Requests refused by authentication, by status",
                 &["status"],
             ),
+            numeric_faults: counter(
+                "thresher_numeric_faults_total",
+                "Non-finite numbers caught in a learner (not published; the learner is rebuilt)",
+                l,
+            ),
+            feature_names: registered(
+                &registry,
+                IntGauge::new(
+                    "thresher_feature_names",
+                    "Names in the named-feature dictionary",
+                )
+                .expect("valid metric"),
+            ),
+            feature_names_refused: registered(
+                &registry,
+                IntCounter::new(
+                    "thresher_feature_names_refused_total",
+                    "Requests refused by the feature dictionary's limits",
+                )
+                .expect("valid metric"),
+            ),
+            checkpoints: counter(
+                "thresher_checkpoints_total",
+                "Checkpoint attempts by outcome",
+                &["outcome"],
+            ),
             registry,
         };
         // Series that exist from the start, so dashboards and rate() have data before the first event.
@@ -251,7 +293,23 @@ impl Metrics {
         for status in ["401", "403"] {
             m.auth_refused.with_label_values(&[status]);
         }
+        for o in [
+            checkpoint_outcome::WRITTEN,
+            checkpoint_outcome::UNCHANGED,
+            checkpoint_outcome::REFUSED,
+            checkpoint_outcome::FAILED,
+        ] {
+            m.checkpoints.with_label_values(&[o]);
+        }
         m
+    }
+
+    /// Sets the dictionary's gauge and brings its refusal counter up to `refused` (both at scrape).
+    pub fn set_feature_names(&self, names: usize, refused: u64) {
+        self.feature_names.set(names as i64);
+        let counted = self.feature_names_refused.get();
+        self.feature_names_refused
+            .inc_by(refused.saturating_sub(counted));
     }
 
     /// Creates every per-learner series (zeros until the first snapshot).
@@ -275,6 +333,7 @@ impl Metrics {
             .set(capacity as f64);
         self.support_changes.with_label_values(&[name]);
         self.solver_steps.with_label_values(&[name]);
+        self.numeric_faults.with_label_values(&[name]);
     }
 
     /// The Prometheus text exposition.
@@ -326,6 +385,10 @@ mod tests {
             "thresher_http_connections_closed_total{reason=\"limit_evicted\"} 0",
             "thresher_http_accept_errors_total 0",
             "thresher_http_auth_refused_total{status=\"401\"} 0",
+            "thresher_numeric_faults_total{learner=\"primary\"} 0",
+            "thresher_feature_names 0",
+            "thresher_feature_names_refused_total 0",
+            "thresher_checkpoints_total{outcome=\"unchanged\"} 0",
         ] {
             assert!(text.contains(name), "{name} missing from\n{text}");
         }

@@ -20,8 +20,8 @@
 use crate::loss::Loss;
 use crate::sample::SampleSet;
 use crate::sparse::{
-    hard_threshold, masked_dot, prefetch, prefetch_all, reserve_dense, sparse_axpy, sparse_dot,
-    top_k_indices, top_k_indices_of_two_lanes, ThresholdScratch,
+    hard_threshold, masked_dot, prefetch, prefetch_all, sparse_axpy, sparse_dot, top_k_indices,
+    top_k_indices_of_two_lanes, zeroed_dense, ThresholdScratch,
 };
 
 /// A primal value, a dual value and their gap, over the same samples.
@@ -110,8 +110,7 @@ pub fn dual_value<S: SampleSet>(
     scratch: &mut DualScratch,
 ) -> f64 {
     let n = data.len().max(1) as f64;
-    scratch.w_tilde.clear();
-    scratch.w_tilde.resize(data.dim(), 0.0);
+    zeroed_dense(&mut scratch.w_tilde, data.dim());
     for (i, &a) in alpha.iter().enumerate().take(data.len()) {
         let r = data.row(i);
         sparse_axpy(-a / (lambda * n), r.indices, r.values, &mut scratch.w_tilde);
@@ -264,9 +263,9 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     alpha_from_primal.clear();
     alpha_from_primal.reserve(rows);
     let w_tilde = &mut scratch.w_tilde;
-    w_tilde.clear();
-    reserve_dense(w_tilde, LANES * dim);
-    w_tilde.resize(LANES * dim, 0.0);
+    // Reset without writing the pages no row touches (`zeroed_dense`): a large feature index then
+    // costs no resident memory here.
+    zeroed_dense(w_tilde, LANES * dim);
     // `dual_value` scales each row by `-alpha_i / (lambda * n)`: the same divisor, once.
     let lambda_n = lambda * n;
     // Starting values as in the functions replaced: `primal_value` sums from `0.0`; `conjugate_sum` is

@@ -36,8 +36,8 @@ use super::{Certificate, ModelView, Problem, ProblemError, Solver, StepRule};
 use crate::loss::Loss;
 use crate::sample::{DualRows, Row, SampleSet};
 use crate::sparse::{
-    hard_threshold_paired, masked_dot, prefetch, prefetch_all, reserve_dense, sparse_axpy,
-    sparse_sq_norm, ThresholdScratch,
+    grow_dense, hard_threshold_paired, masked_dot, prefetch, prefetch_all, sparse_axpy,
+    sparse_sq_norm, zero_dense, ThresholdScratch,
 };
 
 /// Backtracking halvings tried before a block step is taken anyway (the dual is concave but not smooth,
@@ -110,10 +110,8 @@ impl DualIterate {
     /// Grows the dense vectors to `d` features (new coordinates are zero).
     pub fn ensure_dim(&mut self, d: usize) {
         if self.z.len() < d {
-            reserve_dense(&mut self.z, d);
-            reserve_dense(&mut self.w, d);
-            self.z.resize(d, 0.0);
-            self.w.resize(d, 0.0);
+            grow_dense(&mut self.z, d);
+            grow_dense(&mut self.w, d);
             self.coord_mask.resize(d.div_ceil(64), 0);
         }
     }
@@ -135,7 +133,7 @@ impl DualIterate {
     /// Rebuilds `z` and the conjugate sum from the rows' duals (drift control), then `w` and `D`.
     pub fn recompute<R: DualRows>(&mut self, rows: &R, loss: &Loss, lambda: f64, k: usize) {
         self.ensure_dim(rows.dim());
-        self.z.iter_mut().for_each(|v| *v = 0.0);
+        zero_dense(&mut self.z);
         let alphas = rows.alphas();
         for (i, &alpha) in alphas.iter().enumerate() {
             let r = rows.row(i);

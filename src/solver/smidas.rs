@@ -26,7 +26,7 @@ use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, DEFAULT_HORI
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
-use crate::sparse::sparse_sq_norm;
+use crate::sparse::{grow_dense, sparse_sq_norm};
 
 /// The SMIDAS state, advanced one sample at a time.
 #[derive(Debug, Clone)]
@@ -153,9 +153,10 @@ impl SmidasLearner {
 
     fn ensure_dim(&mut self, dim: usize) {
         if dim > self.theta.len() {
-            self.theta.resize(dim, 0.0);
+            // Lazily zeroed room (`grow_dense`): a large feature index costs no resident memory.
+            grow_dense(&mut self.theta, dim);
             self.is_active.resize(dim, false);
-            self.w.resize(dim, 0.0);
+            grow_dense(&mut self.w, dim);
         }
     }
 

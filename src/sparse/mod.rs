@@ -38,6 +38,54 @@ pub fn reserve_dense<T>(v: &mut Vec<T>, len: usize) {
     }
 }
 
+/// Grows `v` to `len` entries, the new ones zero, in amortised O(1) per entry (the capacity at least
+/// doubles) and **without writing the new room**: a growth past the capacity moves `v` into a fresh
+/// zeroed allocation (`vec![0.0; cap]`, i.e. `calloc`), whose pages the kernel maps to its shared zero
+/// page until first written, so they cost no resident memory. Why: a dense vector is sized by the
+/// largest feature index seen, and one sample with a large index (`1 16777215:1`, 14 bytes) made every
+/// learner's `z`, `w` and the certificate's `w~` resident in full — ~800 MB; now only the pages of the
+/// coordinates actually written become resident. Keep the untouched room untouched afterwards: zero
+/// with [`zero_dense`], not `fill(0.0)`. A shorter `len` leaves `v` as it is.
+pub fn grow_dense(v: &mut Vec<f64>, len: usize) {
+    if v.len() >= len {
+        return;
+    }
+    if v.capacity() < len {
+        let capacity = len.max(v.capacity().saturating_mul(2));
+        let mut fresh = vec![0.0f64; capacity];
+        fresh[..v.len()].copy_from_slice(v);
+        fresh.truncate(len);
+        if let Some(advice) = DENSE_ADVICE.get() {
+            advice(
+                fresh.as_ptr().cast(),
+                fresh.capacity() * std::mem::size_of::<f64>(),
+            );
+        }
+        *v = fresh;
+    } else {
+        // Room this vector already had (written before, or part of its own zeroed allocation).
+        v.resize(len, 0.0);
+    }
+}
+
+/// Sets every entry of `v` to `+0.0`, writing only the entries that are not already `+0.0`: a page
+/// never written stays unbacked (see [`grow_dense`]). O(len) reads, like the `fill` it replaces.
+pub fn zero_dense(v: &mut [f64]) {
+    for x in v.iter_mut() {
+        if x.to_bits() != 0 {
+            *x = 0.0;
+        }
+    }
+}
+
+/// Makes `v` exactly `len` zeros ([`zero_dense`] then [`grow_dense`]): a scratch vector reset for reuse
+/// without making its untouched pages resident.
+pub fn zeroed_dense(v: &mut Vec<f64>, len: usize) {
+    v.truncate(len);
+    zero_dense(v);
+    grow_dense(v, len);
+}
+
 /// `x . w` for a sparse row `x` and a dense `w`.
 ///
 /// Indices beyond `w.len()` contribute zero: a feature the model has never seen has weight 0.
@@ -179,9 +227,7 @@ pub fn hard_threshold(
     support: &mut Vec<u32>,
     scratch: &mut ThresholdScratch,
 ) {
-    out.clear();
-    reserve_dense(out, dense.len());
-    out.resize(dense.len(), 0.0);
+    zeroed_dense(out, dense.len());
     support.clear();
     select_top_k(dense, k, scratch);
     for &j in scratch.order.iter() {
@@ -221,9 +267,7 @@ pub fn hard_threshold_paired(
             out[j as usize] = 0.0;
         }
     } else {
-        out.clear();
-        reserve_dense(out, dense.len());
-        out.resize(dense.len(), 0.0);
+        zeroed_dense(out, dense.len());
     }
     support.clear();
     select_top_k_at_least(dense, k, floor, scratch);
@@ -581,6 +625,61 @@ pub fn support_changes(old: &[u32], new: &[u32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `grow_dense` keeps the contents, zeroes the new entries, at least doubles the capacity when it
+    /// reallocates, and leaves the new room unbacked: after a growth to 2^24 entries (128 MiB) with one
+    /// entry written, the mapping holding the buffer has little resident memory (`Rss` in smaps).
+    #[test]
+    fn grow_dense_is_amortised_and_leaves_the_new_room_unbacked() {
+        let mut v = vec![1.5f64, -2.0];
+        grow_dense(&mut v, 3);
+        assert_eq!(v, [1.5, -2.0, 0.0]);
+        assert!(v.capacity() >= 4, "doubled: {}", v.capacity());
+        let (ptr, cap) = (v.as_ptr(), v.capacity());
+        grow_dense(&mut v, cap);
+        assert_eq!(
+            (v.as_ptr(), v.len()),
+            (ptr, cap),
+            "within capacity: no reallocation"
+        );
+        grow_dense(&mut v, 2);
+        assert_eq!(v.len(), cap, "a shorter length leaves it as it is");
+        let big = 1usize << 24;
+        grow_dense(&mut v, big);
+        assert_eq!(
+            (v.len(), v[0], v[1], v[2], v[big - 1]),
+            (big, 1.5, -2.0, 0.0, 0.0)
+        );
+        v[big - 1] = 7.0;
+        zeroed_dense(&mut v, big);
+        assert!(v.iter().all(|x| x.to_bits() == 0));
+        #[cfg(target_os = "linux")]
+        {
+            let at = v.as_ptr() as usize;
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut inside = false;
+            let mut rss_kb = None;
+            for line in smaps.lines() {
+                if let Some((range, _)) = line.split_once(' ') {
+                    if let Some((a, b)) = range.split_once('-') {
+                        if let (Ok(a), Ok(b)) =
+                            (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                        {
+                            inside = (a..b).contains(&at);
+                            continue;
+                        }
+                    }
+                }
+                if inside {
+                    if let Some(kb) = line.strip_prefix("Rss:") {
+                        rss_kb = kb.trim().trim_end_matches(" kB").parse::<usize>().ok();
+                    }
+                }
+            }
+            let rss_kb = rss_kb.expect("the buffer's mapping is in smaps");
+            assert!(rss_kb < 16 * 1024, "{rss_kb} kB resident of 128 MiB");
+        }
+    }
 
     /// `reserve_dense` makes the room, keeps the contents, and (Linux) marks a large buffer's mapping
     /// for huge pages: the `hg` flag in `/proc/self/smaps` of the region holding its middle.

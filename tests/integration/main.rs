@@ -5,6 +5,7 @@ mod common;
 mod daemon;
 mod layout;
 mod learners;
+mod limits;
 mod mirror;
 mod prometheus;
 mod security;

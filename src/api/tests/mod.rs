@@ -46,11 +46,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
         SampleBudget::new(budget),
         metrics.clone(),
     ));
-    let rules = |predict| Rules {
-        losses: vec![config.learners[0].loss],
-        max_dim: config.max_dim,
-        predict,
-    };
+    let rules = |predict| Rules::new(vec![config.learners[0].loss], config.max_dim, predict);
     let state = Arc::new(AppState {
         cells,
         dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),

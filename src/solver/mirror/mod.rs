@@ -51,7 +51,7 @@ use super::objective::{best_intercept, margins_into, primal_value, DualScratch};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
-use crate::sparse::{sparse_dot, sparse_sq_norm};
+use crate::sparse::{grow_dense, sparse_dot, sparse_sq_norm};
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum MirrorError {
@@ -339,9 +339,10 @@ impl MirrorLearner {
 
     fn ensure_dim(&mut self, dim: usize) {
         if dim > self.w.len() {
-            self.w.resize(dim, 0.0);
-            self.theta.resize(dim, 0.0);
-            self.grad.resize(dim, 0.0);
+            // Lazily zeroed room (`grow_dense`): a large feature index costs no resident memory.
+            grow_dense(&mut self.w, dim);
+            grow_dense(&mut self.theta, dim);
+            grow_dense(&mut self.grad, dim);
             self.touched_flag.resize(dim, false);
         }
     }
