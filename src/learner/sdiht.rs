@@ -375,7 +375,7 @@ impl StreamingLearner for StreamSdiht {
             lambda: c.lambda,
             k: c.k,
             step: c.step,
-            intercept: None,
+            intercept: false,
             theory_step: match c.step {
                 StepRule::Theory => {
                     theory_step(&c.loss, self.core.blocks(), self.core.stats.steps as usize)
