@@ -7,4 +7,5 @@ mod layout;
 mod learners;
 mod mirror;
 mod prometheus;
+mod sdiht;
 mod subset;
