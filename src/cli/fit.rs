@@ -12,12 +12,13 @@ use crate::sample::{Dataset, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
-use crate::solver::sdiht::Sdiht;
+use crate::solver::sdiht::{default_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule};
 
 pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
     match text {
+        "coordinate" => Ok(StepRule::Coordinate),
         "adaptive" => Ok(StepRule::Adaptive),
         "theory" => Ok(StepRule::Theory),
         other => other
@@ -27,7 +28,7 @@ pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
             .map(StepRule::Constant)
             .ok_or_else(|| {
                 CliError::Argument(format!(
-                    "--step must be adaptive, theory or a number > 0, got {other:?}"
+                    "--step must be coordinate, adaptive, theory or a number > 0, got {other:?}"
                 ))
             }),
     }
@@ -39,7 +40,7 @@ pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
 /// estimated from the data (in l2 for every map), `phi = 0` (greedy is exact for these maps).
 fn mirror_step<S: SampleSet>(step: StepRule, problem: &Problem<S>, map: MirrorMap) -> MirrorStep {
     match step {
-        StepRule::Adaptive => MirrorStep::Auto,
+        StepRule::Adaptive | StepRule::Coordinate => MirrorStep::Auto,
         StepRule::Constant(eta) => MirrorStep::Constant(eta),
         StepRule::Theory => {
             let p0 = crate::solver::objective::primal_value(
@@ -98,7 +99,13 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let problem = Problem::new(&data, loss, lambda, k, args.intercept)?;
     let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
         SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
-        SolverKind::Sdiht => Box::new(Sdiht::new(&problem, args.blocks, step, args.seed)?),
+        SolverKind::Sdiht => {
+            let blocks = args.blocks.unwrap_or(match step {
+                StepRule::Coordinate => default_blocks(data.len()),
+                _ => 10,
+            });
+            Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)
+        }
         SolverKind::Iht => Box::new(Iht::new(&problem)),
         SolverKind::Htp => Box::new(Htp::new(&problem)),
         SolverKind::Mirror => {

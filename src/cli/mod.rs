@@ -144,11 +144,11 @@ pub struct FitArgs {
     pub subset: Box<subset::SubsetArgs>,
     #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
     pub solver: SolverKind,
-    /// Number of blocks for SDIHT.
-    #[arg(long, default_value_t = 10)]
-    pub blocks: usize,
-    /// Dual step rule: `adaptive` (default), `theory`, or a constant eta.
-    #[arg(long, default_value = "adaptive")]
+    /// Number of blocks for SDIHT (default: one per 4096 samples with `--step coordinate`, else 10).
+    #[arg(long)]
+    pub blocks: Option<usize>,
+    /// Dual step rule: `coordinate` (default), `adaptive`, `theory`, or a constant eta.
+    #[arg(long, default_value = "coordinate")]
     pub step: String,
     /// Maximum number of epochs.
     #[arg(long, default_value_t = 1000)]

@@ -62,7 +62,8 @@
 //! | `learner.k` | 10 | features | 1 ..= max_dim | `THRESHER_LEARNER_K` |
 //! | `learner.lambda` | 0.01 | | > 0 | `THRESHER_LEARNER_LAMBDA` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
-//! | `learner.step` | `adaptive` | | `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
+//! | `learner.step` | `coordinate` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
+//! | `learner.intercept` | on for classification losses | bool | | `THRESHER_LEARNER_INTERCEPT` |
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
 //! | `learner.tol` | 1e-9 | relative gap | >= 0 | `THRESHER_LEARNER_TOL` |
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
@@ -174,6 +175,8 @@ pub struct LearnerConfig {
     pub lambda: f64,
     pub blocks: usize,
     pub step: StepRule,
+    /// Fit an unpenalised intercept (SDIHT; unset: on for the classification losses).
+    pub intercept: bool,
     pub recompute_every: usize,
     pub tol: f64,
     pub seed: u64,
@@ -416,6 +419,7 @@ layer! {
         lambda: f64,
         blocks: i64,
         step: String,
+        intercept: bool,
         recompute_every: i64,
         tol: f64,
         seed: i64,
@@ -939,6 +943,7 @@ fn read_learner(
     }
     let step_text = need(&t.step, &key("step"))?;
     let step = match step_text.as_str() {
+        "coordinate" => StepRule::Coordinate,
         "adaptive" => StepRule::Adaptive,
         other => match other.parse::<f64>() {
             Ok(eta) if eta.is_finite() && eta > 0.0 => StepRule::Constant(eta),
@@ -946,7 +951,7 @@ fn read_learner(
                 return Err(range(
                     &key("step"),
                     other,
-                    "expected \"adaptive\" or a constant eta > 0",
+                    "expected \"coordinate\", \"adaptive\" or a constant eta > 0",
                 ))
             }
         },
@@ -969,6 +974,7 @@ fn read_learner(
         lambda,
         blocks,
         step,
+        intercept: t.intercept.unwrap_or(loss.is_classification()),
         recompute_every: int(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)? as usize,
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,

@@ -87,6 +87,9 @@ struct LearnerHeader {
     numeric_faults: u64,
     last_certificate: Option<Certificate>,
     scale: f64,
+    /// The intercept's bits (absent, so 0, in checkpoints written before it existed).
+    #[serde(default)]
+    intercept_bits: u64,
     steps_since_insert: u64,
     window_len: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +182,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
                 numeric_faults: l.state.stats.numeric_faults,
                 last_certificate: l.state.last_certificate,
                 scale: l.state.scale,
+                intercept_bits: l.state.intercept.to_bits(),
                 steps_since_insert: l.state.steps_since_insert,
                 window_len: l.state.samples.len() as u64,
                 primal: l.state.primal.as_ref().map(PrimalBits::from_state),
@@ -330,6 +334,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
                     },
                     last_certificate: h.last_certificate,
                     scale: h.scale,
+                    intercept: f64::from_bits(h.intercept_bits),
                     steps_since_insert: h.steps_since_insert,
                     primal: h.primal.map(PrimalBits::into_state),
                 },
@@ -426,6 +431,7 @@ mod tests {
                     },
                     last_certificate: Some(Certificate::new(1.0, 0.5, 2)),
                     scale: 0.5,
+                    intercept: -0.25,
                     steps_since_insert: 7,
                     primal: Some(PrimalState {
                         coordinates: vec![(1, 0.1 + 0.2, -1e-300), (5, f64::MIN_POSITIVE, 3.0)],
@@ -601,6 +607,7 @@ mod tests {
                         scale: number(&mut rng),
                         steps_since_insert: counter(&mut rng),
                         primal,
+                        intercept: number(&mut rng),
                     },
                 });
             }

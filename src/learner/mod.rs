@@ -116,6 +116,8 @@ pub struct LearnerState {
     pub last_certificate: Option<Certificate>,
     /// Adaptive step scale.
     pub scale: f64,
+    /// The model's intercept (SDIHT; 0 for the others and in checkpoints written before it existed).
+    pub intercept: f64,
     /// Steps since the last insert (so a stalled learner resumes idle).
     pub steps_since_insert: u64,
     /// The model of a primal learner (mirror, smidas, subset); `None` for SDIHT, whose model is a
@@ -475,6 +477,7 @@ impl LearnerCore {
             stats: self.stats,
             last_certificate: self.last_certificate,
             scale,
+            intercept: 0.0,
             steps_since_insert: self.steps_since_insert,
             primal,
         }

@@ -3,7 +3,7 @@
 //! State as in the offline SDIHT: duals `alpha_i` stored next to their samples in the window, the
 //! unscaled sum `z = sum_i alpha_i x_i` over the window, and `w = H_k(-z / (lambda N))` (dual-iht.md
 //! eq. 4.4 and S2.2) with `N` the current window size — keeping `z` unscaled makes a change of `N` free
-//! ([`DualIterate`]). A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i))` (Thm 1(b):
+//! ([`DualIterate`]). A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i + b))` (Thm 1(b):
 //! the optimal dual for the current primal); a batch of them is scaled by the largest `t` in
 //! `1, 1/2, ...` that does not lower `D` (see `enter_warm_starts` for why); an evicted sample's
 //! `alpha_i x_i` is subtracted from `z`. Every `recompute_every` steps `z` and `sum_i l_i*(alpha_i)` are
@@ -11,16 +11,25 @@
 //! ([`DualIterate::block_step`], the same code, with the configured step rule) on a random one of
 //! `blocks` contiguous blocks of the window. Idling follows [`LearnerCore::idle`].
 //!
-//! The intercept is not supported in streaming (the dual constraint `sum alpha = 0` would break at every
-//! warm start); the model's intercept is always 0.
+//! **Intercept** (`intercept = true`, the default for the classification losses): `b` is unpenalised,
+//! never thresholded, and added to every margin. Its dual constraint `sum alpha = 0` is broken by warm
+//! starts and evictions; the iterate tracks `sum alpha`, and every block step shifts its block's duals
+//! so the window's sum returns to 0 (the coordinate rule of [`crate::solver::sdiht`]); `b` is set to
+//! its optimum for the current `w` over the window at every certificate. The certificate is `P(w, b)` against `D` at the window's duals projected
+//! exactly onto `sum alpha = 0` and at the dual point of `(w, b)` (also projected): both feasible.
 
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
-use crate::solver::objective::{fused_certificate, CertificateScratch};
-use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
+use crate::solver::objective::{
+    dual_of_primal, dual_value, fused_certificate, margins_into, primal_value, project_with_sum,
+    CertificateScratch, DualScratch,
+};
+use crate::solver::sdiht::{
+    newton_intercept, prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK,
+};
 use crate::solver::{Certificate, ModelView, StepRule};
 use crate::sparse::{
     extend_with_top_k_candidates, grow_dense, masked_dot, prefetch, sparse_axpy, top_k_indices,
@@ -65,6 +74,11 @@ pub struct StreamSdiht {
     /// A trial's `H_k(z + t dz)`: support and unscaled values, parallel.
     trial_support: Vec<u32>,
     trial_values: Vec<f64>,
+    /// The certificate's dual points with an intercept (projected copies).
+    projected: Vec<f64>,
+    dual_scratch: DualScratch,
+    /// Block steps since `b` was last refitted (it is, once per pass over the window's blocks).
+    steps_since_intercept: usize,
 }
 
 impl StreamSdiht {
@@ -91,9 +105,15 @@ impl StreamSdiht {
             candidates: Vec::new(),
             trial_support: Vec::new(),
             trial_values: Vec::new(),
+            projected: Vec::new(),
+            dual_scratch: DualScratch::default(),
+            steps_since_intercept: 0,
         };
         if let Some(state) = state {
             learner.it.scale = state.scale;
+            if learner.core.config.intercept && state.intercept.is_finite() {
+                learner.it.intercept = state.intercept;
+            }
             learner.recompute();
         }
         learner
@@ -102,6 +122,43 @@ impl StreamSdiht {
     /// The current primal weights (dense).
     pub fn weights(&self) -> &[f64] {
         &self.it.w
+    }
+
+    /// The model's intercept: 0 unless the config asks for one.
+    pub fn intercept(&self) -> f64 {
+        if self.core.config.intercept {
+            self.it.intercept
+        } else {
+            0.0
+        }
+    }
+
+    /// Sets `b` to its optimum for the current `w` over the window (the primal half of the
+    /// alternation in [`crate::solver::sdiht`]'s module docs), when the config asks for an intercept.
+    fn refit_intercept(&mut self) {
+        self.steps_since_intercept = 0;
+        if !self.core.config.intercept || self.core.window.is_empty() {
+            return;
+        }
+        margins_into(&self.core.window, &self.it.w, &mut self.projected);
+        let window = &self.core.window;
+        let b = newton_intercept(
+            &self.core.config.loss,
+            &self.projected,
+            self.it.intercept,
+            |i| {
+                let r = window.row(i);
+                (r.label, r.weight)
+            },
+        );
+        if b.is_finite() {
+            self.it.intercept = b;
+        }
+    }
+
+    /// Block updates rejected for a non-finite value (see [`DualIterate::numeric_faults`]).
+    pub fn numeric_faults(&self) -> u64 {
+        self.it.numeric_faults
     }
 
     fn lambda_n(&self) -> f64 {
@@ -257,6 +314,7 @@ impl StreamSdiht {
         // Adopt `t`: the duals, `z + t dz` on C, and the trial threshold as `w`.
         for (&at, &a) in self.new_positions.iter().zip(&self.new_alpha) {
             self.core.window.alphas_mut()[at] = t * a;
+            self.it.alpha_sum += t * a;
         }
         self.it.conj_sum += conj_new;
         for (m, &j) in self.batch_coords.iter().enumerate() {
@@ -275,15 +333,10 @@ impl StreamSdiht {
 }
 
 /// Takes a sample leaving the window out of `z = sum_i alpha_i x_i` and `sum_i l_i*(alpha_i)`.
-fn remove_contribution(
-    loss: &crate::loss::Loss,
-    r: Row<'_>,
-    alpha: f64,
-    z: &mut [f64],
-    conj_sum: &mut f64,
-) {
-    sparse_axpy(-alpha, r.indices, r.values, z);
-    *conj_sum -= loss.sample(r.label, r.weight).conjugate(alpha);
+fn remove_contribution(loss: &crate::loss::Loss, r: Row<'_>, alpha: f64, it: &mut DualIterate) {
+    sparse_axpy(-alpha, r.indices, r.values, &mut it.z);
+    it.conj_sum -= loss.sample(r.label, r.weight).conjugate(alpha);
+    it.alpha_sum -= alpha;
 }
 
 impl StreamingLearner for StreamSdiht {
@@ -309,7 +362,9 @@ impl StreamingLearner for StreamSdiht {
             self.core.window.clear();
             zero_dense(&mut self.it.z);
             self.it.conj_sum = 0.0;
+            self.it.alpha_sum = 0.0;
         }
+        let b = self.intercept();
         // Every sample is predicted with the model as it was before this call. `w` has at most k
         // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
         // bytes, cache resident) before reading `w` (8d bytes, random access).
@@ -321,7 +376,7 @@ impl StreamingLearner for StreamSdiht {
         for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
-            let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask);
+            let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask) + b;
             let (value, alpha) = l.value_and_dual_of_margin(u);
             self.core.predicted(value);
             if seq < passing {
@@ -339,7 +394,7 @@ impl StreamingLearner for StreamSdiht {
                 }
             }
             if let Some((old, old_alpha)) = self.core.window.oldest_if_full() {
-                remove_contribution(&loss, old, old_alpha, &mut self.it.z, &mut self.it.conj_sum);
+                remove_contribution(&loss, old, old_alpha, &mut self.it);
             }
             let at = self.core.window.push_ref(sample, alpha);
             self.new_positions.push(at);
@@ -353,13 +408,7 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn evict(&mut self, sample: Row<'_>, alpha: f64) {
-        remove_contribution(
-            &self.core.config.loss,
-            sample,
-            alpha,
-            &mut self.it.z,
-            &mut self.it.conj_sum,
-        );
+        remove_contribution(&self.core.config.loss, sample, alpha, &mut self.it);
     }
 
     fn step(&mut self) -> StepOutcome {
@@ -372,7 +421,7 @@ impl StreamingLearner for StreamSdiht {
             lambda: c.lambda,
             k: c.k,
             step: c.step,
-            intercept: None,
+            intercept: c.intercept,
             theory_step: match c.step {
                 StepRule::Theory => {
                     theory_step(&c.loss, self.core.blocks(), self.core.stats.steps as usize)
@@ -387,6 +436,10 @@ impl StreamingLearner for StreamSdiht {
         if self.steps_since_recompute >= self.core.config.recompute_every {
             self.recompute();
         }
+        self.steps_since_intercept += 1;
+        if self.steps_since_intercept >= self.core.blocks() {
+            self.refit_intercept();
+        }
         StepOutcome::Stepped
     }
 
@@ -394,9 +447,36 @@ impl StreamingLearner for StreamSdiht {
     /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
     /// [`fused_certificate`].
     fn certify(&mut self) -> LearnerSnapshot {
+        self.refit_intercept();
         let (c, window) = (&self.core.config, &self.core.window);
+        let b = self.intercept();
         let certificate = if window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
+        } else if c.intercept {
+            // Both dual points projected exactly onto `sum alpha = 0` (the iterate's sum is 0 only
+            // after the block steps restored it, and to rounding).
+            let primal = primal_value(window, &c.loss, c.lambda, &self.it.w, b);
+            self.projected.clear();
+            self.projected.extend_from_slice(window.alphas());
+            project_with_sum(window, &c.loss, &mut self.projected, 0.0);
+            let at_iterate = dual_value(
+                window,
+                &c.loss,
+                c.lambda,
+                c.k,
+                &self.projected,
+                &mut self.dual_scratch,
+            );
+            dual_of_primal(window, &c.loss, &self.it.w, b, true, &mut self.projected);
+            let at_primal = dual_value(
+                window,
+                &c.loss,
+                c.lambda,
+                c.k,
+                &self.projected,
+                &mut self.dual_scratch,
+            );
+            Certificate::new(primal, at_iterate.max(at_primal), window.len())
         } else {
             fused_certificate(
                 window,
@@ -413,7 +493,7 @@ impl StreamingLearner for StreamSdiht {
         let view = ModelView {
             weights: &self.it.w,
             support: &self.it.support,
-            intercept: 0.0,
+            intercept: b,
         };
         let model = Model::from_sparse(
             &SparseModel::from_view(view),
@@ -428,7 +508,10 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn state(&self) -> LearnerState {
-        self.core.state(self.it.scale, None)
+        LearnerState {
+            intercept: self.intercept(),
+            ..self.core.state(self.it.scale, None)
+        }
     }
 }
 
@@ -678,6 +761,7 @@ mod tests {
             }
             let mut c = config(kind, 6);
             c.tol = Config::defaults().learners[0].tol;
+            c.step = StepRule::Adaptive;
             let mut l: Box<dyn StreamingLearner> = build(&c, 64, None);
             let sizes = [37usize, 5, 80, 1, 19];
             let (mut at, mut n) = (0, 0);
@@ -717,6 +801,49 @@ mod tests {
                 "{kind:?}"
             );
         }
+    }
+
+    /// With an intercept, `b` finds the offset of an unbalanced stream through warm starts and
+    /// evictions, every certificate is a valid (non-negative) gap, and the gap closes.
+    #[test]
+    fn the_intercept_fits_an_unbalanced_window_with_a_valid_gap() {
+        let mut data = sparse_stream(2000, 100, 4, 10, 0.2, false, 13);
+        for s in &mut data.samples {
+            s.label = if s.label + 2.5 >= 0.0 { 1.0 } else { -1.0 };
+        }
+        let learn = |intercept: bool| {
+            let mut c = config(LossKind::Logistic, 4);
+            c.intercept = intercept;
+            c.lambda = 1e-3;
+            let mut l = StreamSdiht::new(c, 500, None);
+            for chunk in data.samples.chunks(100) {
+                l.insert_samples(chunk);
+                for _ in 0..20 {
+                    l.step();
+                }
+                let snap = l.certify();
+                assert!(
+                    snap.model.certificate.gap >= 0.0,
+                    "{:?}",
+                    snap.model.certificate
+                );
+            }
+            assert_eq!(l.window().len(), 500);
+            let cert = run_to_idle(&mut l);
+            assert!(cert.gap >= 0.0 && cert.gap.is_finite(), "{cert:?}");
+            let sum: f64 = l.window().alphas().iter().sum();
+            assert!((l.it.alpha_sum - sum).abs() < 1e-9, "running sum alpha");
+            assert_eq!(l.numeric_faults(), 0);
+            (l.certify().model, l.state())
+        };
+        let (with, state) = learn(true);
+        let (without, _) = learn(false);
+        assert!(with.intercept > 1.0, "b = {}", with.intercept);
+        assert_eq!(state.intercept, with.intercept);
+        assert_eq!(without.intercept, 0.0);
+        // `b` is free: the fitted objective is well below the best without it.
+        let (p_with, d_without) = (with.certificate.primal, without.certificate.dual);
+        assert!(p_with < 0.8 * d_without, "{p_with} vs {d_without}");
     }
 
     #[test]

@@ -326,6 +326,10 @@ pub struct SampleLoss {
 
 impl SampleLoss {
     #[inline]
+    pub fn kind(&self) -> LossKind {
+        self.loss.kind()
+    }
+    #[inline]
     pub fn value(&self, u: f64) -> f64 {
         self.c * self.loss.value(u, self.y)
     }

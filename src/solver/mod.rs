@@ -117,7 +117,12 @@ impl<'a, S: SampleSet> Problem<'a, S> {
 /// How the dual solvers choose their step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StepRule {
-    /// Default. Each dual coordinate moves by a fraction `s` of its Newton step
+    /// Default. Stochastic dual coordinate ascent on the block: each dual maximises `D` along its own
+    /// axis in turn (closed form for squared, Huber and hinge, safeguarded Newton for logistic), a row
+    /// never visited starting from `P_F(l'(w.x_i + b))`; the block's change is halved until `D` does
+    /// not decrease (see [`sdiht`]'s module docs for the derivation).
+    Coordinate,
+    /// Each dual coordinate moves by a fraction `s` of its Newton step
     /// `(x_i.w + b - l*'(alpha_i)) / (l*''(alpha_i) + ||x_i||^2 / (lambda N))` (exact coordinate ascent for
     /// quadratic conjugates), and `s` is found by backtracking on `D`: halved until the block update does
     /// not decrease the dual, doubled (up to 1) after a first-try success.

@@ -9,4 +9,5 @@ mod limits;
 mod mirror;
 mod prometheus;
 mod security;
+mod sdiht;
 mod subset;

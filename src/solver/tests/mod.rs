@@ -24,6 +24,8 @@ fn solvers(p: &Problem<Dataset>, seed: u64) -> Vec<Box<dyn Solver<Dataset>>> {
     vec![
         Box::new(Sdiht::new(p, 1, StepRule::Adaptive, seed).unwrap()),
         Box::new(Sdiht::new(p, 4, StepRule::Adaptive, seed).unwrap()),
+        Box::new(Sdiht::new(p, 1, StepRule::Coordinate, seed).unwrap()),
+        Box::new(Sdiht::new(p, 4, StepRule::Coordinate, seed).unwrap()),
         Box::new(Iht::new(p)),
         Box::new(Htp::new(p)),
     ]
