@@ -21,6 +21,8 @@
 //!
 //! # Layout
 //!
+//! - [`auto`] — `lambda = "auto"`: one learner per grid lambda on the same stream, serving the one
+//!   with the lowest progressive loss;
 //! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`);
 //! - [`mirror`] — sparse mirror descent and SMIDAS, over [`crate::solver::mirror`] and
 //!   [`crate::solver::smidas`] (`"mirror"`, `"smidas"`);
@@ -41,6 +43,7 @@ use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::solver::Certificate;
 
+pub mod auto;
 pub mod mirror;
 pub mod publish;
 pub mod sdiht;
@@ -117,6 +120,9 @@ pub struct LearnerState {
     /// The model of a primal learner (mirror, smidas, subset); `None` for SDIHT, whose model is a
     /// function of the window's duals.
     pub primal: Option<PrimalState>,
+    /// `lambda = "auto"`: the grid member the rest of this state belongs to, and the selection state
+    /// ([`auto::AutoState`]); `None` for a learner with a fixed lambda.
+    pub auto: Option<auto::AutoState>,
 }
 
 /// A primal learner's model and schedule position: enough to resume it exactly.
@@ -169,6 +175,11 @@ pub trait StreamingLearner: Send {
     fn gauges(&self) -> SolverGauges {
         SolverGauges::default()
     }
+    /// `lambda = "auto"`: the grid, the member served and each member's progressive loss; `None` for
+    /// a learner with a fixed lambda.
+    fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
+        None
+    }
     fn config(&self) -> &LearnerConfig {
         &self.core().config
     }
@@ -180,12 +191,20 @@ pub trait StreamingLearner: Send {
     }
 }
 
-/// Builds the learner a config asks for.
+/// Builds the learner a config asks for (`lambda = "auto"`: an [`auto::AutoLambdaLearner`] over one
+/// learner per grid lambda).
 pub fn build(
     config: &LearnerConfig,
     capacity: usize,
     state: Option<LearnerState>,
 ) -> Box<dyn StreamingLearner> {
+    if config.lambda_auto.is_some() {
+        return Box::new(auto::AutoLambdaLearner::new(
+            config.clone(),
+            capacity,
+            state,
+        ));
+    }
     match config.solver {
         StreamSolverKind::Sdiht => {
             Box::new(sdiht::StreamSdiht::new(config.clone(), capacity, state))
@@ -344,6 +363,7 @@ impl LearnerCore {
             scale,
             steps_since_insert: self.steps_since_insert,
             primal,
+            auto: None,
         }
     }
 }
