@@ -57,7 +57,7 @@ c = 4.0
 lambda_grid = 5
 lambda_max = 0.1
 lambda_min = 1e-5
-lambda_margin = 0.02
+lambda_margin = 0.01
 lambda_half_life = 2000
 "#;
 
