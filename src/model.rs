@@ -39,6 +39,25 @@ pub struct Model {
     pub lambda1: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lambda2: Option<f64>,
+    /// How `lambda` was chosen when it was `"auto"`: the grid, the member in use, and each member's
+    /// loss by which it was chosen. Absent for a lambda the user set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda_auto: Option<LambdaAuto>,
+}
+
+/// The record of an automatic lambda (`lambda = "auto"` in the daemon, `fit --lambda auto`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambdaAuto {
+    /// The lambdas tried, largest first.
+    pub grid: Vec<f64>,
+    /// Index in `grid` of the lambda in use (`lambda` is `grid[live]`).
+    pub live: usize,
+    /// Times the daemon changed the member it serves (0 for `fit`).
+    pub switches: u64,
+    /// Each member's loss, parallel to `grid`: `"progressive"` (the daemon: exponentially weighted
+    /// progressive-validation loss) or `"holdout"` (`fit`: mean loss on the held-out samples).
+    pub losses: Vec<f64>,
+    pub criterion: String,
 }
 
 #[derive(Debug, Error)]
@@ -79,6 +98,7 @@ impl Model {
             lambda0: None,
             lambda1: None,
             lambda2: None,
+            lambda_auto: None,
         }
     }
 
@@ -110,6 +130,13 @@ impl Model {
         }
         if !self.weights.iter().all(|w| w.is_finite()) || !self.intercept.is_finite() {
             return Err(ModelError::Inconsistent("non-finite weight"));
+        }
+        if let Some(a) = &self.lambda_auto {
+            if a.live >= a.grid.len() || a.losses.len() != a.grid.len() {
+                return Err(ModelError::Inconsistent(
+                    "lambda_auto: live or losses do not match the grid",
+                ));
+            }
         }
         Ok(())
     }
@@ -167,6 +194,7 @@ mod tests {
             lambda0: None,
             lambda1: None,
             lambda2: None,
+            lambda_auto: None,
         }
     }
 

@@ -1,14 +1,22 @@
-//! `thresher fit`: train one solver on a file, print a summary, write the model and the trace.
+//! `thresher fit`: train one solver on a file, print a summary, write the model and the trace; with
+//! `--lambda auto`, first pick lambda from a grid on a held-out part of the file.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use clap::ValueEnum;
 
-use super::{load, write_results, CliError, FitArgs, MirrorKind, SolverKind};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, SolverKind};
+use crate::config::log_grid;
+use crate::ingest::{guess_format, read_file};
+use crate::learner::auto::NON_FINITE_LOSS;
 use crate::loss::Loss;
-use crate::model::Model;
-use crate::sample::{Dataset, SampleSet};
+use crate::model::{LambdaAuto, Model};
+use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
@@ -77,7 +85,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
     let loss_kind = args.loss.ok_or_else(|| missing("--loss"))?;
     let k = args.k.ok_or_else(|| missing("-k/--k"))?;
-    let lambda = args.lambda.ok_or_else(|| missing("--lambda"))?;
+    let lambda_arg = args.lambda.ok_or_else(|| missing("--lambda"))?;
     if !(args.tol.is_finite() && args.tol >= 0.0) {
         return Err(CliError::Argument(format!(
             "--tol must be >= 0, got {}",
@@ -94,53 +102,29 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         None => None,
     };
     let step = parse_step(&args.step)?;
-    let data = load(&args.data, args.format)?;
     let loss = Loss::new(loss_kind, args.gamma)?;
-    let problem = Problem::new(&data, loss, lambda, k, args.intercept)?;
-    let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
-        SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
-        SolverKind::Sdiht => {
-            let blocks = args.blocks.unwrap_or(match step {
-                StepRule::Coordinate => default_blocks(data.len()),
-                _ => 10,
-            });
-            Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)
-        }
-        SolverKind::Iht => Box::new(Iht::new(&problem)),
-        SolverKind::Htp => Box::new(Htp::new(&problem)),
-        SolverKind::Mirror => {
-            let map = match args.mirror {
-                MirrorKind::Euclidean => MirrorMap::Euclidean,
-                MirrorKind::Pnorm => MirrorMap::pnorm_for_dim(data.dim()),
-                MirrorKind::Hypentropy => MirrorMap::HypEntropy { beta: args.beta },
-            };
-            let config = MirrorConfig {
-                constraint: args.constraint.parse::<Constraint>()?,
-                step: mirror_step(step, &problem, map),
-                batch: args.batch,
-                ..MirrorConfig::new(map)
-            };
-            Box::new(MirrorDescent::new(&problem, config, args.seed)?)
-        }
-        SolverKind::Smidas => {
-            let l1 = args
-                .l1
-                .ok_or_else(|| CliError::Argument("--solver smidas needs --l1 STRENGTH".into()))?;
-            let map = MirrorMap::pnorm_for_dim(data.dim());
-            Box::new(Smidas::new(
-                &problem,
-                l1,
-                mirror_step(step, &problem, map),
-                args.seed,
-            )?)
-        }
-        SolverKind::Subset | SolverKind::DualAst => unreachable!("dispatched to cli::subset above"),
-    };
     let stop = StopRule {
         tol: args.tol,
         max_epochs: args.epochs.max(1),
         time_budget,
         cadence: args.cadence,
+    };
+    let fit = Fit {
+        args,
+        loss,
+        k,
+        step,
+        stop,
+    };
+    let (lambda, lambda_auto, data) = match lambda_arg {
+        LambdaArg::Value(lambda) => (lambda, None, load(&args.data, args.format)?),
+        LambdaArg::Auto => {
+            let format = args.format.unwrap_or_else(|| guess_format(&args.data));
+            let samples = read_file(&args.data, format)?;
+            let record = fit.choose_lambda(&samples)?;
+            let data = Dataset::from_samples(&samples, 0);
+            (record.grid[record.live], Some(record), data)
+        }
     };
 
     let mut trace = String::from(TraceRow::CSV_HEADER);
@@ -153,36 +137,37 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         );
         bar
     });
-    let report: FitReport = driver::run(&problem, solver.as_mut(), &stop, &mut |row| {
+    let (report, solver_name) = fit.solve(&data, lambda, &mut |row| {
         if let Some(bar) = &progress {
             bar.set_position(row.epoch as u64);
             bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
         }
         trace.push_str(&row.csv());
         trace.push('\n');
-    });
+    })?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-
     if report.stop_reason == driver::StopReason::Diverged {
         return Err(CliError::Diverged {
-            solver: solver.name().to_string(),
+            solver: solver_name.to_string(),
             epoch: report.epochs,
         });
     }
-    let model = Model::from_sparse(
+    let mut model = Model::from_sparse(
         &report.model,
         loss_kind,
         loss.gamma(),
-        solver.name(),
+        solver_name,
         k,
         lambda,
         report.certificate,
     );
+    model.lambda_auto = lambda_auto;
     eprintln!(
-        "solver={} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={}",
-        solver.name(),
+        "solver={} lambda={} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={}",
+        solver_name,
+        lambda,
         report.epochs,
         report.seconds,
         report.certificate.primal,
@@ -194,4 +179,185 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.dim(),
     );
     write_results(args, &model, &trace, true)
+}
+
+/// What every fit of one `thresher fit` run shares: the flags, the loss, `k`, the step and the stop rule.
+struct Fit<'a> {
+    args: &'a FitArgs,
+    loss: Loss,
+    k: usize,
+    step: StepRule,
+    stop: StopRule,
+}
+
+impl Fit<'_> {
+    /// Runs the solver `--solver` asks for on `data` with `lambda`, reporting certified points to
+    /// `observe`; returns the run and the solver's name.
+    fn solve(
+        &self,
+        data: &Dataset,
+        lambda: f64,
+        observe: &mut dyn FnMut(&TraceRow),
+    ) -> Result<(FitReport, &'static str), CliError> {
+        let args = self.args;
+        let (step, k) = (self.step, self.k);
+        let problem = Problem::new(data, self.loss, lambda, k, args.intercept)?;
+        let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
+            SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
+            SolverKind::Sdiht => {
+                let blocks = args.blocks.unwrap_or(match step {
+                    StepRule::Coordinate => default_blocks(data.len()),
+                    _ => 10,
+                });
+                Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)
+            }
+            SolverKind::Iht => Box::new(Iht::new(&problem)),
+            SolverKind::Htp => Box::new(Htp::new(&problem)),
+            SolverKind::Mirror => {
+                let map = match args.mirror {
+                    MirrorKind::Euclidean => MirrorMap::Euclidean,
+                    MirrorKind::Pnorm => MirrorMap::pnorm_for_dim(data.dim()),
+                    MirrorKind::Hypentropy => MirrorMap::HypEntropy { beta: args.beta },
+                };
+                let config = MirrorConfig {
+                    constraint: args.constraint.parse::<Constraint>()?,
+                    step: mirror_step(step, &problem, map),
+                    batch: args.batch,
+                    ..MirrorConfig::new(map)
+                };
+                Box::new(MirrorDescent::new(&problem, config, args.seed)?)
+            }
+            SolverKind::Smidas => {
+                let l1 = args.l1.ok_or_else(|| {
+                    CliError::Argument("--solver smidas needs --l1 STRENGTH".into())
+                })?;
+                let map = MirrorMap::pnorm_for_dim(data.dim());
+                Box::new(Smidas::new(
+                    &problem,
+                    l1,
+                    mirror_step(step, &problem, map),
+                    args.seed,
+                )?)
+            }
+            SolverKind::Subset | SolverKind::DualAst => {
+                unreachable!("dispatched to cli::subset above")
+            }
+        };
+        let report = driver::run(&problem, solver.as_mut(), &self.stop, observe);
+        Ok((report, solver.name()))
+    }
+
+    /// `--lambda auto`: splits `samples` by `--seed` into a training part and `--holdout` held-out
+    /// samples, fits every grid lambda (largest first) on the training part, and scores each on the
+    /// held-out part by its mean (weighted) loss; the lowest wins (ties: the larger lambda). Each grid
+    /// fit starts from zero: the offline solvers take no starting point, so there is no continuation
+    /// from one lambda to the next. Prints one line per lambda to stderr.
+    fn choose_lambda(&self, samples: &[Sample]) -> Result<LambdaAuto, CliError> {
+        let args = self.args;
+        let n = args.lambda_grid;
+        if !(2..=16).contains(&n) {
+            return Err(CliError::Argument(format!(
+                "--lambda-grid must be between 2 and 16, got {n}"
+            )));
+        }
+        let (max, min) = (args.lambda_max, args.lambda_min);
+        if !(min.is_finite() && max.is_finite() && min > 0.0 && min < max) {
+            return Err(CliError::Argument(format!(
+                "--lambda-min and --lambda-max must be finite with 0 < min < max, got {min} and {max}"
+            )));
+        }
+        if !(args.holdout > 0.0 && args.holdout < 1.0) {
+            return Err(CliError::Argument(format!(
+                "--holdout must be in (0, 1), got {}",
+                args.holdout
+            )));
+        }
+        let (train, held) = holdout_split(samples, args.holdout, args.seed).ok_or_else(|| {
+            CliError::Argument(format!(
+                "--lambda auto needs at least 2 samples to hold some out, got {}",
+                samples.len()
+            ))
+        })?;
+        let (train, held) = (
+            Dataset::from_samples(&train, 0),
+            Dataset::from_samples(&held, 0),
+        );
+        let grid = log_grid(max, min, n);
+        let mut losses = Vec::with_capacity(n);
+        for &lambda in &grid {
+            let (report, name) = self.solve(&train, lambda, &mut |_| {})?;
+            let model = Model::from_sparse(
+                &report.model,
+                self.loss.kind(),
+                self.loss.gamma(),
+                name,
+                self.k,
+                lambda,
+                report.certificate,
+            );
+            let loss = if report.stop_reason == driver::StopReason::Diverged {
+                NON_FINITE_LOSS
+            } else {
+                holdout_loss(&self.loss, &model, &held)
+            };
+            eprintln!(
+                "lambda auto: lambda={lambda:e} holdout_loss={loss:.6e} support={} epochs={} seconds={:.3} stop={} train={} holdout={}",
+                model.support.len(),
+                report.epochs,
+                report.seconds,
+                report.stop_reason,
+                train.len(),
+                held.len(),
+            );
+            losses.push(loss);
+        }
+        let live = (0..n).fold(0, |best, i| if losses[i] < losses[best] { i } else { best });
+        eprintln!(
+            "lambda auto: chose lambda={:e} (holdout loss {:.6e}); refitting on all {} samples",
+            grid[live],
+            losses[live],
+            samples.len()
+        );
+        Ok(LambdaAuto {
+            grid,
+            live,
+            switches: 0,
+            losses,
+            criterion: "holdout".into(),
+        })
+    }
+}
+
+/// Splits `samples` into `(training, held out)`: a seeded shuffle, the last `fraction` (at least one,
+/// at most all but one) held out. `None` with fewer than two samples.
+pub fn holdout_split(
+    samples: &[Sample],
+    fraction: f64,
+    seed: u64,
+) -> Option<(Vec<Sample>, Vec<Sample>)> {
+    if samples.len() < 2 {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..samples.len()).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let held = ((samples.len() as f64 * fraction).round() as usize).clamp(1, samples.len() - 1);
+    let cut = samples.len() - held;
+    let pick = |ix: &[usize]| ix.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
+    Some((pick(&order[..cut]), pick(&order[cut..])))
+}
+
+/// The weighted mean loss of `model` on `data` (`NON_FINITE_LOSS` if it is not finite).
+pub fn holdout_loss(loss: &Loss, model: &Model, data: &Dataset) -> f64 {
+    let (mut sum, mut weight) = (0.0, 0.0);
+    for i in 0..data.len() {
+        let row = data.row(i);
+        sum += row.weight * loss.value(model.score(row), row.label);
+        weight += row.weight;
+    }
+    let mean = sum / weight;
+    if mean.is_finite() {
+        mean
+    } else {
+        NON_FINITE_LOSS
+    }
 }

@@ -137,9 +137,23 @@ pub struct FitArgs {
     /// Maximum number of nonzero weights (required, except for subset/dual-ast).
     #[arg(short = 'k', long = "k")]
     pub k: Option<usize>,
-    /// Ridge strength (> 0; required, except for subset/dual-ast).
+    /// Ridge strength (> 0; required, except for subset/dual-ast), or `auto`: fit each lambda of a
+    /// log-spaced grid (`--lambda-grid`, `--lambda-max`, `--lambda-min`) on a seeded split, keep the
+    /// one with the lowest held-out loss (`--holdout`), and refit it on all the data.
     #[arg(long)]
-    pub lambda: Option<f64>,
+    pub lambda: Option<LambdaArg>,
+    /// Lambdas in the `--lambda auto` grid.
+    #[arg(long, default_value_t = 5)]
+    pub lambda_grid: usize,
+    /// Largest lambda of the `--lambda auto` grid.
+    #[arg(long, default_value_t = 0.1)]
+    pub lambda_max: f64,
+    /// Smallest lambda of the `--lambda auto` grid.
+    #[arg(long, default_value_t = 1e-5)]
+    pub lambda_min: f64,
+    /// Fraction of the samples (chosen by `--seed`) `--lambda auto` holds out to score the grid.
+    #[arg(long, default_value_t = 0.2)]
+    pub holdout: f64,
     #[command(flatten)]
     pub subset: Box<subset::SubsetArgs>,
     #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
@@ -189,6 +203,26 @@ pub struct FitArgs {
     /// Write the trace CSV here.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+}
+
+/// `--lambda`: a ridge strength, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LambdaArg {
+    Value(f64),
+    Auto,
+}
+
+impl std::str::FromStr for LambdaArg {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "auto" {
+            return Ok(LambdaArg::Auto);
+        }
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(LambdaArg::Value(v)),
+            _ => Err(format!("expected a number > 0 or \"auto\", got {text:?}")),
+        }
+    }
 }
 
 /// Loads a data file in the given (or guessed) format.

@@ -60,7 +60,12 @@
 //! | `learner.loss` | `squared` | | squared, huber, hinge, logistic | `THRESHER_LEARNER_LOSS` |
 //! | `learner.gamma` | 0.25 | | > 0 | `THRESHER_LEARNER_GAMMA` |
 //! | `learner.k` | 10 | features | 1 ..= max_dim | `THRESHER_LEARNER_K` |
-//! | `learner.lambda` | 0.01 | | > 0 | `THRESHER_LEARNER_LAMBDA` |
+//! | `learner.lambda` | 0.01 | | > 0, or `"auto"` | `THRESHER_LEARNER_LAMBDA` |
+//! | `learner.lambda_grid` | 5 | lambdas run side by side (`lambda = "auto"`) | 2 ..= 16 | `THRESHER_LEARNER_LAMBDA_GRID` |
+//! | `learner.lambda_max` | 0.1 | largest lambda of the grid | > 0 | `THRESHER_LEARNER_LAMBDA_MAX` |
+//! | `learner.lambda_min` | 1e-5 | smallest lambda of the grid | > 0, < lambda_max | `THRESHER_LEARNER_LAMBDA_MIN` |
+//! | `learner.lambda_margin` | 0.01 | relative loss lead a challenger needs to be served | 0 ..= 1 (excl.) | `THRESHER_LEARNER_LAMBDA_MARGIN` |
+//! | `learner.lambda_half_life` | 2000 | samples (progressive-loss half-life; least samples between switches) | >= 1 | `THRESHER_LEARNER_LAMBDA_HALF_LIFE` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
 //! | `learner.step` | `coordinate` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
 //! | `learner.intercept` | on for classification losses | bool | | `THRESHER_LEARNER_INTERCEPT` |
@@ -182,6 +187,48 @@ pub struct LearnerConfig {
     pub seed: u64,
     /// The solver-specific keys ([`solvers`]).
     pub options: SolverOptions,
+    /// `lambda = "auto"`: the grid and switching rule (`lambda` is then the grid member served first).
+    pub lambda_auto: Option<AutoLambda>,
+}
+
+/// `lambda = "auto"`, validated: the grid of lambdas the learner runs side by side and the rule that
+/// picks the one it serves ([`crate::learner::auto`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoLambda {
+    /// Log-spaced from `lambda_max` down to `lambda_min`, largest first.
+    pub grid: Vec<f64>,
+    /// A challenger replaces the served member only when its progressive loss is below
+    /// `(1 - margin)` times the served member's. Why 1% by default: the members are scored on the same
+    /// samples, so the noise of their difference is far below that of either loss; on the text sets
+    /// (`docs/benchmarks/learners.md`) the better lambda led by 1.5-1.7% and 2% kept the worse one.
+    pub margin: f64,
+    /// Samples over which a member's progressive loss halves its weight; also the fewest samples a
+    /// served member keeps the place before another may replace it.
+    pub half_life: u64,
+}
+
+/// The keys that only `lambda = "auto"` reads.
+pub const LAMBDA_AUTO_KEYS: &[&str] = &[
+    "lambda_grid",
+    "lambda_min",
+    "lambda_max",
+    "lambda_margin",
+    "lambda_half_life",
+];
+
+/// `n` lambdas log-spaced from `max` down to `min` (both included, exactly), largest first.
+pub fn log_grid(max: f64, min: f64, n: usize) -> Vec<f64> {
+    if n <= 1 {
+        return vec![max];
+    }
+    let ratio = min / max;
+    (0..n)
+        .map(|i| match i {
+            0 => max,
+            i if i == n - 1 => min,
+            i => max * ratio.powf(i as f64 / (n - 1) as f64),
+        })
+        .collect()
 }
 
 /// The validated configuration `thresher serve` runs on.
@@ -308,6 +355,23 @@ impl FromEnv for bool {
     }
 }
 
+/// `learner.lambda` as a layer gives it: a number, or text (only `"auto"` validates).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged, expecting = "a number > 0 or \"auto\"")]
+pub enum LambdaValue {
+    Number(f64),
+    Text(String),
+}
+
+impl FromEnv for LambdaValue {
+    fn from_env(_: &str, text: &str) -> Result<Self, ConfigError> {
+        Ok(match text.trim().parse::<f64>() {
+            Ok(v) => LambdaValue::Number(v),
+            Err(_) => LambdaValue::Text(text.trim().to_string()),
+        })
+    }
+}
+
 /// Declares one table of a layer: a serde struct whose every key is an `Option` (unset = not given by
 /// this layer) and that refuses unknown keys, with `KEYS`, `overlay` (the keys another layer sets
 /// replace these) and `set_env` (one key from environment text).
@@ -416,7 +480,12 @@ layer! {
         loss: String,
         gamma: f64,
         k: i64,
-        lambda: f64,
+        lambda: LambdaValue,
+        lambda_grid: i64,
+        lambda_min: f64,
+        lambda_max: f64,
+        lambda_margin: f64,
+        lambda_half_life: i64,
         blocks: i64,
         step: String,
         intercept: bool,
@@ -929,14 +998,7 @@ fn read_learner(
     let loss = Loss::new(kind, gamma)
         .map_err(|e| range(&key("gamma"), &gamma.to_string(), &e.to_string()))?;
     let k = int(&t.k, &key("k"), 1, max_dim as i64)? as usize;
-    let lambda = need(&t.lambda, &key("lambda"))?;
-    if !(lambda.is_finite() && lambda > 0.0) {
-        return Err(range(
-            &key("lambda"),
-            &lambda.to_string(),
-            "must be finite and > 0",
-        ));
-    }
+    let (lambda, lambda_auto) = read_lambda(&t, given, i, solver)?;
     let mut blocks = int(&t.blocks, &key("blocks"), 1, 1_000_000)? as usize;
     if solver_name == "diht" {
         blocks = 1;
@@ -972,6 +1034,7 @@ fn read_learner(
         loss,
         k,
         lambda,
+        lambda_auto,
         blocks,
         step,
         intercept: t.intercept.unwrap_or(loss.is_classification()),
@@ -979,6 +1042,97 @@ fn read_learner(
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
     })
+}
+
+/// `learner.lambda`: a number > 0, or `"auto"` with the grid keys; the grid keys set with a numeric
+/// lambda are an error naming the key.
+fn read_lambda(
+    t: &LearnerLayer,
+    given: &LearnerLayer,
+    i: usize,
+    solver: StreamSolverKind,
+) -> Result<(f64, Option<AutoLambda>), ConfigError> {
+    let key = |k: &str| format!("learner[{i}].{k}");
+    match need(&t.lambda, &key("lambda"))? {
+        LambdaValue::Number(lambda) => {
+            if !(lambda.is_finite() && lambda > 0.0) {
+                return Err(range(
+                    &key("lambda"),
+                    &lambda.to_string(),
+                    "must be finite and > 0, or \"auto\"",
+                ));
+            }
+            if let Some(k) = given
+                .given()
+                .into_iter()
+                .find(|k| LAMBDA_AUTO_KEYS.contains(k))
+            {
+                return Err(range(
+                    &key(k),
+                    &format!("(set with lambda = {lambda})"),
+                    "this key applies to lambda = \"auto\" only",
+                ));
+            }
+            Ok((lambda, None))
+        }
+        LambdaValue::Text(text) if text == "auto" => {
+            if solver == StreamSolverKind::Subset {
+                return Err(range(
+                    &key("lambda"),
+                    "\"auto\"",
+                    "solver = \"subset\" is set by lambda0, lambda1, lambda2, not lambda",
+                ));
+            }
+            let positive = |k: &str, v: &Option<f64>| -> Result<f64, ConfigError> {
+                let v = need(v, &key(k))?;
+                if v.is_finite() && v > 0.0 {
+                    Ok(v)
+                } else {
+                    Err(range(&key(k), &v.to_string(), "must be finite and > 0"))
+                }
+            };
+            let (max, min) = (
+                positive("lambda_max", &t.lambda_max)?,
+                positive("lambda_min", &t.lambda_min)?,
+            );
+            if min >= max {
+                return Err(range(
+                    &key("lambda_min"),
+                    &min.to_string(),
+                    &format!("must be below lambda_max = {max}"),
+                ));
+            }
+            let n = int(&t.lambda_grid, &key("lambda_grid"), 2, 16)? as usize;
+            let margin = need(&t.lambda_margin, &key("lambda_margin"))?;
+            if !(0.0..1.0).contains(&margin) {
+                return Err(range(
+                    &key("lambda_margin"),
+                    &margin.to_string(),
+                    "must be in [0, 1)",
+                ));
+            }
+            let half_life = int(
+                &t.lambda_half_life,
+                &key("lambda_half_life"),
+                1,
+                1_000_000_000,
+            )? as u64;
+            let grid = log_grid(max, min, n);
+            Ok((
+                grid[n / 2],
+                Some(AutoLambda {
+                    grid,
+                    margin,
+                    half_life,
+                }),
+            ))
+        }
+        LambdaValue::Text(text) => Err(range(
+            &key("lambda"),
+            &format!("{text:?}"),
+            "expected a number > 0 or \"auto\"",
+        )),
+    }
 }
 
 fn range(key: &str, value: &str, reason: &str) -> ConfigError {
@@ -1370,6 +1524,130 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("never set in the configuration"), "{e}");
+    }
+
+    #[test]
+    fn log_grid_is_log_spaced_largest_first_with_exact_ends() {
+        let g = log_grid(0.1, 1e-5, 5);
+        assert_eq!((g.len(), g[0], g[4]), (5, 0.1, 1e-5));
+        for (a, b) in g.iter().zip([0.1, 1e-2, 1e-3, 1e-4, 1e-5]) {
+            assert!((a / b - 1.0).abs() < 1e-12, "{g:?}");
+        }
+        let g = log_grid(1.0, 1e-2, 3);
+        assert!((g[1] - 0.1).abs() < 1e-15, "{g:?}");
+        assert_eq!(log_grid(2.0, 1.0, 2), [2.0, 1.0]);
+    }
+
+    #[test]
+    fn lambda_auto_parses_from_the_file_and_the_environment() {
+        let c = load_text("[[learner]]\nlambda = \"auto\"\nlambda_grid = 3\nlambda_max = 1.0\nlambda_min = 0.01\n", &[])
+            .unwrap();
+        let a = c.learners[0].lambda_auto.as_ref().expect("auto");
+        assert_eq!(a.grid.len(), 3);
+        assert_eq!((a.grid[0], a.grid[2]), (1.0, 0.01));
+        assert_eq!((a.margin, a.half_life), (0.01, 2000));
+        assert_eq!(
+            c.learners[0].lambda, a.grid[1],
+            "the middle member is served first"
+        );
+        let c = load_text(
+            "",
+            &[
+                ("THRESHER_LEARNER_LAMBDA", "auto"),
+                ("THRESHER_LEARNER_LAMBDA_MARGIN", "0.1"),
+                ("THRESHER_LEARNER_LAMBDA_HALF_LIFE", "50"),
+            ],
+        )
+        .unwrap();
+        let a = c.learners[0].lambda_auto.as_ref().expect("auto");
+        assert_eq!(a.grid, log_grid(0.1, 1e-5, 5));
+        assert_eq!((a.margin, a.half_life), (0.1, 50));
+        // Numbers keep working, as TOML integers, floats and environment text.
+        let c = load_text("[[learner]]\nlambda = 1\n", &[]).unwrap();
+        assert_eq!(
+            (c.learners[0].lambda, &c.learners[0].lambda_auto),
+            (1.0, &None)
+        );
+        let c = load_text("", &[("THRESHER_LEARNER_LAMBDA", "0.003")]).unwrap();
+        assert_eq!(c.learners[0].lambda, 0.003);
+        assert_eq!(Config::defaults().learners[0].lambda_auto, None);
+    }
+
+    #[test]
+    fn bad_lambda_auto_values_are_refused_naming_the_key() {
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case] = &[
+            (
+                "[[learner]]\nlambda = \"automatic\"\n",
+                &[],
+                "`learner[0].lambda` = \"automatic\"",
+            ),
+            ("[[learner]]\nlambda = 0\n", &[], "`learner[0].lambda` = 0"),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA", "nan")],
+                "`learner[0].lambda` = NaN",
+            ),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA", "Auto")],
+                "`learner[0].lambda` = \"Auto\"",
+            ),
+            (
+                "[[learner]]\nlambda = true\n",
+                &[],
+                "a number > 0 or \"auto\"",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_grid = 1\n",
+                &[],
+                "`learner[0].lambda_grid` = 1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_grid = 17\n",
+                &[],
+                "`learner[0].lambda_grid` = 17",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_min = 0.5\n",
+                &[],
+                "must be below lambda_max",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_max = -1\n",
+                &[],
+                "`learner[0].lambda_max` = -1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_margin = 1.0\n",
+                &[],
+                "`learner[0].lambda_margin` = 1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_half_life = 0\n",
+                &[],
+                "`learner[0].lambda_half_life` = 0",
+            ),
+            (
+                "[[learner]]\nlambda_grid = 3\n",
+                &[],
+                "`learner[0].lambda_grid`",
+            ),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA_MIN", "0.001")],
+                "applies to lambda = \"auto\" only",
+            ),
+            (
+                "[[learner]]\nsolver = \"subset\"\nlambda = \"auto\"\n",
+                &[],
+                "lambda0, lambda1, lambda2",
+            ),
+        ];
+        for (text, env, expected) in cases {
+            let e = load_text(text, env).unwrap_err().to_string();
+            assert!(e.contains(expected), "{text} {env:?}: {e}");
+        }
     }
 
     /// Every `THRESHER_*` name the code, tests, examples, benches and CI mention is a config key or on

@@ -37,7 +37,8 @@ use crate::solver::mirror::{Constraint, MirrorConfig, MirrorMap, MirrorStep};
 use crate::solver::subset::{Penalty, SubsetParams};
 use crate::solver::StepRule;
 
-/// Defaults of the solver-specific keys (merged into every `[[learner]]` table).
+/// Defaults of the solver-specific keys (merged into every `[[learner]]` table), and of the keys of
+/// `lambda = "auto"` (`lambda_*`; checked in `config::read_lambda`).
 pub const SOLVER_KEYS_TOML: &str = r#"
 mirror = "hypentropy"
 beta = 1.0
@@ -53,6 +54,11 @@ resolve_interval_ms = 1000
 xi = 1e-6
 zeta = 1e-6
 c = 4.0
+lambda_grid = 5
+lambda_max = 0.1
+lambda_min = 1e-5
+lambda_margin = 0.01
+lambda_half_life = 2000
 "#;
 
 /// Which solvers read each solver-specific key.

@@ -12,6 +12,8 @@
 //! A primal learner's model ([`PrimalState`]: mirror, smidas, subset) rides in the JSON header as the
 //! optional `primal` field, its floats as IEEE-754 bit patterns so the round trip is exact; files
 //! without it (written by SDIHT-only builds) read as `None`, so format version 1 still describes both.
+//! A `lambda = "auto"` learner's selection state ([`AutoState`]) rides the same way as the optional
+//! `auto` field, next to the served member's state (`learner::auto` explains what a restore rebuilds).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::learner::auto::AutoState;
 use crate::learner::publish::Snapshot;
 use crate::learner::{LearnerState, LearnerStats, PrimalState};
 use crate::sample::Sample;
@@ -98,6 +101,8 @@ struct LearnerHeader {
     /// before it have only the JSON numbers, which `serde_json` may parse an ulp off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     exact: Option<ExactBits>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auto: Option<AutoBits>,
 }
 
 /// The bit patterns of a learner state's header floats, so a resumed learner is the saved one bit
@@ -110,6 +115,43 @@ struct ExactBits {
     scale: u64,
     /// `(primal, dual, gap)` of `last_certificate`.
     certificate: Option<(u64, u64, u64)>,
+}
+
+/// [`AutoState`] (`lambda = "auto"`) with every float as its bit pattern.
+#[derive(Serialize, Deserialize)]
+struct AutoBits {
+    grid: Vec<u64>,
+    live: usize,
+    switches: u64,
+    since_switch: u64,
+    loss: Vec<u64>,
+    weight: Vec<u64>,
+}
+
+impl AutoBits {
+    fn from_state(a: &AutoState) -> AutoBits {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+        AutoBits {
+            grid: bits(&a.grid),
+            live: a.live,
+            switches: a.switches,
+            since_switch: a.since_switch,
+            loss: bits(&a.loss),
+            weight: bits(&a.weight),
+        }
+    }
+
+    fn into_state(self) -> AutoState {
+        let floats = |v: Vec<u64>| v.into_iter().map(f64::from_bits).collect();
+        AutoState {
+            grid: floats(self.grid),
+            live: self.live,
+            switches: self.switches,
+            since_switch: self.since_switch,
+            loss: floats(self.loss),
+            weight: floats(self.weight),
+        }
+    }
 }
 
 /// [`PrimalState`] with every float as its bit pattern (JSON number parsing may be off by an ulp).
@@ -195,6 +237,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
                         .last_certificate
                         .map(|c| (c.primal.to_bits(), c.dual.to_bits(), c.gap.to_bits())),
                 }),
+                auto: l.state.auto.as_ref().map(AutoBits::from_state),
             })
             .collect(),
     };
@@ -337,6 +380,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
                     intercept: f64::from_bits(h.intercept_bits),
                     steps_since_insert: h.steps_since_insert,
                     primal: h.primal.map(PrimalBits::into_state),
+                    auto: h.auto.map(AutoBits::into_state),
                 },
             });
         }
@@ -438,6 +482,14 @@ mod tests {
                         solver_steps: 11,
                         row_sq_max: 1.0 / 3.0,
                         active: vec![1, 5, 8],
+                    }),
+                    auto: Some(AutoState {
+                        grid: vec![0.1, 1e-3, 1e-5],
+                        live: 2,
+                        switches: 3,
+                        since_switch: 40,
+                        loss: vec![0.1 + 0.2, 0.25, 1.0 / 3.0],
+                        weight: vec![0.5, 0.5, 0.5],
                     }),
                 },
             }],
@@ -582,6 +634,7 @@ mod tests {
                             lambda0: rng.gen_bool(0.3).then(|| number(&mut rng)),
                             lambda1: None,
                             lambda2: rng.gen_bool(0.3).then(|| number(&mut rng)),
+                            lambda_auto: None,
                         },
                     }
                 });
@@ -608,6 +661,17 @@ mod tests {
                         steps_since_insert: counter(&mut rng),
                         primal,
                         intercept: number(&mut rng),
+                        auto: rng.gen_bool(0.3).then(|| {
+                            let members = rng.gen_range(2..6);
+                            AutoState {
+                                grid: (0..members).map(|_| number(&mut rng)).collect(),
+                                live: rng.gen_range(0..members),
+                                switches: counter(&mut rng),
+                                since_switch: counter(&mut rng),
+                                loss: (0..members).map(|_| number(&mut rng)).collect(),
+                                weight: (0..members).map(|_| number(&mut rng)).collect(),
+                            }
+                        }),
                     },
                 });
             }

@@ -82,6 +82,15 @@ impl StreamingLearner for PanicOnInsert {
     fn gauges(&self) -> SolverGauges {
         self.inner.gauges()
     }
+    fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
+        self.inner.lambda_auto()
+    }
+    fn config(&self) -> &crate::config::LearnerConfig {
+        self.inner.config()
+    }
+    fn stats(&self) -> crate::learner::LearnerStats {
+        self.inner.stats()
+    }
 }
 
 #[cfg(test)]

@@ -247,6 +247,9 @@ pub async fn run(
             saved.and_then(|s| s.snapshot.clone()),
         ));
         metrics.register_learner(&lc.name, config.window_capacity);
+        if let Some(a) = learner.lambda_auto() {
+            metrics.register_lambda_grid(&lc.name, &a.grid);
+        }
         set_gauges(&cell, &metrics);
         set_solver_gauges(&metrics, &lc.name, learner.gauges());
         if let Some(s) = saved {

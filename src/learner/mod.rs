@@ -21,6 +21,8 @@
 //!
 //! # Layout
 //!
+//! - [`auto`] — `lambda = "auto"`: one learner per grid lambda on the same stream, serving the one
+//!   with the lowest progressive loss;
 //! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`);
 //! - [`mirror`] — sparse mirror descent and SMIDAS, over [`crate::solver::mirror`] and
 //!   [`crate::solver::smidas`] (`"mirror"`, `"smidas"`);
@@ -41,6 +43,7 @@ use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::solver::Certificate;
 
+pub mod auto;
 pub mod mirror;
 pub mod publish;
 pub mod sdiht;
@@ -123,6 +126,9 @@ pub struct LearnerState {
     /// The model of a primal learner (mirror, smidas, subset); `None` for SDIHT, whose model is a
     /// function of the window's duals.
     pub primal: Option<PrimalState>,
+    /// `lambda = "auto"`: the grid member the rest of this state belongs to, and the selection state
+    /// ([`auto::AutoState`]); `None` for a learner with a fixed lambda.
+    pub auto: Option<auto::AutoState>,
 }
 
 /// A primal learner's model and schedule position: enough to resume it exactly.
@@ -174,6 +180,11 @@ pub trait StreamingLearner: Send {
     /// Solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`); zeros by default.
     fn gauges(&self) -> SolverGauges {
         SolverGauges::default()
+    }
+    /// `lambda = "auto"`: the grid, the member served and each member's progressive loss; `None` for
+    /// a learner with a fixed lambda.
+    fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
+        None
     }
     fn config(&self) -> &LearnerConfig {
         &self.core().config
@@ -260,6 +271,17 @@ impl LearnerState {
         if !(self.scale.is_finite() && self.scale > 0.0) {
             self.scale = 1.0;
         }
+        if !self.intercept.is_finite() {
+            self.intercept = 0.0;
+        }
+        if let Some(auto) = &mut self.auto {
+            // A member's loss average restarts; the grid and the served member stay.
+            for (loss, weight) in auto.loss.iter_mut().zip(&mut auto.weight) {
+                if !(loss.is_finite() && weight.is_finite()) {
+                    (*loss, *weight) = (0.0, 0.0);
+                }
+            }
+        }
         let primal_finite = self.primal.as_ref().is_none_or(|p| {
             p.row_sq_max.is_finite()
                 && p.coordinates
@@ -293,12 +315,20 @@ pub fn recover_from_numeric_fault(learner: &mut Box<dyn StreamingLearner>) {
     *learner = build(&config, capacity, Some(state));
 }
 
-/// Builds the learner a config asks for.
+/// Builds the learner a config asks for (`lambda = "auto"`: an [`auto::AutoLambdaLearner`] over one
+/// learner per grid lambda).
 pub fn build(
     config: &LearnerConfig,
     capacity: usize,
     state: Option<LearnerState>,
 ) -> Box<dyn StreamingLearner> {
+    if config.lambda_auto.is_some() {
+        return Box::new(auto::AutoLambdaLearner::new(
+            config.clone(),
+            capacity,
+            state,
+        ));
+    }
     match config.solver {
         StreamSolverKind::Sdiht => {
             Box::new(sdiht::StreamSdiht::new(config.clone(), capacity, state))
@@ -480,6 +510,7 @@ impl LearnerCore {
             intercept: 0.0,
             steps_since_insert: self.steps_since_insert,
             primal,
+            auto: None,
         }
     }
 }

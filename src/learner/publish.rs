@@ -209,6 +209,16 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         .with_label_values(&l)
         .set(capacity as f64);
     set_solver_gauges(metrics, &cell.name, gauges);
+    if let Some(a) = &next.model.lambda_auto {
+        let before = previous
+            .as_ref()
+            .and_then(|p| p.model.lambda_auto.as_ref())
+            .map_or(0, |p| p.switches);
+        metrics
+            .lambda_switches
+            .with_label_values(&l)
+            .inc_by(a.switches.saturating_sub(before));
+    }
     cell.set(next);
     set_gauges(cell, metrics);
     true
@@ -261,6 +271,18 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
         .snapshot_age
         .with_label_values(&l)
         .set(s.age_seconds());
+    if let Some(a) = &s.model.lambda_auto {
+        metrics
+            .lambda_live
+            .with_label_values(&l)
+            .set(s.model.lambda);
+        for (&lambda, &loss) in a.grid.iter().zip(&a.losses) {
+            metrics
+                .lambda_progressive_loss
+                .with_label_values(&[cell.name.as_str(), &crate::metrics::lambda_label(lambda)])
+                .set(loss);
+        }
+    }
 }
 
 /// The snapshot thread's loop: run `on_tick` every `interval` until `stop` (the daemon writes periodic

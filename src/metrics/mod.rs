@@ -15,6 +15,9 @@
 //! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
 //! | `thresher_active_set_size` | gauge | learner | the subset solver's active set size (0 for the other solvers) |
 //! | `thresher_screened_features` | gauge | learner | features the subset solver's gap-safe screening removed (0 for the others) |
+//! | `thresher_lambda_live` | gauge | learner | `lambda = "auto"`: the lambda of the served grid member |
+//! | `thresher_lambda_progressive_loss` | gauge | learner, lambda | `lambda = "auto"`: each grid member's exponentially weighted progressive loss |
+//! | `thresher_lambda_switches_total` | counter | learner | `lambda = "auto"`: changes of the served grid member |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
@@ -54,6 +57,9 @@ pub struct Metrics {
     pub window_capacity: GaugeVec,
     pub active_set_size: GaugeVec,
     pub screened_features: GaugeVec,
+    pub lambda_live: GaugeVec,
+    pub lambda_progressive_loss: GaugeVec,
+    pub lambda_switches: IntCounterVec,
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
     pub queue_batches: IntGauge,
@@ -181,6 +187,21 @@ impl Metrics {
             screened_features: gauge(
                 "thresher_screened_features",
                 "Features removed by gap-safe screening in the subset solver (0 for other solvers)",
+                l,
+            ),
+            lambda_live: gauge(
+                "thresher_lambda_live",
+                "lambda = auto: the lambda of the served grid member",
+                l,
+            ),
+            lambda_progressive_loss: gauge(
+                "thresher_lambda_progressive_loss",
+                "lambda = auto: each grid member's exponentially weighted progressive loss",
+                &["learner", "lambda"],
+            ),
+            lambda_switches: counter(
+                "thresher_lambda_switches_total",
+                "lambda = auto: changes of the served grid member",
                 l,
             ),
             ingested: counter(
@@ -336,6 +357,16 @@ impl Metrics {
         self.numeric_faults.with_label_values(&[name]);
     }
 
+    /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda.
+    pub fn register_lambda_grid(&self, name: &str, grid: &[f64]) {
+        self.lambda_live.with_label_values(&[name]);
+        self.lambda_switches.with_label_values(&[name]);
+        for &lambda in grid {
+            self.lambda_progressive_loss
+                .with_label_values(&[name, &lambda_label(lambda)]);
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
@@ -344,6 +375,11 @@ impl Metrics {
             .expect("text encoding cannot fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
+}
+
+/// The `lambda` label of a grid member: the shortest decimal that reads back as the same number.
+pub fn lambda_label(lambda: f64) -> String {
+    format!("{lambda:e}")
 }
 
 impl Default for Metrics {
@@ -360,6 +396,7 @@ mod tests {
     fn exposes_every_named_metric() {
         let m = Metrics::new();
         m.register_learner("primary", 10);
+        m.register_lambda_grid("primary", &[0.1, 1e-5]);
         m.request_duration
             .with_label_values(&["/v1/model", "GET"])
             .observe(0.001);
@@ -378,6 +415,10 @@ mod tests {
             "thresher_window_capacity{learner=\"primary\"} 10",
             "thresher_active_set_size{learner=\"primary\"} 0",
             "thresher_screened_features{learner=\"primary\"} 0",
+            "thresher_lambda_live{learner=\"primary\"} 0",
+            "thresher_lambda_switches_total{learner=\"primary\"} 0",
+            "thresher_lambda_progressive_loss{lambda=\"1e-1\",learner=\"primary\"} 0",
+            "thresher_lambda_progressive_loss{lambda=\"1e-5\",learner=\"primary\"} 0",
             "thresher_samples_ingested_total{source=\"http\"} 0",
             "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
             "thresher_http_request_duration_seconds_bucket{method=\"GET\",route=\"/v1/model\"",

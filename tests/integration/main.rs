@@ -1,5 +1,6 @@
 //! The one integration-test binary: runs the real `thresher` executable (fit, predict, serve).
 
+mod auto;
 mod cli;
 mod common;
 mod daemon;
