@@ -145,9 +145,15 @@ def run_one(n, snr, copy):
     results["abess"] = (np.asarray(model.coef_, dtype=float), time.perf_counter() - started, None)
     if HAVE_L0LEARN:
         started = time.perf_counter()
-        fit = l0learn.fit(x, y, penalty="L0L2", algorithm="CDPSI", lambda_grid=[[l0]], gamma_max=l2, gamma_min=l2,
-                          num_gamma=1, intercept=False, max_support_size=P)
-        coef = np.asarray(fit.coeff(lambda_0=l0, gamma=l2, include_intercept=False).todense()).ravel()
+        # L0Learn scales y to unit norm before solving, so its lambda0 is the paper's over ||y||^2 (gamma, the
+        # ridge, is unchanged by that scaling; checked: its solution then meets the paper's stationarity
+        # x_j.r = 2 lambda2 b_j on the support, and no zero coordinate passes the entry threshold). A user grid
+        # leaves num_gamma/num_lambda unset (l0learn 0.4.3 refuses both). L0L2 has no l1 term: the l1 part of
+        # the paper's objective is scored, not optimised, by L0Learn.
+        l0_scaled = l0 / float(y @ y)
+        fit = l0learn.fit(x, y, penalty="L0L2", algorithm="CDPSI", lambda_grid=[[l0_scaled]], gamma_max=l2,
+                          gamma_min=l2, num_gamma=None, num_lambda=None, intercept=False, max_support_size=P)
+        coef = np.asarray(fit.coeff(lambda_0=l0_scaled, gamma=l2, include_intercept=False).todense()).ravel()
         results["l0learn"] = (coef, time.perf_counter() - started, None)
     os.remove(path)
     return score(x, y, truth, lam, k, n, snr, copy, results)
