@@ -8,6 +8,7 @@
 //! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}` |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
 //!
 //! With tokens configured, every route but the health checks needs a bearer token ([`auth`]). A request
 //! body that stalls longer than `server.body_idle_timeout_s` is aborted with 408 ([`stall`]).
@@ -183,6 +184,11 @@ impl IntoResponse for ApiError {
 
 /// The router over `state`, with the body limit and the per-route latency histogram.
 pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
+    // No authentication layer here yet: the document lists "no credentials" beside `bearer`.
+    let openapi_doc = OpenApiJson(Bytes::from(
+        serde_json::to_vec(&openapi::document(&state.ingest_rules, false))
+            .expect("the document serialises"),
+    ));
     Router::new()
         .route("/v1/samples", post(post_samples))
         .route("/v1/model", get(get_model))
@@ -190,7 +196,8 @@ pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
         .route("/v1/models/:name", get(get_named_model))
         .route("/v1/predict", post(predict))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi_json))
         .route("/readyz", get(readyz))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
@@ -200,6 +207,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), time_requests))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))
+        .layer(Extension(openapi_doc))
         .with_state(state)
 }
 
@@ -310,6 +318,26 @@ async fn parse_off_runtime(
     })
 }
 
+/// Ingests a batch, all or nothing.
+#[utoipa::path(post, path = "/v1/samples", tag = "ingest",
+    request_body(description = "Samples to learn from, all valid or none kept", content(
+        (openapi::Libsvm = "text/plain"),
+        (Vec<openapi::SampleObject> = "application/json"),
+        (Vec<openapi::SampleObject> = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 202, description = "Every sample entered the ingest queue", body = openapi::Accepted),
+        (status = 400, description = "An invalid sample (its `line`) or an unreadable body; nothing from the body is kept", body = openapi::ErrorBody),
+        (status = 413, description = "Body over `server.body_limit_bytes`", body = openapi::ErrorBody),
+        (status = 415, description = "Content-Type not one of the three formats", body = openapi::ErrorBody),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `write`", body = openapi::ErrorBody),
+        (status = 503, description = "The ingest queue is full (retry after `Retry-After` seconds) or the daemon is shutting down; nothing kept", body = openapi::ErrorBody,
+            headers(("Retry-After" = u64, description = "seconds, when the queue is full"))),
+    ),
+    security(("bearer" = ["write"])),
+)]
 async fn post_samples(
     State(state): State<Arc<AppState>>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
@@ -401,10 +429,35 @@ fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Re
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+/// The primary (first configured) learner's model.
+#[utoipa::path(get, path = "/v1/model", tag = "models",
+    responses(
+        (status = 200, description = "The latest published model", body = openapi::ModelSnapshotDoc),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 503, description = "No model published yet", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     model_response(&state.cells[0], &state.dictionary)
 }
 
+/// One learner's model.
+#[utoipa::path(get, path = "/v1/models/{name}", tag = "models",
+    params(("name" = String, Path, description = "a learner's name (`learner.name`)", example = "primary")),
+    responses(
+        (status = 200, description = "The learner's latest published model", body = openapi::ModelSnapshotDoc),
+        (status = 400, description = "The path segment is not valid UTF-8", body = openapi::ErrorBody),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 404, description = "No learner has this name", body = openapi::ErrorBody),
+        (status = 503, description = "The learner has not published yet", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -412,6 +465,16 @@ async fn get_named_model(
     model_response(find_cell(&state, Some(&name))?, &state.dictionary)
 }
 
+/// Every learner's model (version 0 and no model for one that has not published).
+#[utoipa::path(get, path = "/v1/models", tag = "models",
+    responses(
+        (status = 200, description = "Every learner, in configuration order", body = openapi::Models),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
     let models: Vec<Value> = state
         .cells
@@ -429,6 +492,27 @@ struct PredictQuery {
     learner: Option<String>,
 }
 
+/// Predictions of a learner's current model; labels are optional and unknown feature names are ignored.
+#[utoipa::path(post, path = "/v1/predict", tag = "models",
+    params(("learner" = Option<String>, Query, description = "a learner's name; the primary learner if absent")),
+    request_body(description = "Samples to predict, labels optional", content(
+        (String = "text/plain"),
+        (Vec<openapi::SampleObject> = "application/json"),
+        (Vec<openapi::SampleObject> = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 200, description = "One prediction per sample, in order", body = openapi::Predictions),
+        (status = 400, description = "An invalid sample (its `line`) or an unreadable body; nothing from the body is kept", body = openapi::ErrorBody),
+        (status = 413, description = "Body over `server.body_limit_bytes`", body = openapi::ErrorBody),
+        (status = 415, description = "Content-Type not one of the three formats", body = openapi::ErrorBody),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 404, description = "No learner has this name", body = openapi::ErrorBody),
+        (status = 503, description = "The learner has not published yet", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 async fn predict(
     State(state): State<Arc<AppState>>,
     Query(q): Query<PredictQuery>,
@@ -449,6 +533,16 @@ async fn predict(
     ))
 }
 
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "status",
+    responses(
+        (status = 200, description = "Prometheus text exposition format 0.0.4", body = openapi::PrometheusText, content_type = "text/plain"),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     for cell in &state.cells {
         set_gauges(cell, &state.metrics);
@@ -463,6 +557,36 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     )
 }
 
+/// Liveness: answers while the process runs.
+#[utoipa::path(get, path = "/healthz", tag = "status",
+    responses((status = 200, description = "Alive", body = openapi::Status)),
+    security(()),
+)]
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "status",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API", content_type = "application/json")),
+    security(()),
+)]
+async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], doc.0).into_response()
+}
+
+/// The served document, rendered once when the router is built.
+#[derive(Clone)]
+struct OpenApiJson(Bytes);
+
+/// Readiness: a model is published or restored.
+#[utoipa::path(get, path = "/readyz", tag = "status",
+    responses(
+        (status = 200, description = "A model is published", body = openapi::Status),
+        (status = 503, description = "No learner has published yet", body = openapi::Status),
+    ),
+    security(()),
+)]
 async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     if state.cells.iter().any(|c| c.get().is_some()) {
         (StatusCode::OK, Json(json!({"status": "ready"})))
@@ -473,6 +597,8 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
         )
     }
 }
+
+pub mod openapi;
 
 #[cfg(test)]
 mod tests;

@@ -329,7 +329,7 @@ pub fn parse_body_into(
 
 /// [`parse_body_into`], with the one-pass readers for plain lines and objects switched on (`fast`) or
 /// off: off is the general path alone, kept callable so the tests can check the readers change nothing.
-fn parse_body_with(
+pub(crate) fn parse_body_with(
     format: BodyFormat,
     segments: &[&[u8]],
     rules: &Rules,

@@ -602,3 +602,5 @@ async fn an_unknown_route_is_404() {
     let (status, _, _) = api.send(get("/v1/samples")).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
+
+mod openapi;

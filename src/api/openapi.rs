@@ -1,0 +1,336 @@
+//! The OpenAPI 3.1 document of the HTTP API, served at `GET /openapi.json`.
+//!
+//! Generated from the code: each handler in `api/mod.rs` carries a `#[utoipa::path]` with its statuses,
+//! and the bodies it writes are described by the `ToSchema` types below. The request bodies depend on
+//! the running configuration (the largest feature index, the labels the losses take), so
+//! [`document`] patches those constraints in from [`Rules`] once, when the router is built; what JSON
+//! Schema cannot say (indices strictly increasing, as many values as indices) is in the descriptions.
+//!
+//! Security: a `bearer` scheme is declared with scopes `read` (models, predict, status) and `write`
+//! (samples); `/healthz`, `/readyz` and this document are open. With `auth = false` every requirement
+//! also lists the empty alternative (no credentials), which is what a daemon without tokens enforces.
+
+use serde_json::{json, Value};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::ingest::batch::Rules;
+
+/// Every error body: a message, and for a rejected sample its 1-based line (array position for a
+/// JSON array). `line` is `null` when the error is not about one line.
+#[derive(ToSchema)]
+#[allow(dead_code)] // a schema, built by the derive only
+pub struct ErrorBody {
+    /// What was wrong, for a person.
+    error: String,
+    /// The line of the first invalid sample.
+    #[schema(nullable, minimum = 1)]
+    line: Option<u64>,
+}
+
+/// `202` from `POST /v1/samples`: the whole body entered the ingest queue.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Accepted {
+    /// Samples accepted: every sample of the body.
+    #[schema(minimum = 1)]
+    accepted: u64,
+}
+
+/// The primal-dual gap certificate of a model.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct CertificateDoc {
+    primal: f64,
+    dual: f64,
+    /// `primal - dual`, never negative.
+    #[schema(minimum = 0)]
+    gap: f64,
+    /// Samples the objective was evaluated on.
+    #[schema(minimum = 0)]
+    samples: u64,
+}
+
+/// One learner's published model with its certificate and counters.
+#[derive(ToSchema)]
+#[schema(as = ModelSnapshot)]
+#[allow(dead_code)]
+pub struct ModelSnapshotDoc {
+    learner: String,
+    /// Increases with every publication; survives restarts through the checkpoint.
+    #[schema(minimum = 1)]
+    version: u64,
+    format: String,
+    #[schema(pattern = "^(squared|huber|hinge|logistic)$")]
+    loss: String,
+    gamma: Option<f64>,
+    solver: String,
+    #[schema(minimum = 1)]
+    k: u64,
+    lambda: f64,
+    intercept: f64,
+    /// Feature indices of the support, increasing.
+    support: Vec<u32>,
+    /// The weight of each support index.
+    weights: Vec<f64>,
+    certificate: CertificateDoc,
+    lambda0: Option<f64>,
+    lambda1: Option<f64>,
+    lambda2: Option<f64>,
+    #[schema(minimum = 0)]
+    samples_seen: u64,
+    #[schema(minimum = 0)]
+    window_samples: u64,
+    /// RFC 3339, UTC.
+    updated_at: String,
+    /// Mean loss of each sample before the model learned from it; `null` before any sample.
+    #[schema(nullable)]
+    progressive_loss: Option<f64>,
+    /// The name of each support index (named-feature streams only; `null` for an unnamed index).
+    feature_names: Option<Vec<Option<String>>>,
+}
+
+/// A learner that has not published yet.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Unpublished {
+    learner: String,
+    #[schema(minimum = 0, maximum = 0)]
+    version: u64,
+}
+
+/// `GET /v1/models`: every learner, in configuration order.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Models {
+    /// Each a `ModelSnapshot` or, before the learner's first model, an `Unpublished` entry
+    /// (`ModelEntry`, set by [`document`]).
+    #[schema(value_type = Vec<Object>)]
+    models: Vec<()>,
+}
+
+/// `POST /v1/predict`: one prediction per sample, in order, and the model that made them.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Predictions {
+    predictions: Vec<f64>,
+    #[schema(minimum = 1)]
+    model_version: u64,
+    learner: String,
+}
+
+/// `GET /healthz`, `GET /readyz`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Status {
+    status: String,
+}
+
+/// A sample object (`application/json` array items, `application/x-ndjson` lines), with numeric
+/// indices or with named features. Its exact schema is set by [`document`] from the configuration.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct SampleObject {
+    label: f64,
+}
+
+/// A LIBSVM body (`text/plain`); its pattern is set by [`document`].
+#[derive(ToSchema)]
+#[schema(value_type = String)]
+#[allow(dead_code)]
+pub struct Libsvm(String);
+
+/// A `text/plain` Prometheus exposition.
+#[derive(ToSchema)]
+#[schema(value_type = String)]
+#[allow(dead_code)]
+pub struct PrometheusText(String);
+
+/// The name of the security scheme, as handlers' `security(...)` give it.
+pub const BEARER: &str = "bearer";
+
+struct SecurityAddon;
+
+impl Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`Authorization: Bearer TOKEN`; a token has scope `read` (models, predict, \
+                         status) or `write` (samples). 401 with `WWW-Authenticate` for a missing or \
+                         unknown token, 403 for a token of the wrong scope.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "thresher",
+        description = "Streaming learner of k-sparse linear models; each published model carries a \
+                       primal-dual gap certificate. Every error body is JSON `{\"error\", \"line\"}`; \
+                       a path no route serves answers 404 with such a body.",
+    ),
+    paths(
+        super::post_samples,
+        super::get_model,
+        super::get_models,
+        super::get_named_model,
+        super::predict,
+        super::metrics,
+        super::healthz,
+        super::readyz,
+        super::openapi_json,
+    ),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Predictions, Status, SampleObject)),
+    modifiers(&SecurityAddon),
+)]
+struct ApiDoc;
+
+/// The largest number of decimal digits `d` with every `d`-digit index below `max_dim`, at least 1.
+fn index_digits(max_dim: usize) -> usize {
+    let mut d = 1;
+    while d < 10 && 10usize.pow(d as u32 + 1) <= max_dim {
+        d += 1;
+    }
+    d
+}
+
+/// The document as served: the generated paths with the request-body schemas of `rules` (ingest rules;
+/// prediction bodies only differ in an optional label), as JSON bytes.
+pub fn document(rules: &Rules, auth: bool) -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
+    let classification = rules.losses.iter().any(|l| l.is_classification());
+    let number = r"[+-]?([0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9})([eE][+-]?[0-9]{1,2})?";
+    let label = if classification {
+        r"[+-]?1(\.0{0,3})?".to_string()
+    } else {
+        number.to_string()
+    };
+    let index = format!(r"\+?[0-9]{{1,{}}}", index_digits(rules.max_dim));
+    let line = format!("{label}( {index}:{number})*");
+    // At least one sample: a body without one is refused ("empty body").
+    let libsvm = json!({
+        "type": "string",
+        "description": format!(
+            "LIBSVM lines `label index:value ...` (blank lines and `#` comments are skipped; \
+             `qid:N` is ignored). Indices strictly increasing within a line and below {}; values \
+             finite.{}",
+            rules.max_dim,
+            if classification { " Labels -1 or +1." } else { "" }
+        ),
+        "pattern": format!("^\n*{line}(\n+{line})*\n*$"),
+        "example": "1 3:0.5 17:1\n-2.5 4:1\n",
+    });
+    let label_schema = if classification {
+        json!({"type": "number", "enum": [-1, 1]})
+    } else {
+        json!({"type": "number"})
+    };
+    // `null` is the same as an absent field.
+    let weight = json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}],
+                        "description": "sample weight (default 1)"});
+    let null_type = json!({"type": "null"});
+    let indexed = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["label"],
+        "description": "Numeric features: as many values as indices, indices strictly increasing and \
+                        written as JSON integers (`8758`, not `8758.0`).",
+        "properties": {
+            "label": label_schema,
+            "indices": {"type": ["array", "null"], "uniqueItems": true,
+                        "items": {"type": "integer", "minimum": 0, "maximum": rules.max_dim - 1}},
+            "values": {"type": ["array", "null"], "items": {"type": "number"}},
+            "features": null_type,
+            "weight": weight,
+        },
+    });
+    let named = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["label", "features"],
+        "description": "Named features: each new name gets the next free index (ingest.max_named_features).",
+        "properties": {
+            "label": label_schema,
+            "features": {"type": "object", "additionalProperties": {"type": "number"}},
+            "indices": null_type,
+            "values": null_type,
+            "weight": weight,
+        },
+    });
+    let sample = json!({"oneOf": [indexed, named], "example": {"label": 1, "indices": [3, 17], "values": [0.5, 1.0]}});
+    let schemas = &mut doc["components"]["schemas"];
+    // A published snapshot has version >= 1, an unpublished entry version 0: exactly one matches.
+    schemas["ModelEntry"] = json!({"oneOf": [
+        {"$ref": "#/components/schemas/ModelSnapshot"},
+        {"$ref": "#/components/schemas/Unpublished"},
+    ]});
+    schemas["Models"]["properties"]["models"]["items"] =
+        json!({"$ref": "#/components/schemas/ModelEntry"});
+    schemas["SampleObject"] = sample.clone();
+    schemas["Libsvm"] = libsvm;
+    // Prediction bodies: the same, label optional.
+    let mut predict_sample = sample;
+    for form in predict_sample["oneOf"].as_array_mut().expect("oneOf") {
+        let required = form["required"].as_array_mut().expect("required");
+        required.retain(|r| r != "label");
+        form["properties"]["label"] = json!({"anyOf": [form["properties"]["label"], null_type]});
+    }
+    schemas["PredictSampleObject"] = predict_sample;
+    let predict_body = &mut doc["paths"]["/v1/predict"]["post"]["requestBody"]["content"];
+    for media in ["application/json", "application/x-ndjson"] {
+        predict_body[media]["schema"]["items"] =
+            json!({"$ref": "#/components/schemas/PredictSampleObject"});
+    }
+    let pair = format!("{index}:{number}");
+    let predict_line = format!("({label}( {pair})*|{pair}( {pair})*)");
+    predict_body["text/plain"]["schema"] = json!({
+        "type": "string",
+        "description": "LIBSVM lines as for POST /v1/samples; a line may omit its label (`index:value ...`).",
+        "pattern": format!("^\n*{predict_line}(\n+{predict_line})*\n*$"),
+    });
+    // A body needs at least one sample.
+    for path in ["/v1/samples", "/v1/predict"] {
+        let content = &mut doc["paths"][path]["post"]["requestBody"]["content"];
+        for media in ["application/json", "application/x-ndjson"] {
+            content[media]["schema"]["minItems"] = json!(1);
+        }
+    }
+    if !auth {
+        for item in doc["paths"].as_object_mut().expect("paths").values_mut() {
+            for op in item.as_object_mut().expect("path item").values_mut() {
+                if let Some(reqs) = op.get_mut("security").and_then(Value::as_array_mut) {
+                    if !reqs
+                        .iter()
+                        .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
+                    {
+                        reqs.push(json!({}));
+                    }
+                }
+            }
+        }
+    }
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_digits;
+
+    #[test]
+    fn index_digits_stay_below_max_dim() {
+        assert_eq!(index_digits(1), 1);
+        assert_eq!(index_digits(99), 1);
+        assert_eq!(index_digits(100), 2);
+        assert_eq!(index_digits(16_777_216), 7);
+        assert_eq!(index_digits(1 << 30), 9);
+    }
+}
