@@ -55,6 +55,7 @@
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
 //! | `learner.tol` | 1e-9 | relative gap | >= 0 | `THRESHER_LEARNER_TOL` |
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
+//! | `learner.intercept` | `true` for logistic and hinge, `false` for squared and Huber (subset: `false`) | | bool | `THRESHER_LEARNER_INTERCEPT` |
 //!
 //! `[[learner]]` tables may repeat (the first is the primary); a key missing from a learner table takes
 //! the default above, and the file's `[[learner]]` tables replace the default one. The keys of the
@@ -166,6 +167,8 @@ pub struct LearnerConfig {
     pub recompute_every: usize,
     pub tol: f64,
     pub seed: u64,
+    /// Fit an unpenalised, never-thresholded intercept `b` (the model scores `w.x + b`).
+    pub intercept: bool,
     /// The solver-specific keys ([`solvers`]).
     pub options: SolverOptions,
 }
@@ -347,12 +350,14 @@ layer! {
         recompute_every: i64,
         tol: f64,
         seed: i64,
+        intercept: bool,
         mirror: String,
         beta: f64,
         p: f64,
         constraint: String,
         batch: i64,
         horizon: i64,
+        memory: String,
         l1: f64,
         lambda0: f64,
         lambda1: f64,
@@ -774,7 +779,24 @@ fn read_learner(
         ));
     }
     let options = solvers::read(&t, i, &solver_name, step, max_dim)?;
+    // Unset, logistic and hinge get an intercept (an unbalanced stream otherwise costs its prior);
+    // squared and Huber do not (the default every learner shares).
+    let intercept = match t.intercept {
+        Some(true) if solver == StreamSolverKind::Subset => {
+            return Err(range(
+                &key("intercept"),
+                "true",
+                "solver = \"subset\" does not fit an intercept",
+            ))
+        }
+        Some(given) => given,
+        None => {
+            solver != StreamSolverKind::Subset
+                && matches!(kind, LossKind::Logistic | LossKind::Hinge)
+        }
+    };
     Ok(LearnerConfig {
+        intercept,
         options,
         name,
         solver,
@@ -1054,9 +1076,15 @@ mod tests {
             }
         }
         let learner = default_learner();
+        // `intercept`'s default depends on the loss, so it is the one key left unset.
+        let defaulted: Vec<&str> = LearnerLayer::KEYS
+            .iter()
+            .copied()
+            .filter(|&k| k != "intercept")
+            .collect();
         assert_eq!(
             learner.given(),
-            LearnerLayer::KEYS,
+            defaulted,
             "every learner key has a default"
         );
         let shared = raw.learner.unwrap().remove(0).given();

@@ -98,6 +98,9 @@ struct PrimalBits {
     row_sq_max: u64,
     #[serde(default)]
     active: Vec<u32>,
+    /// The intercept's bits (absent in checkpoints written before streaming intercepts: 0).
+    #[serde(default)]
+    intercept: u64,
 }
 
 impl PrimalBits {
@@ -111,6 +114,7 @@ impl PrimalBits {
             solver_steps: p.solver_steps,
             row_sq_max: p.row_sq_max.to_bits(),
             active: p.active.clone(),
+            intercept: p.intercept.to_bits(),
         }
     }
 
@@ -124,6 +128,7 @@ impl PrimalBits {
             solver_steps: self.solver_steps,
             row_sq_max: f64::from_bits(self.row_sq_max),
             active: self.active,
+            intercept: f64::from_bits(self.intercept),
         }
     }
 }
@@ -390,6 +395,7 @@ mod tests {
                         solver_steps: 11,
                         row_sq_max: 1.0 / 3.0,
                         active: vec![1, 5, 8],
+                        intercept: -0.1 - 0.2,
                     }),
                 },
             }],

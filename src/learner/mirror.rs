@@ -43,8 +43,10 @@ use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
-use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable};
-use crate::solver::objective::{fused_certificate, CertificateScratch};
+use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable, DEFAULT_HORIZON};
+use crate::solver::objective::{
+    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+};
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
 
@@ -66,6 +68,20 @@ pub trait PrimalEngine: Resumable + Send + Sized {
     fn certificate_k(&self, k: usize) -> usize;
     /// The model's `solver` field.
     fn name(&self) -> String;
+    /// Sets the intercept (a restored checkpoint's).
+    fn set_intercept(&mut self, b: f64);
+    /// Sets the automatic step's horizon, in steps.
+    fn set_horizon(&mut self, steps: u64);
+    /// The configured horizon is 0: one pass over the window (see the module docs).
+    fn horizon_follows_window(config: &LearnerConfig) -> bool {
+        match &config.options {
+            SolverOptions::Mirror(m) => m.horizon == 0,
+            SolverOptions::Smidas { horizon, .. } => *horizon == 0,
+            _ => false,
+        }
+    }
+    /// Steps (mirror) or samples (SMIDAS) rejected for a non-finite value.
+    fn numeric_faults(&self) -> u64;
     /// The checkpointed model and schedule position.
     fn export(&self) -> PrimalState {
         PrimalState {
@@ -73,11 +89,15 @@ pub trait PrimalEngine: Resumable + Send + Sized {
             solver_steps: self.steps(),
             row_sq_max: self.row_sq_max(),
             active: Vec::new(),
+            intercept: self.model().intercept,
         }
     }
     /// Resumes from what [`PrimalEngine::export`] wrote, sized for features `0..dim` at least.
     fn restore(&mut self, dim: usize, s: &PrimalState) {
         self.resume(dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+        if s.intercept.is_finite() {
+            self.set_intercept(s.intercept);
+        }
     }
 }
 
@@ -86,10 +106,29 @@ impl PrimalEngine for MirrorLearner {
         let mirror = match &config.options {
             SolverOptions::Mirror(m) => *m,
             // A config built by hand without options: the defaults of the `mirror` keys.
-            _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+            _ => MirrorConfig {
+                memory: crate::solver::mirror::Memory::Dense,
+                ..MirrorConfig::new(MirrorMap::Euclidean)
+            },
         };
-        MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
-            .expect("the config validated the mirror options")
+        MirrorLearner::new(
+            mirror,
+            config.loss,
+            config.lambda,
+            config.k,
+            config.intercept,
+            0,
+        )
+        .expect("the config validated the mirror options")
+    }
+    fn set_intercept(&mut self, b: f64) {
+        MirrorLearner::set_intercept(self, b);
+    }
+    fn set_horizon(&mut self, steps: u64) {
+        MirrorLearner::set_horizon(self, steps);
+    }
+    fn numeric_faults(&self) -> u64 {
+        MirrorLearner::numeric_faults(self)
     }
     fn score(&self, row: Row<'_>) -> f64 {
         MirrorLearner::score(self, row)
@@ -128,14 +167,26 @@ impl PrimalEngine for SmidasLearner {
                 crate::solver::mirror::DEFAULT_HORIZON,
             ),
         };
-        let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
-            .and_then(|learner| learner.with_p(p))
-            .expect("the config validated the smidas options");
-        engine.set_horizon(horizon);
+        let mut engine =
+            SmidasLearner::new(l1, step, config.loss, config.lambda, config.intercept, 0)
+                .and_then(|learner| learner.with_p(p))
+                .expect("the config validated the smidas options");
+        if horizon > 0 {
+            engine.set_horizon(horizon);
+        }
         engine
     }
     fn score(&self, row: Row<'_>) -> f64 {
         SmidasLearner::score(self, row)
+    }
+    fn set_intercept(&mut self, b: f64) {
+        SmidasLearner::set_intercept(self, b);
+    }
+    fn set_horizon(&mut self, steps: u64) {
+        SmidasLearner::set_horizon(self, steps);
+    }
+    fn numeric_faults(&self) -> u64 {
+        SmidasLearner::numeric_faults(self)
     }
     fn learn<'r>(&mut self, rows: impl Iterator<Item = Row<'r>>) {
         for row in rows {
@@ -166,6 +217,7 @@ pub struct StreamPrimal<E: PrimalEngine> {
     /// The current pass's rows, in the seeded random order the engine visits them.
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
+    dual_scratch: DualScratch,
 }
 
 /// `solver = "mirror"`.
@@ -186,11 +238,15 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
             engine.restore(core.window.dim(), primal);
         }
+        if E::horizon_follows_window(&core.config) {
+            engine.set_horizon(auto_horizon(core.window.len(), engine.batch()));
+        }
         StreamPrimal {
             core,
             engine,
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
+            dual_scratch: DualScratch::default(),
         }
     }
 
@@ -208,6 +264,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().all(|b| b.is_empty()) {
             return;
+        }
+        if E::horizon_follows_window(&self.core.config) {
+            // One pass over the window as it will be after this insert.
+            let incoming: usize = batches.iter().map(|b| b.len()).sum();
+            let window = (self.core.window.len() + incoming).min(self.core.window.capacity());
+            self.engine
+                .set_horizon(auto_horizon(window, self.engine.batch()));
         }
         self.engine.rewind_schedule();
         for batch in batches {
@@ -240,6 +303,17 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         let k = self.engine.certificate_k(c.k);
         let certificate = if self.core.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
+        } else if c.intercept {
+            let model = self.engine.model();
+            intercept_certificate(
+                &mut self.core.window,
+                &c.loss,
+                c.lambda,
+                k,
+                model,
+                &mut self.certificate_scratch,
+                &mut self.dual_scratch,
+            )
         } else {
             let model = self.engine.model();
             let values = fused_certificate(
@@ -274,6 +348,34 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn state(&self) -> LearnerState {
         self.core.state(1.0, Some(self.engine.export()))
     }
+}
+
+/// The horizon of `horizon = 0`: one pass over a window of `window` samples in steps of `batch`, and at
+/// least [`DEFAULT_HORIZON`] steps (a small window is passed over many times before the step decays).
+fn auto_horizon(window: usize, batch: usize) -> u64 {
+    (window.div_ceil(batch.max(1)) as u64).max(DEFAULT_HORIZON)
+}
+
+/// `P(w, b)` against `D` at the model's dual point with an unpenalised intercept: `a_i = l'(w.x_i + b)`
+/// projected onto `F ∩ {sum_i a_i = 0}` (the constraint the intercept puts on the dual; Thm 1(b)), so
+/// `D(a) <= min P` and the gap stays a valid bound for every `b`. The dual point is written into the
+/// window's duals (feasible, as without an intercept). Three walks over the window (the fused
+/// single walk of [`fused_certificate`] has no intercept).
+fn intercept_certificate(
+    window: &mut crate::ring::Window,
+    loss: &crate::loss::Loss,
+    lambda: f64,
+    k: usize,
+    model: ModelView<'_>,
+    scratch: &mut CertificateScratch,
+    dual_scratch: &mut DualScratch,
+) -> Certificate {
+    let primal = primal_value(&*window, loss, lambda, model.weights, model.intercept);
+    let alpha = &mut scratch.alpha_from_primal;
+    dual_of_primal(&*window, loss, model.weights, model.intercept, true, alpha);
+    let dual = dual_value(&*window, loss, lambda, k, alpha, dual_scratch);
+    window.alphas_mut().copy_from_slice(alpha);
+    Certificate::new(primal, dual, window.len())
 }
 
 impl<E: PrimalEngine> StreamPrimal<E> {

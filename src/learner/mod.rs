@@ -131,6 +131,8 @@ pub struct PrimalState {
     pub row_sq_max: f64,
     /// The subset learner's active set (empty for the others).
     pub active: Vec<u32>,
+    /// The model's intercept (0 without one).
+    pub intercept: f64,
 }
 
 /// Solver-specific gauges a learner reports next to its certificate (0 where they do not apply).
