@@ -569,6 +569,94 @@ mod tests {
         }
     }
 
+    /// Samples `y = sign(x.w* + offset + noise)` over `d` features, 3 per row (seeded).
+    fn offset_stream(n: usize, d: usize, offset: f64, seed: u64) -> Vec<Sample> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let mut indices: Vec<u32> = (0..3).map(|_| rng.gen_range(0..d as u32)).collect();
+                indices.sort_unstable();
+                indices.dedup();
+                let values: Vec<f64> = indices.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
+                let score: f64 = indices
+                    .iter()
+                    .zip(&values)
+                    .map(|(&j, &v)| if j < 3 { 2.0 * v } else { 0.0 })
+                    .sum::<f64>()
+                    + offset
+                    + rng.gen_range(-0.5..0.5);
+                Sample::new(indices, values, score.signum(), None).unwrap()
+            })
+            .collect()
+    }
+
+    /// With an intercept the certificate's dual point sums to zero and is feasible, `D` stays below `P`
+    /// at the model and at random other k-sparse models with any intercept (weak duality of the problem
+    /// with an unpenalised `b`), the intercept learns the stream's offset, and a checkpoint carries it.
+    #[test]
+    fn intercept_certificate_keeps_weak_duality_and_the_checkpoint_carries_it() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for (trial, solver) in [StreamSolverKind::Mirror, StreamSolverKind::Smidas]
+            .into_iter()
+            .cycle()
+            .take(6)
+            .enumerate()
+        {
+            let offset = if trial % 4 < 2 { 1.5 } else { -1.5 };
+            let data = offset_stream(600, 30, offset, trial as u64);
+            let mut config = match solver {
+                StreamSolverKind::Mirror => mirror(MirrorMap::Euclidean),
+                _ => smidas(),
+            };
+            if let SolverOptions::Mirror(m) = &mut config.options {
+                m.memory = crate::solver::mirror::Memory::Dense;
+            }
+            config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+            config.intercept = true;
+            config.k = 3;
+            let mut l: Box<dyn StreamingLearner> = match solver {
+                StreamSolverKind::Mirror => Box::new(StreamMirror::new(config.clone(), 400, None)),
+                _ => Box::new(StreamSmidas::new(config.clone(), 400, None)),
+            };
+            feed(l.as_mut(), &data, 2);
+            let snap = l.certify();
+            let c = snap.model.certificate;
+            assert!(c.primal >= c.dual && c.gap >= 0.0, "{solver:?}: {c:?}");
+            let b = snap.model.intercept;
+            assert!(
+                b * offset > 0.0,
+                "{solver:?}: intercept {b} for offset {offset}"
+            );
+            let (window, loss) = (l.window(), config.loss);
+            let sum: f64 = window.alphas().iter().sum();
+            assert!(sum.abs() <= 1e-9 * window.len() as f64, "sum alpha = {sum}");
+            for i in 0..window.len() {
+                let r = window.row(i);
+                let a = window.alphas()[i];
+                assert_eq!(loss.sample(r.label, r.weight).project(a), a);
+            }
+            let k_cert = snap.model.k;
+            for _ in 0..20 {
+                let mut w = vec![0.0; window.dim()];
+                for _ in 0..k_cert {
+                    w[rng.gen_range(0..window.dim())] = rng.gen_range(-3.0..3.0);
+                }
+                let b = rng.gen_range(-3.0..3.0);
+                let p = primal_value(window, &loss, config.lambda, &w, b);
+                assert!(p >= c.dual, "{solver:?}: P(w', b') = {p} < D = {}", c.dual);
+            }
+            let state = l.state();
+            assert_eq!(state.primal.as_ref().unwrap().intercept, b);
+            let mut back: Box<dyn StreamingLearner> = match solver {
+                StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 400, Some(state))),
+                _ => Box::new(StreamSmidas::new(config, 400, Some(state))),
+            };
+            assert_eq!(back.certify().model.intercept, b);
+        }
+    }
+
     #[test]
     fn idles_after_idle_epochs_without_data() {
         let data = sparse_stream(300, 50, 3, 8, 0.01, false, 3);
