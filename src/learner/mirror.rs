@@ -45,7 +45,8 @@ use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable, DEFAULT_HORIZON};
 use crate::solver::objective::{
-    dual_of_primal, dual_value, fused_certificate, primal_value, CertificateScratch, DualScratch,
+    best_intercept, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
+    CertificateScratch, DualScratch,
 };
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
@@ -218,6 +219,7 @@ pub struct StreamPrimal<E: PrimalEngine> {
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
     dual_scratch: DualScratch,
+    margins: Vec<f64>,
 }
 
 /// `solver = "mirror"`.
@@ -247,6 +249,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
             dual_scratch: DualScratch::default(),
+            margins: Vec::new(),
         }
     }
 
@@ -304,6 +307,15 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         let certificate = if self.core.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
         } else if c.intercept {
+            // The intercept's SGD steps are noisy (every sample moves it); at each certificate it is
+            // set to its exact minimiser over the window for the current weights (as the offline
+            // solvers do after each epoch), a one-dimensional convex problem.
+            let window = &self.core.window;
+            margins_into(window, self.engine.model().weights, &mut self.margins);
+            let b = best_intercept(window, &c.loss, &self.margins);
+            if b.is_finite() {
+                self.engine.set_intercept(b);
+            }
             let model = self.engine.model();
             intercept_certificate(
                 &mut self.core.window,
