@@ -68,10 +68,10 @@
 //! | `learner.lambda_half_life` | 2000 | samples (progressive-loss half-life; least samples between switches) | >= 1 | `THRESHER_LEARNER_LAMBDA_HALF_LIFE` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
 //! | `learner.step` | `coordinate` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
-//! | `learner.intercept` | on for classification losses | bool | | `THRESHER_LEARNER_INTERCEPT` |
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
 //! | `learner.tol` | 1e-9 | relative gap | >= 0 | `THRESHER_LEARNER_TOL` |
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
+//! | `learner.intercept` | `true` for logistic, hinge and Huber, `false` for squared (subset: `false`) | | bool | `THRESHER_LEARNER_INTERCEPT` |
 //!
 //! `[[learner]]` tables may repeat (the first is the primary); a key missing from a learner table takes
 //! the default above, and the file's `[[learner]]` tables replace the default one. The keys of the
@@ -180,11 +180,11 @@ pub struct LearnerConfig {
     pub lambda: f64,
     pub blocks: usize,
     pub step: StepRule,
-    /// Fit an unpenalised intercept (SDIHT; unset: on for the classification losses).
-    pub intercept: bool,
     pub recompute_every: usize,
     pub tol: f64,
     pub seed: u64,
+    /// Fit an unpenalised, never-thresholded intercept `b` (the model scores `w.x + b`).
+    pub intercept: bool,
     /// The solver-specific keys ([`solvers`]).
     pub options: SolverOptions,
     /// `lambda = "auto"`: the grid and switching rule (`lambda` is then the grid member served first).
@@ -488,16 +488,17 @@ layer! {
         lambda_half_life: i64,
         blocks: i64,
         step: String,
-        intercept: bool,
         recompute_every: i64,
         tol: f64,
         seed: i64,
+        intercept: bool,
         mirror: String,
         beta: f64,
         p: f64,
         constraint: String,
         batch: i64,
         horizon: i64,
+        memory: String,
         l1: f64,
         lambda0: f64,
         lambda1: f64,
@@ -1027,7 +1028,22 @@ fn read_learner(
         ));
     }
     let options = solvers::read(&t, i, &solver_name, step, max_dim)?;
+    // Unset, the classification losses (logistic, hinge, Huber = smoothed hinge) get an intercept (an
+    // unbalanced stream otherwise costs its prior); squared does not, nor does subset (its dual has no
+    // intercept).
+    let intercept = match t.intercept {
+        Some(true) if solver == StreamSolverKind::Subset => {
+            return Err(range(
+                &key("intercept"),
+                "true",
+                "solver = \"subset\" does not fit an intercept",
+            ))
+        }
+        Some(given) => given,
+        None => solver != StreamSolverKind::Subset && loss.is_classification(),
+    };
     Ok(LearnerConfig {
+        intercept,
         options,
         name,
         solver,
@@ -1037,7 +1053,6 @@ fn read_learner(
         lambda_auto,
         blocks,
         step,
-        intercept: t.intercept.unwrap_or(loss.is_classification()),
         recompute_every: int(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)? as usize,
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
@@ -1452,9 +1467,15 @@ mod tests {
             }
         }
         let learner = default_learner();
+        // `intercept`'s default depends on the loss, so it is the one key left unset.
+        let defaulted: Vec<&str> = LearnerLayer::KEYS
+            .iter()
+            .copied()
+            .filter(|&k| k != "intercept")
+            .collect();
         assert_eq!(
             learner.given(),
-            LearnerLayer::KEYS,
+            defaulted,
             "every learner key has a default"
         );
         let shared = raw.learner.unwrap().remove(0).given();

@@ -163,6 +163,9 @@ struct PrimalBits {
     row_sq_max: u64,
     #[serde(default)]
     active: Vec<u32>,
+    /// The intercept's bits (absent in checkpoints written before streaming intercepts: 0).
+    #[serde(default)]
+    intercept: u64,
 }
 
 impl PrimalBits {
@@ -176,6 +179,7 @@ impl PrimalBits {
             solver_steps: p.solver_steps,
             row_sq_max: p.row_sq_max.to_bits(),
             active: p.active.clone(),
+            intercept: p.intercept.to_bits(),
         }
     }
 
@@ -189,6 +193,7 @@ impl PrimalBits {
             solver_steps: self.solver_steps,
             row_sq_max: f64::from_bits(self.row_sq_max),
             active: self.active,
+            intercept: f64::from_bits(self.intercept),
         }
     }
 }
@@ -482,6 +487,7 @@ mod tests {
                         solver_steps: 11,
                         row_sq_max: 1.0 / 3.0,
                         active: vec![1, 5, 8],
+                        intercept: -0.1 - 0.2,
                     }),
                     auto: Some(AutoState {
                         grid: vec![0.1, 1e-3, 1e-5],
@@ -602,6 +608,7 @@ mod tests {
                     solver_steps: counter(&mut rng),
                     row_sq_max: number(&mut rng),
                     active: (0..rng.gen_range(0..4)).map(|_| rng.gen()).collect(),
+                    intercept: number(&mut rng),
                 });
                 let snapshot = rng.gen_bool(0.5).then(|| {
                     let support: Vec<u32> = (0..rng.gen_range(0..4)).map(|_| rng.gen()).collect();

@@ -43,8 +43,11 @@ use crate::config::{LearnerConfig, SolverOptions};
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
-use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable};
-use crate::solver::objective::{fused_certificate, CertificateScratch};
+use crate::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, Resumable, DEFAULT_HORIZON};
+use crate::solver::objective::{
+    best_intercept, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
+    CertificateScratch, DualScratch,
+};
 use crate::solver::smidas::SmidasLearner;
 use crate::solver::{Certificate, ModelView};
 
@@ -66,6 +69,20 @@ pub trait PrimalEngine: Resumable + Send + Sized {
     fn certificate_k(&self, k: usize) -> usize;
     /// The model's `solver` field.
     fn name(&self) -> String;
+    /// Sets the intercept (a restored checkpoint's).
+    fn set_intercept(&mut self, b: f64);
+    /// Sets the automatic step's horizon, in steps.
+    fn set_horizon(&mut self, steps: u64);
+    /// The configured horizon is 0: one pass over the window (see the module docs).
+    fn horizon_follows_window(config: &LearnerConfig) -> bool {
+        match &config.options {
+            SolverOptions::Mirror(m) => m.horizon == 0,
+            SolverOptions::Smidas { horizon, .. } => *horizon == 0,
+            _ => false,
+        }
+    }
+    /// Steps (mirror) or samples (SMIDAS) rejected for a non-finite value.
+    fn numeric_faults(&self) -> u64;
     /// The checkpointed model and schedule position.
     fn export(&self) -> PrimalState {
         PrimalState {
@@ -73,11 +90,15 @@ pub trait PrimalEngine: Resumable + Send + Sized {
             solver_steps: self.steps(),
             row_sq_max: self.row_sq_max(),
             active: Vec::new(),
+            intercept: self.model().intercept,
         }
     }
     /// Resumes from what [`PrimalEngine::export`] wrote, sized for features `0..dim` at least.
     fn restore(&mut self, dim: usize, s: &PrimalState) {
         self.resume(dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+        if s.intercept.is_finite() {
+            self.set_intercept(s.intercept);
+        }
     }
 }
 
@@ -86,10 +107,29 @@ impl PrimalEngine for MirrorLearner {
         let mirror = match &config.options {
             SolverOptions::Mirror(m) => *m,
             // A config built by hand without options: the defaults of the `mirror` keys.
-            _ => MirrorConfig::new(MirrorMap::HypEntropy { beta: 1.0 }),
+            _ => MirrorConfig {
+                memory: crate::solver::mirror::Memory::Dense,
+                ..MirrorConfig::new(MirrorMap::Euclidean)
+            },
         };
-        MirrorLearner::new(mirror, config.loss, config.lambda, config.k, false, 0)
-            .expect("the config validated the mirror options")
+        MirrorLearner::new(
+            mirror,
+            config.loss,
+            config.lambda,
+            config.k,
+            config.intercept,
+            0,
+        )
+        .expect("the config validated the mirror options")
+    }
+    fn set_intercept(&mut self, b: f64) {
+        MirrorLearner::set_intercept(self, b);
+    }
+    fn set_horizon(&mut self, steps: u64) {
+        MirrorLearner::set_horizon(self, steps);
+    }
+    fn numeric_faults(&self) -> u64 {
+        MirrorLearner::numeric_faults(self)
     }
     fn score(&self, row: Row<'_>) -> f64 {
         MirrorLearner::score(self, row)
@@ -128,14 +168,26 @@ impl PrimalEngine for SmidasLearner {
                 crate::solver::mirror::DEFAULT_HORIZON,
             ),
         };
-        let mut engine = SmidasLearner::new(l1, step, config.loss, config.lambda, false, 0)
-            .and_then(|learner| learner.with_p(p))
-            .expect("the config validated the smidas options");
-        engine.set_horizon(horizon);
+        let mut engine =
+            SmidasLearner::new(l1, step, config.loss, config.lambda, config.intercept, 0)
+                .and_then(|learner| learner.with_p(p))
+                .expect("the config validated the smidas options");
+        if horizon > 0 {
+            engine.set_horizon(horizon);
+        }
         engine
     }
     fn score(&self, row: Row<'_>) -> f64 {
         SmidasLearner::score(self, row)
+    }
+    fn set_intercept(&mut self, b: f64) {
+        SmidasLearner::set_intercept(self, b);
+    }
+    fn set_horizon(&mut self, steps: u64) {
+        SmidasLearner::set_horizon(self, steps);
+    }
+    fn numeric_faults(&self) -> u64 {
+        SmidasLearner::numeric_faults(self)
     }
     fn learn<'r>(&mut self, rows: impl Iterator<Item = Row<'r>>) {
         for row in rows {
@@ -166,6 +218,8 @@ pub struct StreamPrimal<E: PrimalEngine> {
     /// The current pass's rows, in the seeded random order the engine visits them.
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
+    dual_scratch: DualScratch,
+    margins: Vec<f64>,
 }
 
 /// `solver = "mirror"`.
@@ -186,11 +240,16 @@ impl<E: PrimalEngine> StreamPrimal<E> {
         if let Some(primal) = state.as_ref().and_then(|s| s.primal.as_ref()) {
             engine.restore(core.window.dim(), primal);
         }
+        if E::horizon_follows_window(&core.config) {
+            engine.set_horizon(auto_horizon(core.window.len(), engine.batch()));
+        }
         StreamPrimal {
             core,
             engine,
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
+            dual_scratch: DualScratch::default(),
+            margins: Vec::new(),
         }
     }
 
@@ -208,6 +267,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().all(|b| b.is_empty()) {
             return;
+        }
+        if E::horizon_follows_window(&self.core.config) {
+            // One pass over the window as it will be after this insert.
+            let incoming: usize = batches.iter().map(|b| b.len()).sum();
+            let window = (self.core.window.len() + incoming).min(self.core.window.capacity());
+            self.engine
+                .set_horizon(auto_horizon(window, self.engine.batch()));
         }
         self.engine.rewind_schedule();
         for batch in batches {
@@ -240,6 +306,26 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         let k = self.engine.certificate_k(c.k);
         let certificate = if self.core.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
+        } else if c.intercept {
+            // The intercept's SGD steps are noisy (every sample moves it); at each certificate it is
+            // set to its exact minimiser over the window for the current weights (as the offline
+            // solvers do after each epoch), a one-dimensional convex problem.
+            let window = &self.core.window;
+            margins_into(window, self.engine.model().weights, &mut self.margins);
+            let b = best_intercept(window, &c.loss, &self.margins);
+            if b.is_finite() {
+                self.engine.set_intercept(b);
+            }
+            let model = self.engine.model();
+            intercept_certificate(
+                &mut self.core.window,
+                &c.loss,
+                c.lambda,
+                k,
+                model,
+                &mut self.certificate_scratch,
+                &mut self.dual_scratch,
+            )
         } else {
             let model = self.engine.model();
             let values = fused_certificate(
@@ -274,6 +360,34 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn state(&self) -> LearnerState {
         self.core.state(1.0, Some(self.engine.export()))
     }
+}
+
+/// The horizon of `horizon = 0`: one pass over a window of `window` samples in steps of `batch`, and at
+/// least [`DEFAULT_HORIZON`] steps (a small window is passed over many times before the step decays).
+fn auto_horizon(window: usize, batch: usize) -> u64 {
+    (window.div_ceil(batch.max(1)) as u64).max(DEFAULT_HORIZON)
+}
+
+/// `P(w, b)` against `D` at the model's dual point with an unpenalised intercept: `a_i = l'(w.x_i + b)`
+/// projected onto `F ∩ {sum_i a_i = 0}` (the constraint the intercept puts on the dual; Thm 1(b)), so
+/// `D(a) <= min P` and the gap stays a valid bound for every `b`. The dual point is written into the
+/// window's duals (feasible, as without an intercept). Three walks over the window (the fused
+/// single walk of [`fused_certificate`] has no intercept).
+fn intercept_certificate(
+    window: &mut crate::ring::Window,
+    loss: &crate::loss::Loss,
+    lambda: f64,
+    k: usize,
+    model: ModelView<'_>,
+    scratch: &mut CertificateScratch,
+    dual_scratch: &mut DualScratch,
+) -> Certificate {
+    let primal = primal_value(&*window, loss, lambda, model.weights, model.intercept);
+    let alpha = &mut scratch.alpha_from_primal;
+    dual_of_primal(&*window, loss, model.weights, model.intercept, true, alpha);
+    let dual = dual_value(&*window, loss, lambda, k, alpha, dual_scratch);
+    window.alphas_mut().copy_from_slice(alpha);
+    Certificate::new(primal, dual, window.len())
 }
 
 impl<E: PrimalEngine> StreamPrimal<E> {
@@ -464,6 +578,94 @@ mod tests {
                 let a = back.window().alphas()[i];
                 assert_eq!(back.config().loss.sample(r.label, r.weight).project(a), a);
             }
+        }
+    }
+
+    /// Samples `y = sign(x.w* + offset + noise)` over `d` features, 3 per row (seeded).
+    fn offset_stream(n: usize, d: usize, offset: f64, seed: u64) -> Vec<Sample> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let mut indices: Vec<u32> = (0..3).map(|_| rng.gen_range(0..d as u32)).collect();
+                indices.sort_unstable();
+                indices.dedup();
+                let values: Vec<f64> = indices.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
+                let score: f64 = indices
+                    .iter()
+                    .zip(&values)
+                    .map(|(&j, &v)| if j < 3 { 2.0 * v } else { 0.0 })
+                    .sum::<f64>()
+                    + offset
+                    + rng.gen_range(-0.5..0.5);
+                Sample::new(indices, values, score.signum(), None).unwrap()
+            })
+            .collect()
+    }
+
+    /// With an intercept the certificate's dual point sums to zero and is feasible, `D` stays below `P`
+    /// at the model and at random other k-sparse models with any intercept (weak duality of the problem
+    /// with an unpenalised `b`), the intercept learns the stream's offset, and a checkpoint carries it.
+    #[test]
+    fn intercept_certificate_keeps_weak_duality_and_the_checkpoint_carries_it() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for (trial, solver) in [StreamSolverKind::Mirror, StreamSolverKind::Smidas]
+            .into_iter()
+            .cycle()
+            .take(6)
+            .enumerate()
+        {
+            let offset = if trial % 4 < 2 { 1.5 } else { -1.5 };
+            let data = offset_stream(600, 30, offset, trial as u64);
+            let mut config = match solver {
+                StreamSolverKind::Mirror => mirror(MirrorMap::Euclidean),
+                _ => smidas(),
+            };
+            if let SolverOptions::Mirror(m) = &mut config.options {
+                m.memory = crate::solver::mirror::Memory::Dense;
+            }
+            config.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+            config.intercept = true;
+            config.k = 3;
+            let mut l: Box<dyn StreamingLearner> = match solver {
+                StreamSolverKind::Mirror => Box::new(StreamMirror::new(config.clone(), 400, None)),
+                _ => Box::new(StreamSmidas::new(config.clone(), 400, None)),
+            };
+            feed(l.as_mut(), &data, 2);
+            let snap = l.certify();
+            let c = snap.model.certificate;
+            assert!(c.primal >= c.dual && c.gap >= 0.0, "{solver:?}: {c:?}");
+            let b = snap.model.intercept;
+            assert!(
+                b * offset > 0.0,
+                "{solver:?}: intercept {b} for offset {offset}"
+            );
+            let (window, loss) = (l.window(), config.loss);
+            let sum: f64 = window.alphas().iter().sum();
+            assert!(sum.abs() <= 1e-9 * window.len() as f64, "sum alpha = {sum}");
+            for i in 0..window.len() {
+                let r = window.row(i);
+                let a = window.alphas()[i];
+                assert_eq!(loss.sample(r.label, r.weight).project(a), a);
+            }
+            let k_cert = snap.model.k;
+            for _ in 0..20 {
+                let mut w = vec![0.0; window.dim()];
+                for _ in 0..k_cert {
+                    w[rng.gen_range(0..window.dim())] = rng.gen_range(-3.0..3.0);
+                }
+                let b = rng.gen_range(-3.0..3.0);
+                let p = primal_value(window, &loss, config.lambda, &w, b);
+                assert!(p >= c.dual, "{solver:?}: P(w', b') = {p} < D = {}", c.dual);
+            }
+            let state = l.state();
+            assert_eq!(state.primal.as_ref().unwrap().intercept, b);
+            let mut back: Box<dyn StreamingLearner> = match solver {
+                StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 400, Some(state))),
+                _ => Box::new(StreamSmidas::new(config, 400, Some(state))),
+            };
+            assert_eq!(back.certify().model.intercept, b);
         }
     }
 

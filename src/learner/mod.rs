@@ -143,6 +143,8 @@ pub struct PrimalState {
     pub row_sq_max: f64,
     /// The subset learner's active set (empty for the others).
     pub active: Vec<u32>,
+    /// The model's intercept (0 without one).
+    pub intercept: f64,
 }
 
 /// Solver-specific gauges a learner reports next to its certificate (0 where they do not apply).
@@ -284,6 +286,7 @@ impl LearnerState {
         }
         let primal_finite = self.primal.as_ref().is_none_or(|p| {
             p.row_sq_max.is_finite()
+                && p.intercept.is_finite()
                 && p.coordinates
                     .iter()
                     .all(|&(_, w, theta)| w.is_finite() && theta.is_finite())
@@ -295,6 +298,9 @@ impl LearnerState {
             p.active.clear();
             if !p.row_sq_max.is_finite() {
                 p.row_sq_max = 0.0;
+            }
+            if !p.intercept.is_finite() {
+                p.intercept = 0.0;
             }
         }
         self.stats.mutations += 1;

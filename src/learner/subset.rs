@@ -276,6 +276,7 @@ impl StreamingLearner for StreamSubset {
                 solver_steps: self.core.stats.steps,
                 row_sq_max: 0.0,
                 active: self.active.clone(),
+                intercept: 0.0,
             }),
         )
     }

@@ -129,19 +129,31 @@ impl PrimalState {
 /// Largest eigenvalue of `X^T C X / N` by power iteration (an upper bound on it is all the step needs,
 /// so the estimate is inflated by 1%).
 pub(crate) fn sigma_max_sq<S: SampleSet>(p: &Problem<S>) -> f64 {
+    sigma_max_sq_sampled(p, usize::MAX)
+}
+
+/// [`sigma_max_sq`] of `X_S^T C_S X_S / |S|` over at most `max_rows` rows `S` spread evenly over the
+/// data (every `ceil(N / max_rows)`-th row): a setup cost bounded independently of `N`. On a
+/// subsample the top eigenvalue of the empirical second moment is biased upwards (its off-diagonal
+/// noise adds to it), so the estimate errs on the safe side of a step `1/L`; the mirror solver also
+/// caps it by the largest row norm.
+pub(crate) fn sigma_max_sq_sampled<S: SampleSet>(p: &Problem<S>, max_rows: usize) -> f64 {
     let d = p.data.dim();
-    if d == 0 {
+    let n = p.data.len();
+    if d == 0 || n == 0 {
         return 0.0;
     }
+    let stride = n.div_ceil(max_rows.max(1));
+    let rows = n.div_ceil(stride) as f64;
     let mut v = vec![1.0 / (d as f64).sqrt(); d];
     let mut next = vec![0.0; d];
     let mut estimate = 0.0;
     for _ in 0..POWER_ITERATIONS {
         next.iter_mut().for_each(|x| *x = 0.0);
-        for i in 0..p.data.len() {
+        for i in (0..n).step_by(stride) {
             let r = p.data.row(i);
             let u = sparse_dot(r.indices, r.values, &v);
-            sparse_axpy(r.weight * u / p.n(), r.indices, r.values, &mut next);
+            sparse_axpy(r.weight * u / rows, r.indices, r.values, &mut next);
         }
         let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
         if norm == 0.0 {

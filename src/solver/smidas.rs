@@ -53,6 +53,8 @@ pub struct SmidasLearner {
     w: Vec<f64>,
     support: Vec<u32>,
     active_values: Vec<f64>,
+    /// Samples whose step would have written a non-finite value (rejected, state unchanged).
+    numeric_faults: u64,
 }
 
 impl SmidasLearner {
@@ -90,6 +92,7 @@ impl SmidasLearner {
             w: vec![0.0; dim],
             support: Vec::new(),
             active_values: Vec::new(),
+            numeric_faults: 0,
         };
         crate::solver::mirror::MirrorConfig {
             step,
@@ -160,15 +163,38 @@ impl SmidasLearner {
         }
     }
 
-    /// One step of Alg. 4.1 on one sample.
+    /// Samples whose step was rejected for a non-finite value.
+    pub fn numeric_faults(&self) -> u64 {
+        self.numeric_faults
+    }
+
+    /// One step of Alg. 4.1 on one sample. A sample whose step would write a non-finite mirror-space
+    /// value or intercept is rejected before anything changes and counted in
+    /// [`SmidasLearner::numeric_faults`].
     pub fn step_sample(&mut self, row: Row<'_>) {
         if let Some(&last) = row.indices.last() {
             self.ensure_dim(last as usize + 1);
         }
-        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        let row_sq = row.weight * sparse_sq_norm(row.values);
         let margin = self.score(row);
         let dl = self.loss.sample(row.label, row.weight).derivative(margin);
         let eta = self.step_size();
+        let finite = row_sq.is_finite()
+            && (eta * dl).is_finite()
+            && (!self.fit_intercept || (self.intercept - eta * dl).is_finite())
+            && row.indices.iter().zip(row.values).all(|(&j, &v)| {
+                let theta = self.theta[j as usize];
+                (theta - eta * self.lambda * self.weight(theta) - eta * dl * v).is_finite()
+            })
+            && self.active.iter().all(|&j| {
+                let theta = self.theta[j as usize];
+                (theta - eta * self.lambda * self.weight(theta)).is_finite()
+            });
+        if !finite {
+            self.numeric_faults += 1;
+            return;
+        }
+        self.row_sq_max = self.row_sq_max.max(row_sq);
         // Ridge part of the gradient, against the weights before this step.
         if self.lambda > 0.0 {
             for pos in 0..self.active.len() {

@@ -184,3 +184,120 @@ fn subset_and_smidas_learners_recover_the_support_and_export_their_metrics() {
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
 }
+
+/// A logistic stream with a strong offset (`y = sign(2 x.1_{j<3} + 0.8 + noise)`, ~90% positive): the mirror
+/// learner's default intercept learns it (positive bias, held-out accuracy above the majority rate) and
+/// `/v1/predict` uses it; the same learner with `intercept = false` cannot.
+#[test]
+fn mirror_learns_a_strong_offset_with_its_default_intercept() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+    let rows: Vec<thresher::sample::Sample> = (0..3000)
+        .map(|_| {
+            let mut indices: Vec<u32> = (0..3).map(|_| rng.gen_range(0..30)).collect();
+            indices.sort_unstable();
+            indices.dedup();
+            let values: Vec<f64> = indices.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let score: f64 = indices
+                .iter()
+                .zip(&values)
+                .map(|(&j, &v)| if j < 3 { 2.0 * v } else { 0.0 })
+                .sum::<f64>()
+                + 0.8
+                + rng.gen_range(-0.5..0.5);
+            thresher::sample::Sample::new(indices, values, score.signum(), None).unwrap()
+        })
+        .collect();
+    let (train, test) = rows.split_at(2500);
+    let dir = tempfile::tempdir().unwrap();
+    let learner =
+        "name = \"bias\"\nsolver = \"mirror\"\nloss = \"logistic\"\nk = 3\nlambda = 0.001\n";
+    let config = crate::common::test_config(
+        dir.path(),
+        &format!(
+            "{learner}[[learner]]\n{}intercept = false\n",
+            learner.replace("bias", "flat")
+        ),
+        "",
+    );
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    assert_eq!(d.post("/v1/samples", "text/plain", to_libsvm(train)).0, 202);
+    let score = |m: &serde_json::Value, s: &thresher::sample::Sample, with_b: bool| {
+        let w: Vec<(u32, f64)> = support(m)
+            .into_iter()
+            .zip(
+                m["weights"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap()),
+            )
+            .collect();
+        let b = if with_b {
+            m["intercept"].as_f64().unwrap()
+        } else {
+            0.0
+        };
+        s.indices
+            .iter()
+            .zip(&s.values)
+            .map(|(j, v)| w.iter().find(|(k, _)| k == j).map_or(0.0, |(_, wj)| wj * v))
+            .sum::<f64>()
+            + b
+    };
+    let accuracy = |m: &serde_json::Value| {
+        let right = test
+            .iter()
+            .filter(|s| (score(m, s, true) > 0.0) == (s.label > 0.0))
+            .count();
+        right as f64 / test.len() as f64
+    };
+    let majority = test.iter().filter(|s| s.label > 0.0).count() as f64 / test.len() as f64;
+    let bias = d.wait_for("the intercept learner's model on every sample", |d| {
+        let m = d.learner_model("bias")?;
+        (m["samples_seen"] == 2500).then_some(m)
+    });
+    let flat = d.wait_for("the flat learner's model on every sample", |d| {
+        let m = d.learner_model("flat")?;
+        (m["samples_seen"] == 2500).then_some(m)
+    });
+    let b = bias["intercept"].as_f64().unwrap();
+    assert!(b > 0.5, "intercept {b}: {bias}");
+    assert_eq!(flat["intercept"], 0.0);
+    let (with, without) = (accuracy(&bias), accuracy(&flat));
+    assert!(
+        with > majority && with > without + 0.05,
+        "{with} vs {without}, majority {majority}"
+    );
+    let c = &bias["certificate"];
+    assert!(c["gap"].as_f64().unwrap() >= 0.0, "{bias}");
+    // /v1/predict classifies with the intercept: rows whose class it flips get the intercept's class.
+    let flipped: Vec<&thresher::sample::Sample> = test
+        .iter()
+        .filter(|s| (score(&bias, s, true) >= 0.0) != (score(&bias, s, false) >= 0.0))
+        .collect();
+    assert!(!flipped.is_empty());
+    let body: Vec<serde_json::Value> = flipped
+        .iter()
+        .map(|s| serde_json::json!({"indices": s.indices, "values": s.values}))
+        .collect();
+    let (status, predicted, _) = d.post(
+        "/v1/predict?learner=bias",
+        "application/json",
+        serde_json::to_string(&body).unwrap(),
+    );
+    assert_eq!(status, 200, "{predicted}");
+    for (s, p) in flipped
+        .iter()
+        .zip(predicted["predictions"].as_array().unwrap())
+    {
+        let expected = if score(&bias, s, true) >= 0.0 {
+            1.0
+        } else {
+            -1.0
+        };
+        assert_eq!(p.as_f64().unwrap(), expected, "{predicted}");
+    }
+    let (status, log) = d.terminate();
+    assert!(status.success(), "{log}");
+}

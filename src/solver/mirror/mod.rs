@@ -28,8 +28,10 @@
 //! `B` drawn without replacement from `N` ("b-nice" sampling, Gower et al. 2019, *SGD: general analysis and
 //! improved rates*),
 //! `L_B = (N - B) / (B (N - 1)) L_max + N (B - 1) / (B (N - 1)) L_full`, with `L_max = max_i c_i ||x_i||^2`
-//! and `L_full = sigma_max(X^T C X / N)` (power iteration, as IHT's step): on sparse text rows `L_full`
-//! is far below `L_max`, so mini-batches earn proportionally larger steps.
+//! and `L_full = sigma_max(X^T C X / N)`, estimated by power iteration on [`CURVATURE_SAMPLE_ROWS`]
+//! evenly spread rows (biased upwards on a subsample, and capped by `L_max`), so the setup does not
+//! grow with `N`: on sparse text rows `L_full` is far below `L_max`, so mini-batches earn
+//! proportionally larger steps.
 //! The thesis's `eta_t = R / (G^2 sqrt(t) (1 + phi))` (5.71) and a constant step are options.
 
 pub mod greedy;
@@ -174,7 +176,36 @@ pub struct MirrorConfig {
     /// Steps after which the `Auto` step has halved; 0 = the default (one pass offline,
     /// [`DEFAULT_HORIZON`] for a bare learner).
     pub horizon: u64,
+    /// What the mirror-space point remembers off the support (see [`Memory`]).
+    pub memory: Memory,
 }
+
+/// What the mirror-space point `theta` keeps for a coordinate that is not (or no longer) in the support.
+///
+/// With [`Memory::Support`] (the thesis's step (5.15) taken literally) `theta` lives on `supp(w_t)`: a
+/// coordinate that leaves the support forgets its history, and a coordinate enters only when one step's
+/// move `eta_t |g_j|` beats the smallest support weight. On a stream of short sparse rows (text) every
+/// step's fresh coordinates then compete with the support on a single sample's evidence, and the support
+/// churns among recent rows' words (measured in docs/benchmarks/mirror.md: held-out accuracy below the
+/// majority class on rotten_tomatoes).
+///
+/// With [`Memory::Dense`] every coordinate keeps its mirror-space value, as an unthresholded stochastic
+/// mirror descent on the ridge objective would (`w~_j = grad psi*(theta_j)`, shrunk by the ridge's
+/// `1 - eta_t s_psi lambda` per step off the support, applied lazily when the coordinate is next
+/// touched), and the weights are its restriction to the `k` largest `|theta_j|` among the step's
+/// candidates (`supp(w_t) ∪ supp(x_i)`). The support follows accumulated evidence, like SDIHT's
+/// `w~ = -(1/(lambda N)) sum_i alpha_i x_i`, and a coordinate that left it can come back. It costs one
+/// more dense vector (the decay stamps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    Support,
+    Dense,
+}
+
+/// Rows the offline solver's power iteration for `L_full` runs on (see the module docs): the setup
+/// then costs the same on 10^4 and 10^7 samples (a full power iteration over 1M rows took 62% of a
+/// one-pass `fit`).
+pub const CURVATURE_SAMPLE_ROWS: usize = 8192;
 
 /// The `Auto` step's horizon for a learner that does not know its data set's size.
 pub const DEFAULT_HORIZON: u64 = 10_000;
@@ -187,6 +218,7 @@ impl MirrorConfig {
             step: MirrorStep::Auto,
             batch: 1,
             horizon: 0,
+            memory: Memory::Support,
         }
     }
 
@@ -225,8 +257,18 @@ pub struct MirrorLearner {
     fit_intercept: bool,
     /// Dense weights, nonzero only on `support`.
     w: Vec<f64>,
-    /// `grad psi(w)`, nonzero only on `support` (kept so the next step never inverts the map).
+    /// `grad psi(w)` on `support` (kept so the next step never inverts the map); off the support 0
+    /// ([`Memory::Support`]) or the coordinate's accumulated mirror-space value as of `stamp[j]`
+    /// ([`Memory::Dense`]).
     theta: Vec<f64>,
+    /// [`Memory::Dense`]: `decay_log` when `theta[j]` was last brought up to date (empty otherwise).
+    stamp: Vec<f64>,
+    /// [`Memory::Dense`]: `sum_s ln(1 - eta_s s_psi lambda)` over the steps taken: the ridge's shrink of
+    /// an off-support coordinate between two touches is `exp(decay_log - stamp[j])`.
+    decay_log: f64,
+    /// Steps rejected because they produced a non-finite weight, mirror-space value or intercept (the
+    /// state is left as before the step).
+    numeric_faults: u64,
     support: Vec<u32>,
     intercept: f64,
     steps: u64,
@@ -265,6 +307,13 @@ impl MirrorLearner {
             fit_intercept,
             w: vec![0.0; dim],
             theta: vec![0.0; dim],
+            stamp: if config.memory == Memory::Dense {
+                vec![0.0; dim]
+            } else {
+                Vec::new()
+            },
+            decay_log: 0.0,
+            numeric_faults: 0,
             support: Vec::with_capacity(k),
             intercept: 0.0,
             steps: 0,
@@ -283,6 +332,12 @@ impl MirrorLearner {
 
     pub fn config(&self) -> &MirrorConfig {
         &self.config
+    }
+
+    /// Sets the `Auto` step's horizon (steps; at least 1). A streaming learner sets it to one pass over
+    /// its window as the window grows.
+    pub fn set_horizon(&mut self, steps: u64) {
+        self.config.horizon = steps.max(1);
     }
 
     /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
@@ -304,6 +359,25 @@ impl MirrorLearner {
         self.row_sq_max = self.row_sq_max.max(sq_norm);
     }
 
+    /// The `s_psi` the `Auto` step divides by: [`MirrorMap::dual_scale`] at the sparsity `k`; with
+    /// [`Memory::Dense`] and the hyperbolic entropy, its local gain at the current weights,
+    /// `max_j d(beta sinh theta_j)/d theta_j = sqrt(beta^2 + ||w||_inf^2)`: a mirror step `eta` moves
+    /// `w_j` like a Euclidean step `eta sqrt(beta^2 + w_j^2)`, so once weights outgrow `beta` the
+    /// fixed `beta` makes the largest weights take steps far above `1/L` (measured on trump_tweets, k = 100,
+    /// beta = 1: relative gap stuck at ~0.14 after 20 s; with the local gain it falls like Euclidean's).
+    fn gain(&self) -> f64 {
+        match self.config.map {
+            MirrorMap::HypEntropy { beta } if self.config.memory == Memory::Dense => {
+                let w_max = self
+                    .support
+                    .iter()
+                    .fold(0.0f64, |m, &j| m.max(self.w[j as usize].abs()));
+                beta.hypot(w_max)
+            }
+            map => map.dual_scale(self.k),
+        }
+    }
+
     /// `eta_t` of the next step (mirror-space units).
     pub fn step_size(&self) -> f64 {
         let horizon = if self.config.horizon == 0 {
@@ -313,7 +387,7 @@ impl MirrorLearner {
         };
         self.config.step.at(
             self.steps,
-            self.config.map.dual_scale(self.k),
+            self.gain(),
             self.smoothness(),
             self.lambda,
             horizon,
@@ -343,6 +417,9 @@ impl MirrorLearner {
             grow_dense(&mut self.w, dim);
             grow_dense(&mut self.theta, dim);
             grow_dense(&mut self.grad, dim);
+            if self.config.memory == Memory::Dense {
+                self.stamp.resize(dim, self.decay_log);
+            }
             self.touched_flag.resize(dim, false);
         }
     }
@@ -351,6 +428,28 @@ impl MirrorLearner {
         if !self.touched_flag[j as usize] {
             self.touched_flag[j as usize] = true;
             self.touched.push(j);
+        }
+    }
+
+    /// Steps rejected for a non-finite value (see [`MirrorLearner::step_batch`]).
+    pub fn numeric_faults(&self) -> u64 {
+        self.numeric_faults
+    }
+
+    /// [`Memory::Dense`]: the off-support `theta_j` with the ridge shrink of the steps since it was
+    /// last brought up to date, in primal units (`w~_j <- rho w~_j`, mapped back through the link).
+    fn decayed_theta(&self, j: usize) -> f64 {
+        let theta = self.theta[j];
+        if theta == 0.0 || self.w[j] != 0.0 {
+            return theta;
+        }
+        let keep = (self.decay_log - self.stamp[j]).exp();
+        if keep >= 1.0 {
+            return theta;
+        }
+        match self.config.map {
+            MirrorMap::Euclidean | MirrorMap::PNorm { .. } => keep * theta,
+            MirrorMap::HypEntropy { .. } => (keep * theta.sinh()).asinh(),
         }
     }
 
@@ -400,7 +499,9 @@ impl MirrorLearner {
         self.pending += 1;
     }
 
-    /// The step (1)-(4) of the module docs on the pending gradient.
+    /// The step (1)-(4) of the module docs on the pending gradient. A step whose new weights,
+    /// mirror-space values or intercept are not all finite is rejected: the state stays as it was and
+    /// [`MirrorLearner::numeric_faults`] counts it.
     fn apply(&mut self) {
         if self.pending == 0 {
             return;
@@ -410,7 +511,9 @@ impl MirrorLearner {
         self.pending = 0;
         self.pending_intercept_grad = 0.0;
         let eta = self.step_size();
+        let gain = self.gain();
         let count = count as f64;
+        let dense = self.config.memory == Memory::Dense;
         for pos in 0..self.support.len() {
             let j = self.support[pos];
             self.touch(j);
@@ -418,7 +521,12 @@ impl MirrorLearner {
         // grad now holds the mirror-space point theta_j - eta g_j of every candidate coordinate.
         for &j in &self.touched {
             let j = j as usize;
-            self.grad[j] = self.theta[j] - eta * (self.grad[j] / count + self.lambda * self.w[j]);
+            let theta = if dense {
+                self.decayed_theta(j)
+            } else {
+                self.theta[j]
+            };
+            self.grad[j] = theta - eta * (self.grad[j] / count + self.lambda * self.w[j]);
         }
         self.selected.clear();
         self.selected.extend_from_slice(&self.touched);
@@ -437,9 +545,44 @@ impl MirrorLearner {
             // The next step starts from grad psi of the feasible point (the prox form of Alg. 3.1).
             map.grad_psi(&self.sub_x, &mut self.sub_theta);
         }
+        let intercept = if self.fit_intercept {
+            self.intercept - eta * gain * intercept_grad / count
+        } else {
+            self.intercept
+        };
+        let finite = intercept.is_finite()
+            && self.sub_x.iter().all(|v| v.is_finite())
+            && self.sub_theta.iter().all(|v| v.is_finite())
+            && (!dense
+                || self
+                    .touched
+                    .iter()
+                    .all(|&j| self.grad[j as usize].is_finite()));
+        if !finite {
+            self.numeric_faults += 1;
+            self.clear_touched();
+            return;
+        }
+        let decay_after = self.decay_log + (1.0 - eta * gain * self.lambda).clamp(1e-12, 1.0).ln();
+        if dense {
+            // Every candidate keeps its new mirror-space value, selected or not. A support coordinate
+            // took this step's ridge in its gradient (`lambda w_j`), an off-support one (`w_j = 0`)
+            // takes it as the lazy shrink: its stamp is set before this step's factor.
+            for &j in &self.touched {
+                let j = j as usize;
+                self.theta[j] = self.grad[j];
+                self.stamp[j] = if self.w[j] != 0.0 {
+                    decay_after
+                } else {
+                    self.decay_log
+                };
+            }
+        }
         for &j in &self.support {
             self.w[j as usize] = 0.0;
-            self.theta[j as usize] = 0.0;
+            if !dense {
+                self.theta[j as usize] = 0.0;
+            }
         }
         self.support.clear();
         for (pos, &j) in self.selected.iter().enumerate() {
@@ -449,15 +592,20 @@ impl MirrorLearner {
                 self.support.push(j);
             }
         }
-        if self.fit_intercept {
-            self.intercept -= eta * map.dual_scale(self.k) * intercept_grad / count;
+        self.intercept = intercept;
+        if dense {
+            self.decay_log = decay_after;
         }
+        self.clear_touched();
+        self.steps += 1;
+    }
+
+    fn clear_touched(&mut self) {
         for &j in &self.touched {
             self.grad[j as usize] = 0.0;
             self.touched_flag[j as usize] = false;
         }
         self.touched.clear();
-        self.steps += 1;
     }
 }
 
@@ -498,7 +646,8 @@ impl MirrorDescent {
             config.batch.min(problem.data.len()).max(1) as f64,
         );
         if b > 1.0 {
-            let full = super::primal::sigma_max_sq(problem).min(row_max);
+            let full =
+                super::primal::sigma_max_sq_sampled(problem, CURVATURE_SAMPLE_ROWS).min(row_max);
             learner.set_batch_curvature(
                 (n - b) / (b * (n - 1.0)) * row_max + n * (b - 1.0) / (b * (n - 1.0)) * full,
             );

@@ -4,7 +4,7 @@
 //! point, step-schedule position), so a daemon restart resumes the same model. SMIDAS implements it in
 //! `crate::solver::smidas`.
 
-use super::MirrorLearner;
+use super::{Memory, MirrorLearner};
 
 /// The dimension a learner resumed from `coordinates` (`(j, w_j, theta_j)`) is sized for: `dim`, or one
 /// past the largest index the checkpoint names if that is larger (entries later skipped as zero or
@@ -36,14 +36,26 @@ pub trait Resumable {
 }
 
 impl Resumable for MirrorLearner {
-    /// Ascending `j`.
+    /// Ascending `j`; with [`Memory::Dense`] the off-support mirror-space values follow as `(j, 0, theta_j)`
+    /// (ridge shrink applied up to now), so a resumed learner keeps the evidence it accumulated.
     fn coordinates(&self) -> Vec<(u32, f64, f64)> {
         let mut support = self.support.clone();
         support.sort_unstable();
-        support
+        let mut out: Vec<(u32, f64, f64)> = support
             .iter()
             .map(|&j| (j, self.w[j as usize], self.theta[j as usize]))
-            .collect()
+            .collect();
+        if self.config.memory == Memory::Dense {
+            for j in 0..self.theta.len() {
+                if self.w[j] == 0.0 && self.theta[j] != 0.0 {
+                    let theta = self.decayed_theta(j);
+                    if theta != 0.0 && theta.is_finite() {
+                        out.push((j as u32, 0.0, theta));
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn steps(&self) -> u64 {
@@ -54,15 +66,22 @@ impl Resumable for MirrorLearner {
         self.row_sq_max
     }
 
-    /// Restores both `w` and `theta`.
+    /// Restores both `w` and `theta` (with [`Memory::Dense`] also the off-support `theta`, bit for
+    /// bit as exported: a dense learner resumes up to the rounding of its lazy ridge shrink).
     fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        for &j in &self.support {
-            self.w[j as usize] = 0.0;
-            self.theta[j as usize] = 0.0;
-        }
+        self.w.iter_mut().for_each(|v| *v = 0.0);
+        self.theta.iter_mut().for_each(|v| *v = 0.0);
         self.support.clear();
         self.ensure_dim(checkpoint_dim(dim, coordinates));
+        let dense = self.config.memory == Memory::Dense;
+        if dense {
+            let now = self.decay_log;
+            self.stamp.iter_mut().for_each(|s| *s = now);
+        }
         for &(j, w, theta) in coordinates {
+            if dense && w == 0.0 && theta != 0.0 && theta.is_finite() {
+                self.theta[j as usize] = theta;
+            }
             if w != 0.0 && w.is_finite() && theta.is_finite() {
                 self.w[j as usize] = w;
                 self.theta[j as usize] = theta;

@@ -503,3 +503,173 @@ fn samples_fed_one_by_one_step_like_consecutive_mini_batches() {
         assert!(!fed.model().support.is_empty());
     }
 }
+
+fn row<'a>(indices: &'a [u32], values: &'a [f64], label: f64) -> Row<'a> {
+    Row {
+        indices,
+        values,
+        label,
+        weight: 1.0,
+    }
+}
+
+/// `Memory::Dense`: a coordinate that leaves the support keeps its mirror-space value, shrunk by the
+/// ridge factor `1 - eta lambda` of every step it spends off the support (exactly once per step), and
+/// comes back on fresh evidence from where it was; `Memory::Support` forgets it.
+#[test]
+fn dense_memory_keeps_off_support_evidence_and_shrinks_it_by_the_ridge() {
+    let (eta, lambda) = (0.5, 0.1);
+    let loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+    let config = |memory| MirrorConfig {
+        step: MirrorStep::Constant(eta),
+        memory,
+        ..MirrorConfig::new(MirrorMap::Euclidean)
+    };
+    let mut dense = MirrorLearner::new(config(Memory::Dense), loss, lambda, 1, false, 3).unwrap();
+    let mut sparse =
+        MirrorLearner::new(config(Memory::Support), loss, lambda, 1, false, 3).unwrap();
+    for l in [&mut dense, &mut sparse] {
+        l.step_sample(row(&[0], &[1.0], 1.0));
+        // theta_1 = -eta l'(0; 2), twice theta_0: it displaces coordinate 0.
+        l.step_sample(row(&[1], &[1.0], 2.0));
+        assert_eq!(l.model().support, &[1]);
+    }
+    // Coordinate 0 took the ridge of step 2 in its gradient while on the support.
+    let dl = |label: f64| loss.sample(label, 1.0).derivative(0.0);
+    let kept = -eta * dl(1.0) * (1.0 - eta * lambda);
+    assert_eq!(dense.coordinates()[1], (0, 0.0, kept));
+    assert_eq!(sparse.coordinates().len(), 1);
+    // One step off the support (a row with a zero gradient): one shrink factor.
+    dense.step_sample(row(&[2], &[1.0], 0.0));
+    let shrunk = dense.coordinates()[1];
+    assert_eq!((shrunk.0, shrunk.1), (0, 0.0));
+    let expected = kept * (1.0 - eta * lambda);
+    assert!(
+        (shrunk.2 - expected).abs() <= 1e-15 * expected,
+        "{shrunk:?}"
+    );
+    // Fresh evidence for coordinate 0: the dense learner adds it to what it kept and swaps it back.
+    let w1 = dense.model().weights[1];
+    dense.step_sample(row(&[0], &[1.0], 2.0 * w1));
+    assert_eq!(dense.model().support, &[0]);
+    let w0 = dense.model().weights[0];
+    assert!(
+        (w0 - (expected - eta * dl(2.0 * w1))).abs() <= 1e-12,
+        "{w0}"
+    );
+    assert_eq!(dense.numeric_faults(), 0);
+}
+
+/// A step that would write a non-finite value is rejected with the state unchanged, and counted.
+#[test]
+fn a_non_finite_step_is_rejected_and_counted() {
+    let loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+    for memory in [Memory::Dense, Memory::Support] {
+        for map in [MirrorMap::Euclidean, MirrorMap::HypEntropy { beta: 1.0 }] {
+            let config = MirrorConfig {
+                memory,
+                step: MirrorStep::Constant(1.0),
+                ..MirrorConfig::new(map)
+            };
+            let mut l = MirrorLearner::new(config, loss, 0.01, 2, true, 4).unwrap();
+            l.step_sample(row(&[0, 1], &[1.0, -0.5], 1.0));
+            let before = (l.coordinates(), l.model().intercept, l.steps());
+            // (1e300 - 0)^2 gradients overflow.
+            l.step_sample(row(&[2], &[1e300], 1e300));
+            assert_eq!(l.numeric_faults(), 1, "{map:?} {memory:?}");
+            assert_eq!((l.coordinates(), l.model().intercept, l.steps()), before);
+            l.step_sample(row(&[0], &[1.0], 1.0));
+            assert_eq!(l.steps(), 2);
+            assert!(l.model().weights.iter().all(|w| w.is_finite()));
+        }
+    }
+    let mut s = crate::solver::smidas::SmidasLearner::new(
+        1e-3,
+        MirrorStep::Constant(1.0),
+        loss,
+        0.01,
+        true,
+        4,
+    )
+    .unwrap();
+    s.step_sample(row(&[0], &[1.0], 1.0));
+    let before = (s.coordinates(), s.steps());
+    s.step_sample(row(&[2], &[1e300], 1e300));
+    assert_eq!(s.numeric_faults(), 1);
+    assert_eq!((s.coordinates(), s.steps()), before);
+}
+
+/// The `Auto` step: `1/(s L)` at `t = 0`, non-increasing in `t`, half of it at `t = H` without a ridge;
+/// with the hyperbolic entropy and `Memory::Dense` its scale is the link's gain at the current weights,
+/// `sqrt(beta^2 + ||w||_inf^2)`, at least `beta`.
+#[test]
+fn the_auto_step_starts_at_one_over_l_and_decays_to_half_at_the_horizon() {
+    let step = MirrorStep::Auto;
+    let (s, l, h) = (2.0, 3.0, 100);
+    assert_eq!(step.at(0, s, l, 0.0, h), 1.0 / (s * l));
+    assert!((step.at(h, s, l, 0.0, h) - 0.5 / (s * l)).abs() < 1e-15);
+    let mut last = f64::INFINITY;
+    for t in 0..1000 {
+        let eta = step.at(t, s, l, 1e-3, h);
+        assert!(eta <= last && eta > 0.0);
+        last = eta;
+    }
+    let loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+    let beta = 0.5;
+    let config = MirrorConfig {
+        memory: Memory::Dense,
+        ..MirrorConfig::new(MirrorMap::HypEntropy { beta })
+    };
+    let mut learner = MirrorLearner::new(config, loss, 1e-3, 3, false, 4).unwrap();
+    assert_eq!(learner.gain(), beta);
+    for _ in 0..50 {
+        learner.step_sample(row(&[0, 2], &[1.0, 2.0], 1.0));
+    }
+    let w_max = learner
+        .model()
+        .weights
+        .iter()
+        .fold(0.0f64, |m, w| m.max(w.abs()));
+    assert!(w_max > beta);
+    assert_eq!(learner.gain(), beta.hypot(w_max));
+}
+
+/// The curvature the steps are sized from never understates the one a step sees: the learner's
+/// `L = l''_max max_i c_i ||x_i||^2 + lambda` bounds every row's `l''_max c_i ||x_i||^2 + lambda`, and
+/// the power iteration on a subsample matches the full one when the subsample is everything and stays
+/// between the full one's 0.5x and `L_max` on random sparse data.
+#[test]
+fn row_norm_curvature_bounds_every_sample_and_the_sampled_estimate_is_close() {
+    let data = synth::sparse_stream(4000, 300, 10, 12, 0.1, true, 5);
+    let set = Dataset::from_samples(&data.samples, 0);
+    let loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+    let mut learner = MirrorLearner::new(
+        MirrorConfig::new(MirrorMap::Euclidean),
+        loss,
+        0.01,
+        10,
+        false,
+        0,
+    )
+    .unwrap();
+    let mut row_max: f64 = 0.0;
+    for i in 0..set.len() {
+        let r = set.row(i);
+        learner.step_sample(r);
+        let curvature = loss.smoothness() * r.weight * crate::sparse::sparse_sq_norm(r.values);
+        row_max = row_max.max(r.weight * crate::sparse::sparse_sq_norm(r.values));
+        assert!(learner.smoothness() >= curvature + 0.01, "row {i}");
+    }
+    let problem = Problem::new(&set, loss, 0.01, 10, false).unwrap();
+    let full = crate::solver::primal::sigma_max_sq(&problem);
+    assert_eq!(
+        crate::solver::primal::sigma_max_sq_sampled(&problem, set.len()),
+        full
+    );
+    let sampled = crate::solver::primal::sigma_max_sq_sampled(&problem, 500);
+    assert!(
+        sampled >= 0.5 * full && sampled <= row_max,
+        "{sampled} vs {full}, {row_max}"
+    );
+    assert!(full <= row_max);
+}
