@@ -9,6 +9,6 @@ mod learners;
 mod limits;
 mod mirror;
 mod prometheus;
-mod security;
 mod sdiht;
+mod security;
 mod subset;
