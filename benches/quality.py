@@ -550,6 +550,8 @@ def main():
     p.add_argument("--command", default="bash benches/quality.sh", help="command line recorded in the report")
     p.add_argument("--quick", action="store_true", help="fewer settings (for trying the script)")
     p.add_argument("--note", default="", help="a line for the report's header (e.g. what else ran)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows of WORK/results.jsonl (an interrupted run) and measure only the missing ones")
     p.add_argument("--sets", default="w3," + ",".join(TEXT_SETS))
     p.add_argument("--methods", default="fit,daemon,vw,sgd,liblinear,river")
     p.add_argument("--seed", type=int, default=0)
@@ -599,9 +601,22 @@ def main():
             sets.append(DataSet(name, train, test, dim, False, f"text, tf-idf; {n} samples split seeded"))
 
     rows = []
-    results = open(os.path.join(args.work, "results.jsonl"), "w")
+    results_path = os.path.join(args.work, "results.jsonl")
+    earlier = {}
+    if args.resume and os.path.exists(results_path):
+        with open(results_path) as f:
+            for line in f:
+                r = json.loads(line)
+                if "acc" in r:
+                    earlier[(r["data"], r["method"], r["setting"])] = r
+    results = open(results_path, "w")
 
     def record(ds, method, setting, fn):
+        if (ds.name, method, setting) in earlier:
+            row = earlier.pop((ds.name, method, setting))
+            rows.append(row)
+            results.write(json.dumps(row) + "\n")
+            return
         log(f"{ds.name}: {method} {setting}")
         row = dict(data=ds.name, method=method, setting=setting)
         try:
@@ -629,20 +644,21 @@ def main():
         if "vw" in methods:
             for l1 in floats(args.vw_l1_w3 if ds.stream else args.vw_l1_text):
                 record(ds, "vw", f"--l1 {l1:g}", lambda: run_vw(args, ds, l1, args.work))
-        if "sgd" in methods or "liblinear" in methods:
-            data = None
-            try:
-                data = load_sklearn(ds)
-            except Exception as e:
-                log(f"  load_svmlight_file failed: {e}")
-            if data is not None and "sgd" in methods:
-                for alpha in floats(args.sgd_alphas_w3 if ds.stream else args.sgd_alphas_text):
-                    for penalty in ("l1",) if args.quick else ("l1", "elasticnet"):
-                        record(ds, "sklearn sgd", f"{penalty}, alpha {alpha:g}",
-                               lambda: run_sgd(args, ds, data, penalty, alpha))
-            if data is not None and "liblinear" in methods:
-                record(ds, "liblinear", f"L1 logistic, <= {K} nonzeros", lambda: run_liblinear(args, ds, data))
-            data = None
+        loaded = {}
+
+        def sk():  # parsed once per data set, and only when a row needs it (--resume may need none)
+            if "data" not in loaded:
+                loaded["data"] = load_sklearn(ds)
+            return loaded["data"]
+
+        if "sgd" in methods:
+            for alpha in floats(args.sgd_alphas_w3 if ds.stream else args.sgd_alphas_text):
+                for penalty in ("l1",) if args.quick else ("l1", "elasticnet"):
+                    record(ds, "sklearn sgd", f"{penalty}, alpha {alpha:g}",
+                           lambda: run_sgd(args, ds, sk(), penalty, alpha))
+        if "liblinear" in methods:
+            record(ds, "liblinear", f"L1 logistic, <= {K} nonzeros", lambda: run_liblinear(args, ds, sk()))
+        loaded.clear()
         if "river" in methods:
             for l1 in floats(args.river_l1):
                 record(ds, "river", f"l1 {l1:g}", lambda: run_river(args, ds, l1))

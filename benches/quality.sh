@@ -32,6 +32,7 @@ if [ ! -f "$W3/train.svm" ] || [ ! -f "$W3/test.svm" ]; then
   target/release/examples/w3_stream --train "$TRAIN" --test "$TEST" --out "$W3"
 fi
 
-CMD="bash benches/quality.sh${QUICK:+ --quick} $REAL${*:+ $*}"
+CMD="bash benches/quality.sh${QUICK:+ --quick} $(printf '%q ' "$REAL" "$@")"
+CMD="${CMD% }"
 exec bench-venv/bin/python benches/quality.py --w3 "$W3" --real "$REAL" --command "$CMD" \
   ${QUICK:+--quick --river-samples 20000} "$@"
