@@ -37,7 +37,10 @@ fuzz_target!(|data: &[u8]| {
                         .enumerate()
                         .map(|(i, name)| format!("{}: {}", serde_json_string(name), i as f64 * 0.5))
                         .collect();
-                    format!("{{\"label\": 1, \"features\": {{{}}}}}", features.join(", "))
+                    format!(
+                        "{{\"label\": 1, \"features\": {{{}}}}}",
+                        features.join(", ")
+                    )
                 })
                 .collect();
             if mode & 2 == 0 {
@@ -58,11 +61,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(after.len() <= CAPACITY);
         assert_eq!(&after[..before.len()], &before[..], "indices are stable");
         if result.is_err() || predict {
-            assert_eq!(after, before, "a refused or prediction body registers nothing");
+            assert_eq!(
+                after, before,
+                "a refused or prediction body registers nothing"
+            );
         }
         if let Ok(block) = result {
             for s in block.to_samples() {
-                assert!(s.indices.iter().all(|&j| (j as usize) < after.len().max(1 << 20)));
+                assert!(s
+                    .indices
+                    .iter()
+                    .all(|&j| (j as usize) < after.len().max(1 << 20)));
                 if !predict && mode & 1 == 1 {
                     // Built bodies use names only: every index is a registered name.
                     assert!(s.indices.iter().all(|&j| (j as usize) < after.len()));
