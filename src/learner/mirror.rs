@@ -672,7 +672,13 @@ mod tests {
                 StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 400, Some(state))),
                 _ => Box::new(StreamSmidas::new(config, 400, Some(state))),
             };
-            assert_eq!(back.certify().model.intercept, b);
+            // The restored window is stored oldest first, so the certificate's intercept refit sums in
+            // another order: equal to rounding.
+            let restored = back.certify().model.intercept;
+            assert!(
+                (restored - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "{restored} vs {b}"
+            );
         }
     }
 
