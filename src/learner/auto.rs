@@ -13,7 +13,10 @@
 //! **Work per round.** Inserts cost every member (they must see every sample). A [`StreamingLearner::step`]
 //! steps the served member and one other member, round-robin, so the served model improves as fast as
 //! a single learner's and the challengers share one step's worth of work between them
-//! (`docs/benchmarks/learners.md` measures the ingest this leaves).
+//! (`docs/benchmarks/learners.md` measures the ingest this leaves). The learner idles when every member
+//! does; the other members are never certified, so they idle only by [`super::IDLE_EPOCHS`] passes
+//! without new data (until then their steps also count as changes, and the served model is re-certified
+//! at the snapshot cadence).
 //!
 //! **Selection** ([`Selector`]). Per member, the progressive loss of each insert (the batch's summed
 //! loss over its sample count, from the member's counters) enters an exponentially weighted average

@@ -231,7 +231,11 @@ fn bad_input_is_a_clear_error_naming_file_and_line() {
     let out = thresher(&[
         "fit", &data, "--loss", "squared", "-k", "1", "--lambda", "0",
     ]);
-    assert_failed_with(&out, "lambda must be finite and > 0");
+    // Refused as the flag is parsed (`--lambda` takes a number > 0 or `auto`).
+    assert_failed_with(
+        &out,
+        "invalid value '0' for '--lambda <LAMBDA>': expected a number > 0 or \"auto\"",
+    );
     let out = thresher(&["predict", "--model", &data, &data]);
     assert_failed_with(&out, "not a thresher model");
 }
