@@ -52,7 +52,7 @@
 //! | `learner.lambda` | 0.01 | | > 0 | `THRESHER_LEARNER_LAMBDA` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
 //! | `learner.step` | `coordinate` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
-//! | `learner.intercept` | on for classification losses | bool | | `THRESHER_LEARNER_INTERCEPT` |
+//! | `learner.intercept` | `auto` | | `auto` (on for classification losses), `true`, `false` | `THRESHER_LEARNER_INTERCEPT` |
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
 //! | `learner.tol` | 1e-9 | relative gap | >= 0 | `THRESHER_LEARNER_TOL` |
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |
@@ -347,7 +347,7 @@ layer! {
         lambda: f64,
         blocks: i64,
         step: String,
-        intercept: bool,
+        intercept: String,
         recompute_every: i64,
         tol: f64,
         seed: i64,
@@ -788,7 +788,18 @@ fn read_learner(
         lambda,
         blocks,
         step,
-        intercept: t.intercept.unwrap_or(loss.is_classification()),
+        intercept: match need(&t.intercept, &key("intercept"))?.as_str() {
+            "auto" => loss.is_classification(),
+            "true" => true,
+            "false" => false,
+            other => {
+                return Err(range(
+                    &key("intercept"),
+                    other,
+                    "expected \"auto\", \"true\" or \"false\"",
+                ))
+            }
+        },
         recompute_every: int(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)? as usize,
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,

@@ -76,7 +76,7 @@ fn the_streaming_intercept_fits_an_offset_stream_and_survives_a_restart() {
     assert!((0.75..0.95).contains(&positives), "{positives}");
     let test = Dataset::from_samples(&samples[4000..], 200);
     let (with, restored) = learn("", &samples[..4000]);
-    let (without, _) = learn("intercept = false", &samples[..4000]);
+    let (without, _) = learn("intercept = \"false\"", &samples[..4000]);
     assert!(with.intercept > 1.0, "b = {}", with.intercept);
     assert_eq!(without.intercept, 0.0);
     let (acc_with, acc_without) = (with.accuracy(&test), without.accuracy(&test));
