@@ -206,7 +206,8 @@ impl Fit<'_> {
             SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
             SolverKind::Sdiht => {
                 let blocks = args.blocks.unwrap_or(match step {
-                    StepRule::Coordinate => default_blocks(data.len()),
+                    // At least 2: `--solver sdiht` stays SDIHT (one block is DIHT) on small files.
+                    StepRule::Coordinate => default_blocks(data.len()).max(2).min(data.len()),
                     _ => 10,
                 });
                 Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)
