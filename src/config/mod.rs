@@ -67,7 +67,7 @@
 //! | `learner.lambda_margin` | 0.01 | relative loss lead a challenger needs to be served | 0 ..= 1 (excl.) | `THRESHER_LEARNER_LAMBDA_MARGIN` |
 //! | `learner.lambda_half_life` | 2000 | samples (progressive-loss half-life; least samples between switches) | >= 1 | `THRESHER_LEARNER_LAMBDA_HALF_LIFE` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
-//! | `learner.step` | `coordinate` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
+//! | `learner.step` | `adaptive` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
 //! | `learner.tol` | 1e-9 | relative gap | >= 0 | `THRESHER_LEARNER_TOL` |
 //! | `learner.seed` | 1 | | u64 | `THRESHER_LEARNER_SEED` |

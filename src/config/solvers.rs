@@ -456,7 +456,8 @@ mod tests {
         .iter()
         .map(|l| l.intercept)
         .collect();
-        assert_eq!(intercepts, [true, true, false, false, false, true]);
+        // Huber is the smoothed hinge (labels +-1): a classification loss, so on by default.
+        assert_eq!(intercepts, [true, true, false, true, false, true]);
         assert_eq!(logistic.learners[0].loss.kind(), LossKind::Logistic);
     }
 }

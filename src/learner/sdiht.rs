@@ -853,3 +853,45 @@ mod tests {
         is_send::<Box<dyn StreamingLearner>>();
     }
 }
+/// Regression: the coordinate (SDCA) rule, stable offline, drove the streaming window's primal far from
+/// its dual at a small lambda (squared loss, lambda = 1e-3: chunk progressive losses jumped from 0.003 to
+/// 0.8, P = 0.79 against D = 0.006), while the adaptive rule held them near the noise level. The daemon's
+/// default step is therefore `adaptive`; this pins both facts so a change of either shows.
+#[cfg(test)]
+mod small_lambda_stream {
+    use crate::config::Config;
+    use crate::learner::build;
+    use crate::loss::{Loss, LossKind};
+    use crate::solver::StepRule;
+    use crate::synth::sparse_stream;
+
+    /// The worst progressive loss of a 200-sample chunk after the first 1000 samples.
+    fn worst_chunk_loss(step: StepRule) -> f64 {
+        let data = sparse_stream(4000, 100, 5, 10, 0.05, false, 9);
+        let mut c = Config::defaults().learners.remove(0);
+        c.loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+        (c.k, c.blocks, c.step, c.lambda) = (5, 4, step, 1e-3);
+        let mut l = build(&c, 2000, None);
+        let mut worst = 0.0f64;
+        for (i, chunk) in data.samples.chunks(200).enumerate() {
+            let before = l.stats().progressive_loss_sum;
+            l.insert_samples(chunk);
+            if i >= 5 {
+                worst = worst.max((l.stats().progressive_loss_sum - before) / 200.0);
+            }
+            for _ in 0..100 {
+                l.step();
+            }
+        }
+        worst
+    }
+
+    #[test]
+    fn the_default_streaming_step_holds_a_small_lambda() {
+        assert_eq!(Config::defaults().learners[0].step, StepRule::Adaptive);
+        let adaptive = worst_chunk_loss(StepRule::Adaptive);
+        assert!(adaptive < 0.05, "{adaptive}");
+        let coordinate = worst_chunk_loss(StepRule::Coordinate);
+        assert!(coordinate > 10.0 * adaptive, "{coordinate} vs {adaptive}");
+    }
+}
