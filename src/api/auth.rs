@@ -198,7 +198,8 @@ impl AuthPolicy {
 pub fn required_scope(method: &Method, path: &str, metrics: MetricsAuth) -> Option<Scope> {
     let reads = matches!(*method, Method::GET | Method::HEAD);
     match path {
-        "/healthz" | "/readyz" if reads => None,
+        // The API's contract is no secret, and clients read it before they hold a token.
+        "/healthz" | "/readyz" | "/openapi.json" if reads => None,
         "/metrics" if reads => match metrics {
             MetricsAuth::Open => None,
             MetricsAuth::Read => Some(Scope::Read),

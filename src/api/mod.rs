@@ -183,10 +183,11 @@ impl IntoResponse for ApiError {
 }
 
 /// The router over `state`, with the body limit and the per-route latency histogram.
-pub fn router(state: Arc<AppState>, body_limit: usize) -> Router {
-    // No authentication layer here yet: the document lists "no credentials" beside `bearer`.
+pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> Router {
+    // Without tokens ([`auth::protect`] adds no layer) the document lists "no credentials" beside
+    // `bearer`, so a client generated from it works against either daemon.
     let openapi_doc = OpenApiJson(Bytes::from(
-        serde_json::to_vec(&openapi::document(&state.ingest_rules, false))
+        serde_json::to_vec(&openapi::document(&state.ingest_rules, authenticated))
             .expect("the document serialises"),
     ));
     Router::new()

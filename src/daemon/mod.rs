@@ -387,7 +387,7 @@ pub async fn run(
         tell.send_replace(Some(bound));
     }
     let app = protect(
-        router(state.clone(), config.body_limit_bytes),
+        router(state.clone(), config.body_limit_bytes, tokens.is_some()),
         AuthPolicy {
             tokens,
             metrics: config.auth.metrics,

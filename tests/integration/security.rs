@@ -153,6 +153,17 @@ fn tokens_and_scopes_guard_every_route_and_a_refused_post_changes_nothing() {
     // Health checks stay open.
     assert_eq!(get(&d, "/healthz", None).0, 200);
     assert!(matches!(get(&d, "/readyz", None).0, 200 | 503));
+    // So is the API's contract, which then requires the bearer token on every protected operation
+    // (without tokens it also lists "no credentials").
+    let (status, _, body) = get(&d, "/openapi.json", None);
+    assert_eq!(status, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let security = &doc["paths"]["/v1/samples"]["post"]["security"];
+    assert_eq!(
+        security,
+        &serde_json::json!([{"bearer": ["write"]}]),
+        "{security}"
+    );
     // None of the refused posts entered.
     assert_eq!(metric_with(&d, Some(READ), INGESTED), 0.0);
     assert_eq!(

@@ -61,7 +61,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
         },
     });
     Api {
-        app: router(state.clone(), LIMIT),
+        app: router(state.clone(), LIMIT, false),
         state,
         rx,
     }
