@@ -46,7 +46,7 @@
 //! | `ingest.queue_capacity` | 1024 | batches (each learner's channel holds as many again) | 1 ..= 10^6 | `THRESHER_INGEST_QUEUE_CAPACITY` |
 //! | `ingest.queue_samples` | 640000 | samples accepted and not yet learned (the memory bound) | 1 ..= 10^9 | `THRESHER_INGEST_QUEUE_SAMPLES` |
 //! | `ingest.max_dim` | 16777216 | features | 1 ..= 2^30 | `THRESHER_INGEST_MAX_DIM` |
-//! | `ingest.max_named_features` | 1048576 | names | 0 ..= max_dim | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
+//! | `ingest.max_named_features` | 1048576 | names (capped at `max_dim`) | 0 ..= 2^32 | `THRESHER_INGEST_MAX_NAMED_FEATURES` |
 //! | `ingest.max_feature_name_bytes` | 256 | bytes | 1 ..= 65536 | `THRESHER_INGEST_MAX_FEATURE_NAME_BYTES` |
 //! | `ingest.max_new_names_per_request` | 10000 | names | 1 ..= 2^30 | `THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST` |
 //! | `ingest.max_abs_value` | 1e6 | magnitude of a label, value or weight | finite, > 0 | `THRESHER_INGEST_MAX_ABS_VALUE` |
@@ -718,12 +718,15 @@ impl RawConfig {
                 1_000_000_000,
             )? as usize,
             max_dim,
-            max_named_features: int(
+            // Capped at `max_dim` (a name needs an index below it), so lowering `max_dim` alone is
+            // a valid configuration.
+            max_named_features: (int(
                 &ingest.max_named_features,
                 "ingest.max_named_features",
                 0,
-                max_dim as i64,
-            )? as usize,
+                1 << 32,
+            )? as usize)
+                .min(max_dim),
             max_feature_name_bytes: int(
                 &ingest.max_feature_name_bytes,
                 "ingest.max_feature_name_bytes",
@@ -1724,5 +1727,15 @@ mod tests {
                 path.display()
             );
         }
+    }
+
+    /// Regression: lowering `ingest.max_dim` alone was refused, since the dictionary's default limit
+    /// (2^20 names) exceeded it; the limit is now capped at `max_dim`.
+    #[test]
+    fn a_smaller_max_dim_alone_is_a_valid_configuration() {
+        let c = load_text("[ingest]\nmax_dim = 1000\n", &[]).unwrap();
+        assert_eq!((c.max_dim, c.max_named_features), (1000, 1000));
+        let c = load_text("[ingest]\nmax_dim = 1000\nmax_named_features = 10\n", &[]).unwrap();
+        assert_eq!(c.max_named_features, 10);
     }
 }
