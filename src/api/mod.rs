@@ -141,45 +141,57 @@ impl IntoResponse for ApiError {
                         AUTH_CHALLENGE.to_string(),
                     )
                 };
-                let mut r = (
+                return with_header(
                     StatusCode::UNAUTHORIZED,
-                    Json(json!({"error": message, "line": null})),
-                )
-                    .into_response();
-                if let Ok(value) = HeaderValue::from_str(&challenge) {
-                    r.headers_mut().insert(header::WWW_AUTHENTICATE, value);
-                }
-                return r;
+                    message.to_string(),
+                    header::WWW_AUTHENTICATE,
+                    &challenge,
+                );
             }
             ApiError::Forbidden(scope) => {
-                let mut r = (
+                return with_header(
                     StatusCode::FORBIDDEN,
-                    Json(json!({"error": format!("this token lacks the {} scope this route needs", scope.name()), "line": null})),
-                )
-                    .into_response();
-                let challenge = format!(
-                    "{AUTH_CHALLENGE}, error=\"insufficient_scope\", scope=\"{}\"",
-                    scope.name()
+                    format!(
+                        "this token lacks the {} scope this route needs",
+                        scope.name()
+                    ),
+                    header::WWW_AUTHENTICATE,
+                    &format!(
+                        "{AUTH_CHALLENGE}, error=\"insufficient_scope\", scope=\"{}\"",
+                        scope.name()
+                    ),
                 );
-                if let Ok(value) = HeaderValue::from_str(&challenge) {
-                    r.headers_mut().insert(header::WWW_AUTHENTICATE, value);
-                }
-                return r;
             }
             ApiError::BodyStalled(idle) => {
-                let mut r = (
-                    StatusCode::REQUEST_TIMEOUT,
-                    Json(json!({"error": format!("the request body stalled for {}s (server.body_idle_timeout_s)", idle.as_secs()), "line": null})),
-                )
-                    .into_response();
                 // The rest of the body will not be read: the connection cannot carry another request.
-                r.headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                return r;
+                return with_header(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the request body stalled for {}s (server.body_idle_timeout_s)",
+                        idle.as_secs()
+                    ),
+                    header::CONNECTION,
+                    "close",
+                );
             }
         };
         (status, Json(body)).into_response()
     }
+}
+
+/// An error body (`{"error", "line": null}`) with one response header (a header value that is not
+/// valid text is left out rather than failing the response).
+fn with_header(
+    status: StatusCode,
+    message: String,
+    name: header::HeaderName,
+    value: &str,
+) -> Response {
+    let mut r = (status, Json(json!({"error": message, "line": null}))).into_response();
+    if let Ok(value) = HeaderValue::from_str(value) {
+        r.headers_mut().insert(name, value);
+    }
+    r
 }
 
 /// The router over `state`, with the body limit and the per-route latency histogram.

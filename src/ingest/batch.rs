@@ -970,24 +970,8 @@ mod tests {
         use crate::ingest::json_plain::tests::random_object;
         use crate::ingest::tests::random_line;
 
-        fn outcome(r: Result<SampleBlock, BatchError>) -> String {
-            match r {
-                Ok(samples) => samples
-                    .to_samples()
-                    .iter()
-                    .map(|s| {
-                        let bits: Vec<u64> = s.values.iter().map(|v| v.to_bits()).collect();
-                        format!(
-                            "{:x} {:?} {bits:x?} {:?};",
-                            s.label.to_bits(),
-                            s.indices,
-                            s.weight.map(f64::to_bits)
-                        )
-                    })
-                    .collect(),
-                Err(e) => format!("{e:?}"),
-            }
-        }
+        // The fuzz targets' comparison: values and labels bit for bit, errors in full.
+        let outcome = |r: Result<SampleBlock, BatchError>| crate::ingest::fuzzing::outcome(&r);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
         let mut fast_ok = 0;
         for round in 0..3000 {
