@@ -125,6 +125,7 @@ fn main() -> anyhow::Result<()> {
             max_epochs: args.epochs,
             time_budget: Some(Duration::from_secs_f64(args.budget)),
             cadence: 1,
+            patience: 0,
         };
         let label = solver.name();
         let report = run(&problem, solver.as_mut(), &stop, &mut |row| {

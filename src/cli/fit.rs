@@ -22,7 +22,7 @@ use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, 
 use crate::solver::primal::{Htp, Iht};
 use crate::solver::sdiht::{default_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
-use crate::solver::{Problem, Solver, StepRule};
+use crate::solver::{Problem, Solver, StepRule, WarmStart};
 
 pub fn parse_step(text: &str) -> Result<StepRule, CliError> {
     match text {
@@ -108,6 +108,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         max_epochs: args.epochs.max(1),
         time_budget,
         cadence: args.cadence,
+        patience: args.patience,
     };
     let fit = Fit {
         args,
@@ -116,14 +117,14 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         step,
         stop,
     };
-    let (lambda, lambda_auto, data) = match lambda_arg {
-        LambdaArg::Value(lambda) => (lambda, None, load(&args.data, args.format)?),
+    let (lambda, lambda_auto, data, start) = match lambda_arg {
+        LambdaArg::Value(lambda) => (lambda, None, load(&args.data, args.format)?, None),
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let samples = read_file(&args.data, format)?;
-            let record = fit.choose_lambda(&samples)?;
+            let (record, start) = fit.choose_lambda(&samples)?;
             let data = Dataset::from_samples(&samples, 0);
-            (record.grid[record.live], Some(record), data)
+            (record.grid[record.live], Some(record), data, start)
         }
     };
 
@@ -137,7 +138,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         );
         bar
     });
-    let (report, solver_name) = fit.solve(&data, lambda, &mut |row| {
+    let (report, solver_name, _) = fit.solve(&data, lambda, start.as_ref(), &stop, &mut |row| {
         if let Some(bar) = &progress {
             bar.set_position(row.epoch as u64);
             bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
@@ -191,14 +192,17 @@ struct Fit<'a> {
 }
 
 impl Fit<'_> {
-    /// Runs the solver `--solver` asks for on `data` with `lambda`, reporting certified points to
-    /// `observe`; returns the run and the solver's name.
+    /// Runs the solver `--solver` asks for on `data` with `lambda` until `stop`, from `start` when
+    /// the solver keeps duals, reporting certified points to `observe`; returns the run, the solver's
+    /// name and its final dual state.
     fn solve(
         &self,
         data: &Dataset,
         lambda: f64,
+        start: Option<&WarmStart>,
+        stop: &StopRule,
         observe: &mut dyn FnMut(&TraceRow),
-    ) -> Result<(FitReport, &'static str), CliError> {
+    ) -> Result<(FitReport, &'static str, Option<WarmStart>), CliError> {
         let args = self.args;
         let (step, k) = (self.step, self.k);
         let problem = Problem::new(data, self.loss, lambda, k, args.intercept)?;
@@ -244,16 +248,27 @@ impl Fit<'_> {
                 unreachable!("dispatched to cli::subset above")
             }
         };
-        let report = driver::run(&problem, solver.as_mut(), &self.stop, observe);
-        Ok((report, solver.name()))
+        if let Some(start) = start {
+            solver.warm_start(&problem, start);
+        }
+        let report = driver::run(&problem, solver.as_mut(), stop, observe);
+        Ok((report, solver.name(), solver.warm_state()))
     }
 
     /// `--lambda auto`: splits `samples` by `--seed` into a training part and `--holdout` held-out
     /// samples, fits every grid lambda (largest first) on the training part, and scores each on the
-    /// held-out part by its mean (weighted) loss; the lowest wins (ties: the larger lambda). Each grid
-    /// fit starts from zero: the offline solvers take no starting point, so there is no continuation
-    /// from one lambda to the next. Prints one line per lambda to stderr.
-    fn choose_lambda(&self, samples: &[Sample]) -> Result<LambdaAuto, CliError> {
+    /// held-out part by its mean (weighted) loss; the lowest wins (ties: the larger lambda). Prints
+    /// one line per lambda to stderr.
+    ///
+    /// Speed: a grid fit only has to rank its lambda, so it stops at a looser gap ([`GRID_TOL`]) or
+    /// after [`GRID_PATIENCE`] certified epochs without progress, and (for solvers that keep duals,
+    /// SDIHT) each starts from the previous lambda's model: continuation down the grid. The refit on
+    /// all samples then starts from the winner's duals, its held-out rows fresh (their duals start
+    /// from the model's margin). Returns that starting point with the record.
+    fn choose_lambda(
+        &self,
+        samples: &[Sample],
+    ) -> Result<(LambdaAuto, Option<WarmStart>), CliError> {
         let args = self.args;
         let n = args.lambda_grid;
         if !(2..=16).contains(&n) {
@@ -273,20 +288,40 @@ impl Fit<'_> {
                 args.holdout
             )));
         }
-        let (train, held) = holdout_split(samples, args.holdout, args.seed).ok_or_else(|| {
-            CliError::Argument(format!(
-                "--lambda auto needs at least 2 samples to hold some out, got {}",
-                samples.len()
-            ))
-        })?;
+        let (train, held, order) =
+            holdout_split(samples, args.holdout, args.seed).ok_or_else(|| {
+                CliError::Argument(format!(
+                    "--lambda auto needs at least 2 samples to hold some out, got {}",
+                    samples.len()
+                ))
+            })?;
         let (train, held) = (
             Dataset::from_samples(&train, 0),
             Dataset::from_samples(&held, 0),
         );
         let grid = log_grid(max, min, n);
+        let grid_stop = StopRule {
+            tol: self.stop.tol.max(GRID_TOL),
+            patience: GRID_PATIENCE,
+            ..self.stop
+        };
         let mut losses = Vec::with_capacity(n);
-        for &lambda in &grid {
-            let (report, name) = self.solve(&train, lambda, &mut |_| {})?;
+        let mut states: Vec<Option<WarmStart>> = Vec::with_capacity(n);
+        for (at, &lambda) in grid.iter().enumerate() {
+            // The previous member's duals scaled by the ratio of the lambdas keep its `w` (`w~` is
+            // `-z / (lambda N)`), a feasible point (`F` is a box around 0 and the sum stays 0); every
+            // row is marked fresh, so its first visit starts from its margin under that `w`.
+            let start = states.last().and_then(Option::as_ref).map(|state| {
+                let scale = lambda / grid[at - 1];
+                WarmStart {
+                    alpha: state.alpha.iter().map(|a| a * scale).collect(),
+                    fresh: vec![true; state.alpha.len()],
+                    intercept: state.intercept,
+                }
+            });
+            let (report, name, state) =
+                self.solve(&train, lambda, start.as_ref(), &grid_stop, &mut |_| {})?;
+            states.push(state);
             let model = Model::from_sparse(
                 &report.model,
                 self.loss.kind(),
@@ -319,23 +354,43 @@ impl Fit<'_> {
             losses[live],
             samples.len()
         );
-        Ok(LambdaAuto {
+        // The winner's duals in the file's row order; the held-out rows start fresh.
+        let start = states[live].take().map(|state| {
+            let mut alpha = vec![0.0; samples.len()];
+            let mut fresh = vec![true; samples.len()];
+            for (&row, &a) in order.iter().zip(&state.alpha) {
+                alpha[row] = a;
+                fresh[row] = false;
+            }
+            WarmStart {
+                alpha,
+                fresh,
+                intercept: state.intercept,
+            }
+        });
+        let record = LambdaAuto {
             grid,
             live,
             switches: 0,
             losses,
             criterion: "holdout".into(),
-        })
+        };
+        Ok((record, start))
     }
 }
 
-/// Splits `samples` into `(training, held out)`: a seeded shuffle, the last `fraction` (at least one,
-/// at most all but one) held out. `None` with fewer than two samples.
-pub fn holdout_split(
-    samples: &[Sample],
-    fraction: f64,
-    seed: u64,
-) -> Option<(Vec<Sample>, Vec<Sample>)> {
+/// The relative gap at which a `--lambda auto` grid fit stops (or `--tol`, if looser).
+pub const GRID_TOL: f64 = 1e-2;
+/// Certified epochs without progress after which a `--lambda auto` grid fit stops.
+pub const GRID_PATIENCE: usize = 3;
+
+/// A training part, a held-out part, and the training rows' positions in `samples`.
+pub type Split = (Vec<Sample>, Vec<Sample>, Vec<usize>);
+
+/// Splits `samples` into `(training, held out, positions of the training rows)`: a seeded shuffle,
+/// the last `fraction` (at least one, at most all but one) held out. `None` with fewer than two
+/// samples.
+pub fn holdout_split(samples: &[Sample], fraction: f64, seed: u64) -> Option<Split> {
     if samples.len() < 2 {
         return None;
     }
@@ -344,7 +399,9 @@ pub fn holdout_split(
     let held = ((samples.len() as f64 * fraction).round() as usize).clamp(1, samples.len() - 1);
     let cut = samples.len() - held;
     let pick = |ix: &[usize]| ix.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
-    Some((pick(&order[..cut]), pick(&order[cut..])))
+    let (train, held) = (pick(&order[..cut]), pick(&order[cut..]));
+    order.truncate(cut);
+    Some((train, held, order))
 }
 
 /// The weighted mean loss of `model` on `data` (`NON_FINITE_LOSS` if it is not finite).

@@ -176,6 +176,10 @@ pub struct FitArgs {
     /// Certify (and trace) every this many epochs.
     #[arg(long, default_value_t = 1)]
     pub cadence: usize,
+    /// Stop when this many certified epochs in a row shrink the best gap by less than 1% (0: never);
+    /// the k-sparse gap need not close, and often stops moving long before `--tol`.
+    #[arg(long, default_value_t = 10)]
+    pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0).

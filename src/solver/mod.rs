@@ -144,6 +144,19 @@ pub struct ModelView<'a> {
     pub intercept: f64,
 }
 
+/// A dual starting point carried from one fit to the next: continuation along a lambda grid, or a
+/// refit on more rows. The duals keep their meaning across lambdas (`alpha_i` estimates `l'(u_i)`,
+/// Thm 1(b)), so the next fit starts near its optimum instead of at zero.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WarmStart {
+    /// One dual per row of the problem it is given to.
+    pub alpha: Vec<f64>,
+    /// Rows whose dual starts from the model's margin when first visited (rows the previous fit did
+    /// not have); empty means none.
+    pub fresh: Vec<bool>,
+    pub intercept: f64,
+}
+
 /// One algorithm, advanced one epoch at a time by [`driver::run`].
 pub trait Solver<S: SampleSet> {
     /// The name reported in traces and model files (`diht`, `sdiht`, `iht`, `htp`, ...).
@@ -154,6 +167,15 @@ pub trait Solver<S: SampleSet> {
     fn model(&self) -> ModelView<'_>;
     /// `P(model)`, the best dual value the solver can show, and the gap (computed from scratch).
     fn certificate(&mut self, problem: &Problem<S>) -> Certificate;
+    /// The solver's dual state to start another fit from (`None`: it keeps no duals).
+    fn warm_state(&self) -> Option<WarmStart> {
+        None
+    }
+    /// Starts from `start`, whose `alpha` has one entry per row of `problem`; `false` (and no change)
+    /// when the solver keeps no duals or `start` does not fit the problem.
+    fn warm_start(&mut self, _problem: &Problem<S>, _start: &WarmStart) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

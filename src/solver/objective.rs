@@ -363,7 +363,8 @@ fn as_dense_sum(sum_of_nonzero_squares: f64, len: usize) -> f64 {
 }
 
 /// Projects `alpha` onto `F^N ∩ {sum alpha = target}` by shifting: `alpha_i <- P_F(alpha_i - tau)` with
-/// `tau` found by bisection (the sum is monotone in `tau`). For squared loss `tau` is the mean excess.
+/// `tau` the root of the piecewise-linear, monotone sum (safeguarded Newton). For squared loss `tau` is
+/// the mean excess.
 /// When the target is out of reach (e.g. one class only) the closest reachable sum is used.
 pub fn project_with_sum<S: SampleSet>(data: &S, loss: &Loss, alpha: &mut [f64], target: f64) {
     project_rows_with_sum(loss, alpha, target, |i| {
@@ -387,15 +388,22 @@ pub fn project_rows_with_sum(
         alpha.iter_mut().for_each(|a| *a -= tau);
         return;
     }
-    let shifted_sum = |alpha: &[f64], tau: f64| -> f64 {
-        alpha
+    // `(sum_i P_F(alpha_i - tau), how many of them are not clipped)`: the sum is piecewise linear and
+    // non-increasing in `tau`, with slope minus that count.
+    let shifted_sum = |alpha: &[f64], tau: f64| -> (f64, usize) {
+        let mut free = 0;
+        let sum = alpha
             .iter()
             .enumerate()
             .map(|(i, &a)| {
                 let (y, c) = label_weight(i);
-                loss.sample(y, c).project(a - tau)
+                let shifted = a - tau;
+                let projected = loss.sample(y, c).project(shifted);
+                free += usize::from(projected == shifted);
+                projected
             })
-            .sum()
+            .sum();
+        (sum, free)
     };
     // Every feasible alpha_i lies in [-c_i, c_i], so shifts beyond the widest box are saturated.
     let width = (0..alpha.len())
@@ -403,17 +411,32 @@ pub fn project_rows_with_sum(
         .fold(0.0, f64::max)
         * 2.0
         + 1.0;
+    // Newton on the piecewise-linear sum, safeguarded by a bracket that every evaluation narrows and
+    // bisection when a step leaves it: once `tau` is on the right linear piece one step lands on the
+    // root, so a handful of passes replace the ~60 of plain bisection.
     let (mut lo, mut hi) = (-width, width);
+    let mut tau = 0.0;
     for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        // The sum decreases as tau grows.
-        if shifted_sum(alpha, mid) > target {
-            lo = mid;
-        } else {
-            hi = mid;
+        let (sum, free) = shifted_sum(alpha, tau);
+        if sum == target {
+            break;
         }
+        if sum > target {
+            lo = tau;
+        } else {
+            hi = tau;
+        }
+        let newton = tau + (sum - target) / free as f64;
+        let next = if free > 0 && newton > lo && newton < hi {
+            newton
+        } else {
+            0.5 * (lo + hi)
+        };
+        if next == tau || hi - lo <= f64::EPSILON * width {
+            break;
+        }
+        tau = next;
     }
-    let tau = 0.5 * (lo + hi);
     for (i, a) in alpha.iter_mut().enumerate() {
         let (y, c) = label_weight(i);
         *a = loss.sample(y, c).project(*a - tau);
@@ -502,6 +525,70 @@ pub fn separate_certificate<S: SampleSet>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The safeguarded Newton shift lands where plain bisection does, on the constraint, inside `F`.
+    #[test]
+    fn projection_onto_the_sum_matches_bisection() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for kind in [LossKind::Logistic, LossKind::Hinge, LossKind::Huber] {
+            let loss = Loss::new(kind, 0.25).unwrap();
+            for case in 0..50 {
+                let n = rng.gen_range(1..300);
+                let rows: Vec<(f64, f64)> = (0..n)
+                    .map(|_| {
+                        let y = if rng.gen_bool(0.6) { 1.0 } else { -1.0 };
+                        (y, rng.gen_range(0.5..2.0))
+                    })
+                    .collect();
+                let start: Vec<f64> = rows.iter().map(|_| rng.gen_range(-2.5..2.5)).collect();
+                let target = if case % 3 == 0 {
+                    0.0
+                } else {
+                    rng.gen_range(-3.0..3.0)
+                };
+                let mut alpha = start.clone();
+                project_rows_with_sum(&loss, &mut alpha, target, |i| rows[i]);
+                let shift = |tau: f64| -> Vec<f64> {
+                    start
+                        .iter()
+                        .zip(&rows)
+                        .map(|(&a, &(y, c))| loss.sample(y, c).project(a - tau))
+                        .collect()
+                };
+                let (mut lo, mut hi) = (-10.0, 10.0);
+                for _ in 0..200 {
+                    let mid = 0.5 * (lo + hi);
+                    if shift(mid).iter().sum::<f64>() > target {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                let reference = shift(0.5 * (lo + hi));
+                let reachable = (reference.iter().sum::<f64>() - target).abs() < 1e-9;
+                for (i, (&a, &r)) in alpha.iter().zip(&reference).enumerate() {
+                    let (y, c) = rows[i];
+                    assert_eq!(
+                        loss.sample(y, c).project(a),
+                        a,
+                        "{kind:?} case {case}: outside F"
+                    );
+                    assert!(
+                        (a - r).abs() < 1e-9,
+                        "{kind:?} case {case} row {i}: {a} vs {r}"
+                    );
+                }
+                if reachable {
+                    let sum: f64 = alpha.iter().sum();
+                    assert!(
+                        (sum - target).abs() < 1e-9,
+                        "{kind:?} case {case}: {sum} vs {target}"
+                    );
+                }
+            }
+        }
+    }
 
     /// A regression test: a dual a few ulps above the primal was published as a negative gap.
     #[test]

@@ -126,7 +126,7 @@ fn fit_lambda_auto_picks_the_lowest_holdout_loss_and_records_the_grid() {
         .min_by(|&a, &b| auto.losses[a].total_cmp(&auto.losses[b]))
         .unwrap();
     assert_eq!(auto.live, best);
-    assert_eq!(auto.live, 2, "{auto:?}");
+    assert_eq!(auto.live, 2, "{auto:?}\n{stderr}");
     assert_eq!(model.lambda, 1e-3);
     assert_eq!(model.support, data.true_support());
     assert!(stderr.contains("lambda=0.001 "), "{stderr}");

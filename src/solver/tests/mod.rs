@@ -181,6 +181,7 @@ pub(crate) fn untimed(tol: f64, max_epochs: usize, cadence: usize) -> StopRule {
         max_epochs,
         time_budget: None,
         cadence,
+        patience: 0,
     }
 }
 
