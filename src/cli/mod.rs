@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::ingest::{guess_format, read_file, Format};
+use crate::ingest::{guess_format, read_dataset, Format};
 use crate::loss::{LossKind, DEFAULT_GAMMA};
 use crate::sample::Dataset;
 use thiserror::Error;
@@ -232,8 +232,7 @@ impl std::str::FromStr for LambdaArg {
 /// Loads a data file in the given (or guessed) format.
 pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
     let format = format.unwrap_or_else(|| guess_format(path));
-    let samples = read_file(path, format)?;
-    Ok(Dataset::from_samples(&samples, 0))
+    Ok(read_dataset(path, format)?)
 }
 
 /// Writes what a fit produced: the model as pretty JSON to `--out` (else, if `print`, as one JSON line

@@ -10,6 +10,7 @@ pub mod admission;
 mod avx2;
 pub mod batch;
 pub mod budget;
+pub mod file;
 mod json_plain;
 pub mod segments;
 mod structural;
@@ -23,6 +24,7 @@ use thiserror::Error;
 use crate::sample::{Sample, SampleError};
 
 pub use admission::{Admission, AdmitError, Batch};
+pub use file::read_dataset;
 
 /// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted
 /// by the daemon, `fit` and `predict`.
@@ -53,6 +55,8 @@ pub enum LineError {
     BadValue(String),
     #[error("invalid JSON sample: {0}")]
     Json(String),
+    #[error("line is not UTF-8 (byte {byte} of the line)")]
+    NotUtf8 { byte: usize },
     #[error("{what} {value:e} is larger in magnitude than ingest.max_abs_value ({limit:e})")]
     TooLarge {
         what: String,

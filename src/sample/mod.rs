@@ -234,6 +234,30 @@ impl Dataset {
         }
     }
 
+    /// Builds a data set from compressed-row columns whose rows hold the sample invariants (sorted,
+    /// distinct indices; finite values), as the file reader produces them; the dimension is one past
+    /// the largest index, or `min_dim` if larger.
+    pub fn from_parts(
+        indptr: Vec<usize>,
+        indices: Vec<u32>,
+        values: Vec<f64>,
+        labels: Vec<f64>,
+        weights: Vec<f64>,
+        min_dim: usize,
+    ) -> Dataset {
+        let dim = indices
+            .iter()
+            .max()
+            .map_or(0, |&j| j as usize + 1)
+            .max(min_dim);
+        let rows = labels.len();
+        Dataset {
+            features: CsMatI::new((rows, dim), indptr, indices, values),
+            labels,
+            weights,
+        }
+    }
+
     pub fn labels(&self) -> &[f64] {
         &self.labels
     }
