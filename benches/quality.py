@@ -116,7 +116,7 @@ def model_nnz(model):
 
 
 def run_fit(args, ds, solver, loss, lam, extra, work):
-    model_path = os.path.join(work, f"{ds.name}.fit.{solver}.{loss}.json")
+    model_path = os.path.join(work, f"{ds.name}.fit.{solver}.{loss}.{lam}.json")
     cmd = [args.bin, "fit", ds.train, "--solver", solver, "--loss", loss, "-k", str(K), "--lambda", lam,
            "--out", model_path] + extra
     started = time.perf_counter()
@@ -130,6 +130,8 @@ def run_fit(args, ds, solver, loss, lam, extra, work):
     with open(model_path) as f:
         model = json.load(f)
     note = f"gap {fields.get('gap', '?')}, {fields.get('epochs', '?')} epochs, stop {fields.get('stop', '?')}"
+    if lam == "auto":
+        note = f"chose lambda {model['lambda']:g}; refit {note}"
     return dict(acc=thresher_predict(args, model_path, ds), nnz=model_nnz(model), seconds=seconds,
                 samples=ds.n_train, note=note)
 
@@ -208,11 +210,12 @@ def run_daemon(args, ds, solver, loss, lam, work):
         env[key] = value
     # Bodies are cut before the clock starts: the client's file reading is not the daemon's time.
     bodies = []
+    batch = args.batch if ds.stream else args.text_batch
     with open(ds.train, "rb") as f:
         chunk = []
         for line in f:
             chunk.append(line)
-            if len(chunk) == args.batch:
+            if len(chunk) == batch:
                 bodies.append((b"".join(chunk), len(chunk)))
                 chunk = []
         if chunk:
@@ -245,13 +248,14 @@ def run_daemon(args, ds, solver, loss, lam, work):
                 raise RuntimeError(f"daemon exited {daemon.proc.returncode}: {daemon.tail()}")
             time.sleep(0.02)
         seconds = time.perf_counter() - started
-        model_path = os.path.join(work, f"{ds.name}.daemon.{solver}.{loss}.json")
+        model_path = os.path.join(work, f"{ds.name}.daemon.{solver}.{loss}.{lam}.json")
         with open(model_path, "wb") as f:
             f.write(reply)
         cert = model.get("certificate", {})
         gap = cert.get("gap")
-        note = (f"window {capacity}, batches of {args.batch}, POSTs done at {sent:.1f} s, 503 retries {retries}, "
-                f"gap {gap:.3g}, version {model.get('version')}" if isinstance(gap, (int, float)) else
+        note = (f"window {capacity}, batches of {batch}, POSTs done at {sent:.1f} s, 503 retries {retries}, "
+                f"gap {gap:.3g}, version {model.get('version')}, live lambda {model.get('lambda'):g}"
+                if isinstance(gap, (int, float)) else
                 f"window {capacity}, gap {gap}")
         return dict(acc=thresher_predict(args, model_path, ds), nnz=model_nnz(model), seconds=seconds,
                     samples=ds.n_train, note=note)
@@ -559,7 +563,12 @@ def main():
     p.add_argument("--lambda", dest="lam", default="1e-4", help="thresher's lambda (fit and daemon)")
     p.add_argument("--text-budget", type=float, default=15.0, help="fit --time-budget on the text sets, s")
     p.add_argument("--daemon-env", action="append", default=[], help="extra KEY=VALUE for the daemon")
-    p.add_argument("--batch", type=int, default=10000, help="lines per POST")
+    p.add_argument("--batch", type=int, default=10000, help="lines per POST on w3")
+    p.add_argument("--text-batch", type=int, default=500,
+                   help="lines per POST on the text sets: a stream of small bodies, so that the daemon's "
+                        "progressive validation (each sample predicted before it is learned) can rank "
+                        "lambda = auto's members; one body of the whole set would be predicted by every "
+                        "member's empty model")
     p.add_argument("--window", type=int, default=100000, help="daemon window on w3")
     p.add_argument("--vw-bits", type=int, default=24)
     p.add_argument("--vw-l1-w3", default="1e-7,1e-6,3e-6")
@@ -632,15 +641,20 @@ def main():
     for ds in sets:
         losses = ["logistic"] if ds.stream or args.quick else ["logistic", "hinge"]
         fit_extra = ["--epochs", "1"] if ds.stream else ["--intercept", "--time-budget", str(args.text_budget)]
+        # On the text sets lambda is also chosen by thresher itself: `fit --lambda auto` (SDIHT) and the
+        # daemon's `lambda = "auto"` grid, intercept on (the daemon's default for logistic loss).
+        lambdas = [args.lam] if ds.stream else [args.lam, "auto"]
         if "fit" in methods:
             for solver in ("sdiht", "mirror"):
                 for loss in losses:
-                    record(ds, "thresher fit", f"{solver}, {loss}, lambda {args.lam}",
-                           lambda: run_fit(args, ds, solver, loss, args.lam, fit_extra, args.work))
+                    for lam in lambdas if solver == "sdiht" else [args.lam]:
+                        record(ds, "thresher fit", f"{solver}, {loss}, lambda {lam}",
+                               lambda: run_fit(args, ds, solver, loss, lam, fit_extra, args.work))
         if "daemon" in methods:
             for solver in ("sdiht", "mirror"):
-                record(ds, "thresher daemon", f"{solver}, logistic, lambda {args.lam}",
-                       lambda: run_daemon(args, ds, solver, "logistic", args.lam, args.work))
+                for lam in lambdas:
+                    record(ds, "thresher daemon", f"{solver}, logistic, lambda {lam}",
+                           lambda: run_daemon(args, ds, solver, "logistic", lam, args.work))
         if "vw" in methods:
             for l1 in floats(args.vw_l1_w3 if ds.stream else args.vw_l1_text):
                 record(ds, "vw", f"--l1 {l1:g}", lambda: run_vw(args, ds, l1, args.work))

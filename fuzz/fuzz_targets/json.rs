@@ -27,11 +27,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         LossKind::Logistic
     };
-    let rules = Rules {
-        losses: vec![Loss::new(kind, 0.0).unwrap()],
-        max_dim: MAX_DIM,
-        predict: mode & 4 != 0,
-    };
+    let rules = Rules::new(vec![Loss::new(kind, 0.0).unwrap()], MAX_DIM, mode & 4 != 0);
     let cut = (usize::from(mode >> 3) * body.len() / 31).min(body.len());
     let (d1, d2) = (FeatureDictionary::new(64), FeatureDictionary::new(64));
     let fast = parse_segments(format, &[&body[..cut], &body[cut..]], &rules, &d1);

@@ -28,11 +28,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(served.is_ok(), general.is_ok(), "{line:?}");
     }
     for predict in [false, true] {
-        let rules = Rules {
-            losses: vec![Loss::new(LossKind::Squared, 0.0).unwrap()],
-            max_dim: 1 << 20,
+        let rules = Rules::new(
+            vec![Loss::new(LossKind::Squared, 0.0).unwrap()],
+            1 << 20,
             predict,
-        };
+        );
         let (d1, d2) = (FeatureDictionary::new(16), FeatureDictionary::new(16));
         let fast = parse_body(BodyFormat::Libsvm, text, &rules, &d1);
         let reference = parse_body_reference(BodyFormat::Libsvm, &[data], &rules, &d2);

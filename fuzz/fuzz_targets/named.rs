@@ -12,10 +12,16 @@ const CAPACITY: usize = 24;
 
 fuzz_target!(|data: &[u8]| {
     let dict = FeatureDictionary::new(CAPACITY);
+    // Small name limits, so the fuzzer reaches the refusals of a too-long name and of too many new
+    // names in one body as well as the full dictionary.
     let rules = |predict| Rules {
-        losses: vec![Loss::new(LossKind::Squared, 0.0).unwrap()],
-        max_dim: 1 << 20,
-        predict,
+        max_name_bytes: 24,
+        max_new_names: 12,
+        ..Rules::new(
+            vec![Loss::new(LossKind::Squared, 0.0).unwrap()],
+            1 << 20,
+            predict,
+        )
     };
     // Each 0xff-separated piece of the input is one body; its first byte picks format and mode.
     for piece in data.split(|&b| b == 0xff) {
