@@ -156,7 +156,8 @@
     const minutes = x1 - x0 > 600;
     for (let i = 0; i <= 3; i++) {
       const x = x0 + ((x1 - x0) * i) / 3;
-      const label = i === 3 ? clock(x1) : minutes ? fmt((x - x1) / 60) + " min" : fmt(x - x1) + " s";
+      const ago = (x - x1) / (minutes ? 60 : 1);
+      const label = i === 3 ? clock(x1) : Number(ago.toPrecision(2)) + (minutes ? " min" : " s");
       svg.appendChild(svgEl("text", { x: px(x), y: H - 5, "text-anchor": i === 3 ? "end" : "middle" }, label));
     }
     svg.appendChild(svgEl("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis" }));
