@@ -560,9 +560,10 @@ async fn predict(
 struct HistoryQuery {
     /// A learner's name; the primary learner if absent.
     learner: Option<String>,
-    /// Only points of snapshots with a version above this one.
+    /// Only points of snapshots with a version above this one. (`i64`: the document's integers are
+    /// `int64`, so a larger number is refused as it is documented.)
     #[param(minimum = 0)]
-    since: Option<u64>,
+    since: Option<i64>,
 }
 
 /// The scalars of a learner's last published snapshots, oldest first: the history ring of
@@ -584,13 +585,16 @@ async fn history(
     query: Result<Query<HistoryQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let since = u64::try_from(q.since.unwrap_or(0)).map_err(|_| {
+        ApiError::BadRequest("since must be a model version, 0 or more".to_string())
+    })?;
     let cell = find_cell(&state, q.learner.as_deref())?;
     Ok(Json(json!({
         "learner": cell.name,
         "capacity": cell.history_capacity(),
         "interval_ms": state.snapshot_interval.as_millis() as u64,
         "now": crate::learner::publish::unix_now(),
-        "points": cell.history_since(q.since.unwrap_or(0)),
+        "points": cell.history_since(since),
     })))
 }
 

@@ -675,11 +675,17 @@ async fn the_history_of_an_unknown_learner_is_404_and_a_bad_since_400() {
             json!({"error": "no learner named \"nobody\""})
         )
     );
-    for query in ["since=-1", "since=abc", "since=1.5"] {
+    for (query, message) in [
+        ("since=-1", "since must be a model version"),
+        ("since=abc", "query string"),
+        ("since=1.5", "query string"),
+        // Above the documented int64 range.
+        ("since=9223372036854775808", "query string"),
+    ] {
         let (status, body) = api.json(get(&format!("/v1/history?{query}"))).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert!(
-            body["error"].as_str().unwrap().contains("query"),
+            body["error"].as_str().unwrap().contains(message),
             "{query}: {body}"
         );
     }
