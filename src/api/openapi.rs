@@ -136,12 +136,6 @@ pub struct History {
     points: Vec<crate::learner::publish::HistoryPoint>,
 }
 
-/// `GET /`: the status page.
-#[derive(ToSchema)]
-#[schema(value_type = String)]
-#[allow(dead_code)]
-pub struct Html(String);
-
 /// `GET /healthz`, `GET /readyz`.
 #[derive(ToSchema)]
 #[allow(dead_code)]

@@ -34,10 +34,16 @@ pub fn document() -> &'static str {
     })
 }
 
+/// The page's schema in the OpenAPI document: HTML text.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String)]
+#[allow(dead_code)] // a schema, built by the derive only
+pub struct Html(String);
+
 /// The status page: live charts of every learner (open even with tokens: it holds no data).
 #[utoipa::path(get, path = "/", tag = "status",
     responses((status = 200, description = "The status page (HTML; its data comes from /v1/models and /v1/history)",
-        body = super::openapi::Html, content_type = "text/html")),
+        body = Html, content_type = "text/html")),
     security(()),
 )]
 pub async fn page() -> Response {
