@@ -8,6 +8,8 @@
   index drawn as an integral float (8758.0, an "integer" to JSON Schema) written as an integer, as the
   reader requires. The same for the pairs of a generated LIBSVM line. Negative cases are sent as
   generated.
+- `text/html` (the status page, `GET /`): the document describes it as a string; the text is that
+  string, so its schema is checked like any other response.
 """
 import json
 import re
@@ -22,6 +24,11 @@ def ndjson(ctx, value):
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     return json.dumps(value).encode() if not isinstance(value, str) else value.encode()
+
+
+@schemathesis.deserializer("text/html")
+def html(ctx, response):
+    return response.text
 
 
 def _fix_object(obj):

@@ -9,7 +9,7 @@
 //!
 //! | request | scope |
 //! | --- | --- |
-//! | `GET /healthz`, `GET /readyz` | none (open) |
+//! | `GET /healthz`, `GET /readyz`, `GET /openapi.json`, `GET /` (the status page: no data) | none (open) |
 //! | `GET /metrics` | `read`, or none with `server.metrics_auth = "open"` |
 //! | `POST /v1/predict` and every other `GET`/`HEAD` (models, unknown paths) | `read` |
 //! | every other method (`POST /v1/samples`, any future mutating route) | `write` |
@@ -199,7 +199,8 @@ pub fn required_scope(method: &Method, path: &str, metrics: MetricsAuth) -> Opti
     let reads = matches!(*method, Method::GET | Method::HEAD);
     match path {
         // The API's contract is no secret, and clients read it before they hold a token.
-        "/healthz" | "/readyz" | "/openapi.json" if reads => None,
+        // The status page is a static document; the data it shows comes from routes that need `read`.
+        "/healthz" | "/readyz" | "/openapi.json" | "/" if reads => None,
         "/metrics" if reads => match metrics {
             MetricsAuth::Open => None,
             MetricsAuth::Read => Some(Scope::Read),
@@ -334,6 +335,9 @@ mod tests {
         let get = Method::GET;
         assert_eq!(required_scope(&get, "/healthz", Read), None);
         assert_eq!(required_scope(&get, "/readyz", Read), None);
+        assert_eq!(required_scope(&get, "/", Read), None);
+        assert_eq!(required_scope(&get, "/v1/history", Open), Some(Scope::Read));
+        assert_eq!(required_scope(&Method::POST, "/", Open), Some(Scope::Write));
         assert_eq!(required_scope(&get, "/metrics", Open), None);
         assert_eq!(required_scope(&get, "/metrics", Read), Some(Scope::Read));
         for path in ["/v1/model", "/v1/models", "/v1/models/a", "/nowhere"] {

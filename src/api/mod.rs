@@ -9,8 +9,11 @@
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
+//! | `GET /` | the status page ([`status`]): one self-contained HTML document, charts drawn in the browser |
+//! | `GET /v1/history[?learner=name][&since=version]` | the scalars of a learner's last published snapshots (its history ring) |
 //!
-//! With tokens configured, every route but the health checks needs a bearer token ([`auth`]). A request
+//! With tokens configured, every route but the health checks, this document and the status page (which
+//! holds no data: its own requests carry the token) needs a bearer token ([`auth`]). A request
 //! body that stalls longer than `server.body_idle_timeout_s` is aborted with 408 ([`stall`]).
 //!
 //! The API knows learners only through their published snapshots and the ingest queue; it never touches
@@ -27,6 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -44,6 +48,7 @@ use crate::sample::SampleBlock;
 
 pub mod auth;
 pub mod stall;
+pub mod status;
 
 /// Seconds a client should wait after a 503 for a full queue.
 pub const RETRY_AFTER_SECONDS: u64 = 1;
@@ -59,6 +64,8 @@ pub struct AppState {
     pub admission: Arc<Admission>,
     /// How parser threads are scheduled (`server.worker_slice_us`).
     pub worker_scheduling: crate::sys::WorkerScheduling,
+    /// `snapshot.interval_ms`: how often the status page asks for new points.
+    pub snapshot_interval: std::time::Duration,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -212,6 +219,8 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
         .route("/readyz", get(readyz))
+        .route("/", get(status::page))
+        .route("/v1/history", get(history))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 ApiError::NoRoute(format!("{method} {}", uri.path()))
@@ -544,6 +553,49 @@ async fn predict(
     Ok(Json(
         json!({"predictions": predictions, "model_version": s.version, "learner": s.learner}),
     ))
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+struct HistoryQuery {
+    /// A learner's name; the primary learner if absent.
+    learner: Option<String>,
+    /// Only points of snapshots with a version above this one. (`i64`: the document's integers are
+    /// `int64`, so a larger number is refused as it is documented.)
+    #[param(minimum = 0)]
+    since: Option<i64>,
+}
+
+/// The scalars of a learner's last published snapshots, oldest first: the history ring of
+/// `snapshot.history_points` points (a full ring drops its oldest), empty before the first model.
+#[utoipa::path(get, path = "/v1/history", tag = "models",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "The learner's history ring, oldest first", body = openapi::History),
+        (status = 400, description = "A query parameter is not valid", body = openapi::ErrorBody),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 404, description = "No learner has this name", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+async fn history(
+    State(state): State<Arc<AppState>>,
+    query: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let since = u64::try_from(q.since.unwrap_or(0)).map_err(|_| {
+        ApiError::BadRequest("since must be a model version, 0 or more".to_string())
+    })?;
+    let cell = find_cell(&state, q.learner.as_deref())?;
+    Ok(Json(json!({
+        "learner": cell.name,
+        "capacity": cell.history_capacity(),
+        "interval_ms": state.snapshot_interval.as_millis() as u64,
+        "now": crate::learner::publish::unix_now(),
+        "points": cell.history_since(since),
+    })))
 }
 
 /// Prometheus metrics.

@@ -7,7 +7,7 @@
 //! Schema cannot say (indices strictly increasing, as many values as indices) is in the descriptions.
 //!
 //! Security: a `bearer` scheme is declared with scopes `read` (models, predict, status) and `write`
-//! (samples); `/healthz`, `/readyz` and this document are open. With `auth = false` every requirement
+//! (samples); `/healthz`, `/readyz`, this document and the status page `/` are open. With `auth = false` every requirement
 //! also lists the empty alternative (no credentials), which is what a daemon without tokens enforces.
 
 use serde_json::{json, Value};
@@ -119,6 +119,23 @@ pub struct Predictions {
     learner: String,
 }
 
+/// `GET /v1/history`: a learner's history ring, oldest first.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct History {
+    learner: String,
+    /// Points the ring keeps (`snapshot.history_points`).
+    #[schema(minimum = 1)]
+    capacity: u64,
+    /// `snapshot.interval_ms`: how often a new point may appear.
+    #[schema(minimum = 1)]
+    interval_ms: u64,
+    /// The daemon's clock, Unix seconds (snapshot ages without trusting the client's clock).
+    now: f64,
+    /// One per published snapshot with a version above `since`, oldest first.
+    points: Vec<crate::learner::publish::HistoryPoint>,
+}
+
 /// `GET /healthz`, `GET /readyz`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
@@ -188,8 +205,10 @@ impl Modify for SecurityAddon {
         super::healthz,
         super::readyz,
         super::openapi_json,
+        super::status::page,
+        super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Predictions, Status, SampleObject)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Predictions, Status, SampleObject, History)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

@@ -130,6 +130,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
 
     let mut trace = String::from(TraceRow::CSV_HEADER);
     trace.push('\n');
+    let mut rows = Vec::new();
     let progress = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(stop.max_epochs as u64);
         bar.set_style(
@@ -145,6 +146,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         }
         trace.push_str(&row.csv());
         trace.push('\n');
+        rows.push(*row);
     })?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
@@ -179,7 +181,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.len(),
         data.dim(),
     );
-    write_results(args, &model, &trace, true)
+    write_results(args, &model, &trace, true, (&rows, "epoch"))
 }
 
 /// What every fit of one `thresher fit` run shares: the flags, the loss, `k`, the step and the stop rule.

@@ -4,6 +4,7 @@
 //! [`CliError`] so the binary can print one clear message and exit non-zero.
 
 mod fit;
+pub mod plot;
 mod predict;
 mod serve;
 mod subset;
@@ -207,6 +208,9 @@ pub struct FitArgs {
     /// Write the trace CSV here.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Draw the trace here as SVG: primal, dual and gap per epoch (log scale) and the support size.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 /// `--lambda`: a ridge strength, or `auto`.
@@ -236,13 +240,17 @@ pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset, CliError> {
 }
 
 /// Writes what a fit produced: the model as pretty JSON to `--out` (else, if `print`, as one JSON line
-/// on stdout) and the CSV `trace` to `--trace`.
+/// on stdout), the CSV `trace` to `--trace` and the plot of `rows` (x axis `x_label`) to `--plot`.
 fn write_results(
     args: &FitArgs,
     model: &crate::model::Model,
     trace: &str,
     print: bool,
+    (rows, x_label): (&[crate::solver::driver::TraceRow], &str),
 ) -> Result<(), CliError> {
+    if let Some(path) = &args.plot {
+        plot::write_svg(path, rows, x_label)?;
+    }
     if let Some(path) = &args.out {
         let text = serde_json::to_string_pretty(model).expect("a model always serialises");
         write_file(path, &(text + "\n"))?;

@@ -10,7 +10,7 @@ use super::{load, write_results, FitArgs, SolverKind};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::SampleSet;
-use crate::solver::driver::SparseModel;
+use crate::solver::driver::{SparseModel, TraceRow};
 use crate::solver::subset::{
     geometric_path, OuterStep, Penalty, SubsetLoss, SubsetParams, SubsetSolver, Variant,
 };
@@ -110,6 +110,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
 
     let mut trace = String::new();
     let mut last: Option<OuterStep> = None;
+    let mut rows: Vec<TraceRow> = Vec::new();
     let stop;
     if s.path {
         let from = solver.lambda0_max().max(lambda0);
@@ -120,6 +121,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         let points = solver.path(&lambdas, &mut |l0, step| {
             trace.push_str(&format!("{l0:.6e},{}\n", step.csv()));
             last = Some(*step);
+            // Outer steps restart with each lambda0: the plot numbers them along the whole path.
+            rows.push(TraceRow {
+                epoch: rows.len() + 1,
+                ..step.row
+            });
         })?;
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -152,6 +158,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
             trace.push_str(&step.csv());
             trace.push('\n');
             last = Some(*step);
+            rows.push(step.row);
         });
         stop = report.stop.to_string();
     }
@@ -187,5 +194,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.dim(),
     );
     // A path run has printed its table on stdout: the model goes only to `--out`.
-    write_results(args, &model, &trace, !s.path)
+    let x_label = if s.path {
+        "outer step (along the lambda0 path)"
+    } else {
+        "outer step"
+    };
+    write_results(args, &model, &trace, !s.path, (&rows, x_label))
 }

@@ -53,6 +53,7 @@
 //! | `ingest.drain` | true | bool | | `THRESHER_INGEST_DRAIN` |
 //! | `window.capacity` | 100000 | samples | 1 ..= 10^8 | `THRESHER_WINDOW_CAPACITY` |
 //! | `snapshot.interval_ms` | 500 | ms | 1 ..= 3600000 | `THRESHER_SNAPSHOT_INTERVAL_MS` |
+//! | `snapshot.history_points` | 1000 | snapshots each learner's `GET /v1/history` ring keeps (oldest dropped) | 1 ..= 100000 | `THRESHER_SNAPSHOT_HISTORY_POINTS` |
 //! | `checkpoint.data_dir` | `""` (off) | path | | `THRESHER_CHECKPOINT_DATA_DIR` |
 //! | `checkpoint.interval_s` | 60 | s | 1 ..= 86400 | `THRESHER_CHECKPOINT_INTERVAL_S` |
 //! | `learner.name` | `primary` | | `[A-Za-z0-9_-]+`, unique | `THRESHER_LEARNER_NAME` |
@@ -255,6 +256,8 @@ pub struct Config {
     pub drain: bool,
     pub window_capacity: usize,
     pub snapshot_interval: Duration,
+    /// Points of each learner's history ring (`GET /v1/history`).
+    pub history_points: usize,
     pub data_dir: Option<PathBuf>,
     pub checkpoint_interval: Duration,
     /// At least one; the first is the primary.
@@ -460,6 +463,7 @@ layer! {
     /// `[snapshot]`.
     SnapshotLayer, "the [snapshot] table" {
         interval_ms: i64,
+        history_points: i64,
     }
 }
 
@@ -749,6 +753,12 @@ impl RawConfig {
                 1,
                 3_600_000,
             )? as u64),
+            history_points: int(
+                &self.snapshot.history_points,
+                "snapshot.history_points",
+                1,
+                100_000,
+            )? as usize,
             data_dir: (!data_dir.is_empty()).then(|| PathBuf::from(data_dir)),
             checkpoint_interval: Duration::from_secs(int(
                 &self.checkpoint.interval_s,

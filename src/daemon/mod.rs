@@ -242,11 +242,14 @@ pub async fn run(
             config.window_capacity,
             saved.map(|s| s.state.clone()),
         ));
-        let cell = Arc::new(ModelCell::new(
-            &lc.name,
-            saved.and_then(|s| s.snapshot.clone()),
-        ));
         metrics.register_learner(&lc.name, config.window_capacity);
+        let cell = Arc::new(
+            ModelCell::new(&lc.name, saved.and_then(|s| s.snapshot.clone())).with_history(
+                config.history_points,
+                config.window_capacity,
+                &metrics,
+            ),
+        );
         if let Some(a) = learner.lambda_auto() {
             metrics.register_lambda_grid(&lc.name, &a.grid);
         }
@@ -365,6 +368,7 @@ pub async fn run(
         },
         admission: admission.clone(),
         worker_scheduling,
+        snapshot_interval: config.snapshot_interval,
     });
     if options.stdin {
         let (admission, stop, metrics, dictionary) = (

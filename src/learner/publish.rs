@@ -13,7 +13,13 @@
 //! the learner is rebuilt from its own state made finite ([`super::recover_from_numeric_fault`]).
 //! The snapshot thread ([`run_snapshot_loop`]) only drives periodic work (checkpoints) and publishes
 //! the final snapshot once the learners have stopped.
+//!
+//! Each cell also keeps the scalars of its last `snapshot.history_points` snapshots ([`HistoryPoint`],
+//! `GET /v1/history`, the status page): every publication appends one point, and a full ring drops its
+//! oldest point, counted in `thresher_history_points_dropped_total`. The ring lives in memory only; a
+//! restart begins it again with the restored snapshot.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -97,6 +103,90 @@ pub fn rfc3339(unix: f64) -> String {
     )
 }
 
+/// Points a history ring keeps unless `snapshot.history_points` says otherwise.
+pub const DEFAULT_HISTORY_POINTS: usize = 1000;
+
+/// The scalars of one published snapshot, as `GET /v1/history` serves them.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct HistoryPoint {
+    /// The snapshot's version.
+    pub version: u64,
+    /// Unix time (seconds) the snapshot was taken.
+    pub updated_at: f64,
+    /// `P(w)` over the window.
+    pub primal: f64,
+    /// `D(alpha)` over the window.
+    pub dual: f64,
+    /// `P - D`.
+    pub gap: f64,
+    /// Nonzero weights.
+    pub support_size: usize,
+    /// Features that entered or left the support since the previous snapshot.
+    pub support_changes: u64,
+    /// Mean loss of each sample before the model learned from it.
+    pub progressive_loss: f64,
+    /// Samples this learner has seen.
+    pub samples_seen: u64,
+    /// Samples in the window.
+    pub window_samples: usize,
+    /// `window.capacity`.
+    pub window_capacity: usize,
+    /// Solver steps so far.
+    pub steps: u64,
+    /// The served lambda (the live grid member's when `lambda_auto`).
+    pub lambda: f64,
+    /// Whether lambda is chosen from a grid (`lambda = "auto"`).
+    pub lambda_auto: bool,
+    /// Samples the daemon accepted so far, every source (`thresher_samples_ingested_total`).
+    pub samples_ingested_total: u64,
+    /// Samples the daemon refused so far, every reason (`thresher_samples_rejected_total`).
+    pub samples_rejected_total: u64,
+}
+
+impl HistoryPoint {
+    /// The point of `s`; `churn` is its support change since the previous point.
+    pub fn of(s: &Snapshot, churn: u64, window_capacity: usize, metrics: &Metrics) -> HistoryPoint {
+        let c = s.model.certificate;
+        HistoryPoint {
+            version: s.version,
+            updated_at: s.updated_at,
+            primal: c.primal,
+            dual: c.dual,
+            gap: c.gap,
+            support_size: s.model.support.len(),
+            support_changes: churn,
+            progressive_loss: s.progressive_loss,
+            samples_seen: s.samples_seen,
+            window_samples: s.window_samples,
+            window_capacity,
+            steps: s.steps,
+            lambda: s.model.lambda,
+            lambda_auto: s.model.lambda_auto.is_some(),
+            samples_ingested_total: metrics.samples_ingested_total(),
+            samples_rejected_total: metrics.samples_rejected_total(),
+        }
+    }
+}
+
+/// A bounded ring of [`HistoryPoint`]s, oldest first; full, it drops the oldest.
+#[derive(Debug)]
+struct History {
+    capacity: usize,
+    points: VecDeque<HistoryPoint>,
+}
+
+impl History {
+    /// Appends `p`; returns whether the oldest point was dropped for it.
+    fn push(&mut self, p: HistoryPoint) -> bool {
+        let dropped = self.points.len() >= self.capacity;
+        if dropped {
+            self.points.pop_front();
+        }
+        self.points.push_back(p);
+        dropped
+    }
+}
+
 /// A published snapshot with its served JSON body, rendered at most once per snapshot.
 #[derive(Debug)]
 struct Published {
@@ -111,14 +201,54 @@ pub struct ModelCell {
     /// Why a lock: the publishing thread swaps the `Arc` while handlers clone it; both hold the lock for
     /// a pointer copy only, so readers never wait on a solver or on a certificate computation.
     current: RwLock<Option<Arc<Published>>>,
+    /// Written once per publication, read by `GET /v1/history`; both copy a few points under it.
+    history: Mutex<History>,
 }
 
 impl ModelCell {
+    /// A cell holding `initial` (a restored snapshot), with a history ring of
+    /// [`DEFAULT_HISTORY_POINTS`] ([`ModelCell::with_history`] sets another size).
     pub fn new(name: &str, initial: Option<Snapshot>) -> ModelCell {
         ModelCell {
             name: name.to_string(),
             current: RwLock::new(initial.map(Published::new)),
+            history: Mutex::new(History {
+                capacity: DEFAULT_HISTORY_POINTS,
+                points: VecDeque::new(),
+            }),
         }
+    }
+
+    /// Sets the history ring to `capacity` points (at least 1), beginning it with the cell's current
+    /// snapshot if it has one (daemon counters read from `metrics`).
+    pub fn with_history(
+        self,
+        capacity: usize,
+        window_capacity: usize,
+        metrics: &Metrics,
+    ) -> ModelCell {
+        let mut points = VecDeque::new();
+        if let Some(s) = self.get() {
+            points.push_back(HistoryPoint::of(&s, 0, window_capacity, metrics));
+        }
+        *self.history.lock() = History {
+            capacity: capacity.max(1),
+            points,
+        };
+        self
+    }
+
+    /// The history ring's points with a version above `since`, oldest first.
+    pub fn history_since(&self, since: u64) -> Vec<HistoryPoint> {
+        let history = self.history.lock();
+        // Versions increase along the ring: skip the older part by binary search.
+        let start = history.points.partition_point(|p| p.version <= since);
+        history.points.range(start..).cloned().collect()
+    }
+
+    /// How many points the history ring keeps.
+    pub fn history_capacity(&self) -> usize {
+        self.history.lock().capacity
     }
 
     pub fn get(&self) -> Option<Arc<Snapshot>> {
@@ -219,7 +349,11 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
             .with_label_values(&l)
             .inc_by(a.switches.saturating_sub(before));
     }
+    let point = HistoryPoint::of(&next, churn, capacity, metrics);
     cell.set(next);
+    if cell.history.lock().push(point) {
+        metrics.history_dropped.with_label_values(&l).inc();
+    }
     set_gauges(cell, metrics);
     true
 }
@@ -313,6 +447,49 @@ pub fn run_snapshot_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn point(version: u64) -> HistoryPoint {
+        HistoryPoint {
+            version,
+            updated_at: version as f64,
+            primal: 2.0,
+            dual: 1.0,
+            gap: 1.0,
+            support_size: 3,
+            support_changes: 0,
+            progressive_loss: 0.5,
+            samples_seen: 10 * version,
+            window_samples: 10,
+            window_capacity: 100,
+            steps: version,
+            lambda: 0.01,
+            lambda_auto: false,
+            samples_ingested_total: 10 * version,
+            samples_rejected_total: 0,
+        }
+    }
+
+    #[test]
+    fn the_history_ring_drops_its_oldest_point_when_full() {
+        let cell = ModelCell::new("a", None).with_history(3, 100, &Metrics::new());
+        assert_eq!(cell.history_capacity(), 3);
+        assert!(cell.history_since(0).is_empty());
+        let mut dropped = Vec::new();
+        for v in 1..=5 {
+            dropped.push(cell.history.lock().push(point(v)));
+        }
+        assert_eq!(dropped, [false, false, false, true, true]);
+        let versions = |since| -> Vec<u64> {
+            cell.history_since(since)
+                .iter()
+                .map(|p| p.version)
+                .collect()
+        };
+        assert_eq!(versions(0), [3, 4, 5]);
+        assert_eq!(versions(3), [4, 5]);
+        assert_eq!(versions(5), Vec::<u64>::new());
+        assert_eq!(versions(u64::MAX), Vec::<u64>::new());
+    }
 
     #[test]
     fn formats_rfc3339() {

@@ -11,6 +11,7 @@
 //! | `thresher_progressive_loss` | gauge | learner | average loss of each sample predicted before it was learned |
 //! | `thresher_snapshot_age_seconds` | gauge | learner | seconds since the published snapshot was taken (at scrape) |
 //! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
+//! | `thresher_history_points_dropped_total` | counter | learner | points the `GET /v1/history` ring dropped, oldest first, to stay at `snapshot.history_points` |
 //! | `thresher_window_samples` | gauge | learner | samples in the window |
 //! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
 //! | `thresher_active_set_size` | gauge | learner | the subset solver's active set size (0 for the other solvers) |
@@ -53,6 +54,7 @@ pub struct Metrics {
     pub progressive_loss: GaugeVec,
     pub snapshot_age: GaugeVec,
     pub solver_steps: IntCounterVec,
+    pub history_dropped: IntCounterVec,
     pub window_samples: GaugeVec,
     pub window_capacity: GaugeVec,
     pub active_set_size: GaugeVec,
@@ -175,6 +177,11 @@ impl Metrics {
             solver_steps: counter(
                 "thresher_solver_steps_total",
                 "Solver steps (block updates)",
+                l,
+            ),
+            history_dropped: counter(
+                "thresher_history_points_dropped_total",
+                "Points the history ring dropped (oldest first) to stay at snapshot.history_points",
                 l,
             ),
             window_samples: gauge("thresher_window_samples", "Samples in the window", l),
@@ -325,6 +332,27 @@ impl Metrics {
         m
     }
 
+    /// Samples accepted so far, every source (`thresher_samples_ingested_total`).
+    pub fn samples_ingested_total(&self) -> u64 {
+        ["http", "stdin"]
+            .iter()
+            .map(|s| self.ingested.with_label_values(&[s]).get())
+            .sum()
+    }
+
+    /// Samples refused so far, every reason (`thresher_samples_rejected_total`).
+    pub fn samples_rejected_total(&self) -> u64 {
+        [
+            reason::INVALID,
+            reason::QUEUE_FULL,
+            reason::TOO_LARGE,
+            reason::UNSUPPORTED_MEDIA_TYPE,
+        ]
+        .iter()
+        .map(|r| self.rejected.with_label_values(&[r]).get())
+        .sum()
+    }
+
     /// Sets the dictionary's gauge and brings its refusal counter up to `refused` (both at scrape).
     pub fn set_feature_names(&self, names: usize, refused: u64) {
         self.feature_names.set(names as i64);
@@ -354,6 +382,7 @@ impl Metrics {
             .set(capacity as f64);
         self.support_changes.with_label_values(&[name]);
         self.solver_steps.with_label_values(&[name]);
+        self.history_dropped.with_label_values(&[name]);
         self.numeric_faults.with_label_values(&[name]);
     }
 

@@ -281,3 +281,96 @@ fn a_diverging_step_is_an_error_not_a_model() {
     ]);
     assert_succeeded(&out, "the default step converges");
 }
+
+/// The `points` of every `<polyline>` in `svg` with `stroke` colour `stroke`, each as its (x, y) pairs.
+fn polylines(svg: &roxmltree::Document, stroke: &str) -> Vec<Vec<(f64, f64)>> {
+    svg.descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(stroke))
+        .map(|n| {
+            n.attribute("points")
+                .unwrap()
+                .split_whitespace()
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn fit_plot_writes_an_svg_with_one_point_per_traced_epoch_in_each_series() {
+    let problem = synth::sparse_stream(400, 50, 5, 10, 0.05, false, 42);
+    let files = FitFiles::new(&problem.samples);
+    let plot = files.dir.path().join("trace.svg");
+    let plot = plot.to_str().unwrap();
+    let out = thresher(&[
+        "fit",
+        &files.data,
+        "--loss",
+        "squared",
+        "-k",
+        "5",
+        "--lambda",
+        "0.01",
+        "--solver",
+        "sdiht",
+        "--epochs",
+        "40",
+        "--tol",
+        "0",
+        "--trace",
+        &files.trace,
+        "--plot",
+        plot,
+    ]);
+    assert_succeeded(&out, "fit --plot");
+    let epochs = files.read_trace().lines().count() - 1;
+    assert_eq!(epochs, 40);
+    let text = std::fs::read_to_string(plot).unwrap();
+    let svg = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert_eq!(svg.root_element().tag_name().name(), "svg");
+    let labels: Vec<&str> = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for (name, stroke) in [
+        ("primal", "#2563EB"),
+        ("dual", "#16A34A"),
+        ("gap", "#DC2626"),
+        ("support size", "#7C3AED"),
+    ] {
+        assert!(labels.contains(&name), "no legend {name:?} in {labels:?}");
+        let lines = polylines(&svg, stroke);
+        let series: Vec<_> = lines.iter().filter(|l| l.len() == epochs).collect();
+        assert_eq!(series.len(), 1, "{name}: {lines:?}");
+        let xs: Vec<f64> = series[0].iter().map(|p| p.0).collect();
+        assert!(
+            xs.windows(2).all(|w| w[0] < w[1]),
+            "{name}: x follows the epochs"
+        );
+    }
+    // Pixel y grows downwards: the gap shrinks from the first epoch to the last.
+    let gap = polylines(&svg, "#DC2626")
+        .into_iter()
+        .find(|l| l.len() == epochs)
+        .unwrap();
+    assert!(gap[epochs - 1].1 > gap[0].1, "{gap:?}");
+
+    let out = thresher(&[
+        "fit",
+        &files.data,
+        "--loss",
+        "squared",
+        "-k",
+        "5",
+        "--lambda",
+        "0.01",
+        "--plot",
+        "/nonexistent/dir/trace.svg",
+    ]);
+    assert_failed_with(&out, "cannot write /nonexistent/dir/trace.svg");
+}

@@ -11,4 +11,5 @@ mod mirror;
 mod prometheus;
 mod sdiht;
 mod security;
+mod status_page;
 mod subset;

@@ -59,6 +59,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
             slice_ns: 0,
             yield_interval: std::time::Duration::ZERO,
         },
+        snapshot_interval: config.snapshot_interval,
     });
     Api {
         app: router(state.clone(), LIMIT, false),
@@ -604,3 +605,109 @@ async fn an_unknown_route_is_404() {
 }
 
 mod openapi;
+
+#[tokio::test]
+async fn the_history_serves_one_point_per_publication_and_drops_the_oldest() {
+    let config = Config::defaults();
+    let metrics = Metrics::new();
+    let cell = Arc::new(ModelCell::new("primary", None).with_history(3, 100, &metrics));
+    let api = api(vec![cell.clone()], 8, 1000);
+    let (status, body) = api.json(get("/v1/history")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["learner"], "primary");
+    assert_eq!(body["capacity"], 3);
+    assert_eq!(body["points"], json!([]), "nothing published yet");
+    assert_eq!(
+        body["interval_ms"],
+        config.snapshot_interval.as_millis() as u64
+    );
+
+    let learner: crate::learner::publish::SharedLearner = Arc::new(parking_lot::Mutex::new(build(
+        &config.learners[0],
+        100,
+        None,
+    )));
+    let data = crate::synth::sparse_stream(50, 12, 3, 4, 0.1, false, 7);
+    for chunk in data.samples.chunks(10) {
+        learner.lock().insert_samples(chunk);
+        learner.lock().step();
+        assert!(crate::learner::publish::publish(
+            &learner,
+            &cell,
+            &api.state.metrics
+        ));
+    }
+    let (_, body) = api.json(get("/v1/history?learner=primary")).await;
+    let points = body["points"].as_array().unwrap();
+    let versions: Vec<u64> = points
+        .iter()
+        .map(|p| p["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(versions, [3, 4, 5], "the ring keeps the newest 3 of 5");
+    let last = cell.get().unwrap();
+    let p = &points[2];
+    let c = last.model.certificate;
+    assert_close(
+        &json!([p["primal"], p["dual"], p["gap"]]),
+        &[c.primal, c.dual, c.gap],
+    );
+    assert_eq!(p["support_size"], last.model.support.len());
+    assert_eq!(p["samples_seen"], 50);
+    assert_eq!(p["window_capacity"], 100);
+    assert_eq!(
+        api.metric("thresher_history_points_dropped_total{learner=\"primary\"}")
+            .await,
+        2.0
+    );
+    let (_, body) = api.json(get("/v1/history?since=4")).await;
+    assert_eq!(body["points"].as_array().unwrap().len(), 1);
+    assert_eq!(body["points"][0]["version"], 5);
+}
+
+#[tokio::test]
+async fn the_history_of_an_unknown_learner_is_404_and_a_bad_since_400() {
+    let api = published();
+    let (status, body) = api.json(get("/v1/history?learner=nobody")).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"error": "no learner named \"nobody\""})
+        )
+    );
+    for (query, message) in [
+        ("since=-1", "since must be a model version"),
+        ("since=abc", "query string"),
+        ("since=1.5", "query string"),
+        // Above the documented int64 range.
+        ("since=9223372036854775808", "query string"),
+    ] {
+        let (status, body) = api.json(get(&format!("/v1/history?{query}"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(message),
+            "{query}: {body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_status_page_is_html_that_loads_nothing_from_elsewhere() {
+    let api = unpublished();
+    let (status, headers, body) = api.send(get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        headers.get(header::CONTENT_TYPE).unwrap(),
+        "text/html; charset=utf-8"
+    );
+    let csp = headers
+        .get(header::CONTENT_SECURITY_POLICY)
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"));
+    assert!(csp.contains("form-action 'none'"), "{csp}");
+    let page = String::from_utf8(body.to_vec()).unwrap();
+    assert!(page.starts_with("<!doctype html>"));
+    assert!(page.contains("/v1/history?learner=") && page.contains("Authorization"));
+}
