@@ -222,12 +222,26 @@ fn index_digits(max_dim: usize) -> usize {
     d
 }
 
+/// Integer digits a LIBSVM number may have so that it stays below `max_abs` (every number under
+/// `10^d` is when `10^d <= max_abs`); at least 1, capped at 9 (the pattern's own limit).
+fn integer_digits(max_abs: f64) -> usize {
+    let mut d = 1;
+    while d < 9 && 10f64.powi(d as i32 + 1) <= max_abs {
+        d += 1;
+    }
+    d
+}
+
 /// The document as served: the generated paths with the request-body schemas of `rules` (ingest rules;
 /// prediction bodies only differ in an optional label), as JSON bytes.
 pub fn document(rules: &Rules, auth: bool) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
     let classification = rules.losses.iter().any(|l| l.is_classification());
-    let number = r"[+-]?([0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9})([eE][+-]?[0-9]{1,2})?";
+    // At most as many integer digits as `ingest.max_abs_value` allows, and only negative exponents:
+    // every number the pattern matches is within the bound (a larger one is refused with a 400).
+    let digits = integer_digits(rules.max_abs_value);
+    let number =
+        format!(r"[+-]?([0-9]{{1,{digits}}}(\.[0-9]{{0,9}})?|\.[0-9]{{1,9}})([eE]-[0-9]{{1,2}})?");
     let label = if classification {
         r"[+-]?1(\.0{0,3})?".to_string()
     } else {
@@ -235,14 +249,17 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
     };
     let index = format!(r"\+?[0-9]{{1,{}}}", index_digits(rules.max_dim));
     let line = format!("{label}( {index}:{number})*");
+    let bound = rules.max_abs_value;
+    let bounded = json!({"type": "number", "minimum": -bound, "maximum": bound});
     // At least one sample: a body without one is refused ("empty body").
     let libsvm = json!({
         "type": "string",
         "description": format!(
             "LIBSVM lines `label index:value ...` (blank lines and `#` comments are skipped; \
              `qid:N` is ignored). Indices strictly increasing within a line and below {}; values \
-             finite.{}",
+             and labels at most {:e} in magnitude (ingest.max_abs_value).{}",
             rules.max_dim,
+            bound,
             if classification { " Labels -1 or +1." } else { "" }
         ),
         "pattern": format!("^\n*{line}(\n+{line})*\n*$"),
@@ -251,10 +268,10 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
     let label_schema = if classification {
         json!({"type": "number", "enum": [-1, 1]})
     } else {
-        json!({"type": "number"})
+        bounded.clone()
     };
     // `null` is the same as an absent field.
-    let weight = json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}],
+    let weight = json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": bound}, {"type": "null"}],
                         "description": "sample weight (default 1)"});
     let null_type = json!({"type": "null"});
     let indexed = json!({
@@ -267,7 +284,7 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
             "label": label_schema,
             "indices": {"type": ["array", "null"], "uniqueItems": true,
                         "items": {"type": "integer", "minimum": 0, "maximum": rules.max_dim - 1}},
-            "values": {"type": ["array", "null"], "items": {"type": "number"}},
+            "values": {"type": ["array", "null"], "items": bounded},
             "features": null_type,
             "weight": weight,
         },
@@ -279,7 +296,7 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
         "description": "Named features: each new name gets the next free index (ingest.max_named_features).",
         "properties": {
             "label": label_schema,
-            "features": {"type": "object", "additionalProperties": {"type": "number"}},
+            "features": {"type": "object", "additionalProperties": bounded},
             "indices": null_type,
             "values": null_type,
             "weight": weight,
@@ -301,7 +318,9 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
     for form in predict_sample["oneOf"].as_array_mut().expect("oneOf") {
         let required = form["required"].as_array_mut().expect("required");
         required.retain(|r| r != "label");
-        form["properties"]["label"] = json!({"anyOf": [form["properties"]["label"], null_type]});
+        // A prediction body's label is optional and not read (no loss, no bound applies to it).
+        form["properties"]["label"] = json!({"type": ["number", "null"],
+                                             "description": "optional; ignored by predict"});
     }
     schemas["PredictSampleObject"] = predict_sample;
     let predict_body = &mut doc["paths"]["/v1/predict"]["post"]["requestBody"]["content"];
@@ -342,7 +361,7 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::index_digits;
+    use super::{index_digits, integer_digits};
 
     #[test]
     fn index_digits_stay_below_max_dim() {
@@ -351,5 +370,8 @@ mod tests {
         assert_eq!(index_digits(100), 2);
         assert_eq!(index_digits(16_777_216), 7);
         assert_eq!(index_digits(1 << 30), 9);
+        assert_eq!(integer_digits(1e6), 6);
+        assert_eq!(integer_digits(999_999.0), 5);
+        assert_eq!(integer_digits(1e300), 9);
     }
 }
