@@ -59,6 +59,8 @@ pub struct AppState {
     pub admission: Arc<Admission>,
     /// How parser threads are scheduled (`server.worker_slice_us`).
     pub worker_scheduling: crate::sys::WorkerScheduling,
+    /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
+    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -82,6 +84,10 @@ pub enum ApiError {
     Forbidden(auth::Scope),
     /// The request body stopped arriving for `server.body_idle_timeout_s` ([`stall`]).
     BodyStalled(std::time::Duration),
+    /// `GET /v1/cluster` on a daemon without the NATS source.
+    NoCluster,
+    /// The membership bucket is not open yet or cannot be read.
+    ClusterUnavailable(String),
 }
 
 /// The `WWW-Authenticate` challenge of a 401 (RFC 6750).
@@ -125,6 +131,14 @@ impl IntoResponse for ApiError {
                 json!({"error": format!("no learner named {n:?}")}),
             ),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({"error": m, "line": null})),
+            ApiError::NoCluster => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "this daemon runs alone: nats.url is not set", "line": null}),
+            ),
+            ApiError::ClusterUnavailable(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("cluster membership unavailable: {m}"), "line": null}),
+            ),
             ApiError::NoRoute(r) => (
                 StatusCode::NOT_FOUND,
                 json!({"error": format!("no route for {r}; see the API in the README")}),
@@ -207,6 +221,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .route("/v1/model", get(get_model))
         .route("/v1/models", get(get_models))
         .route("/v1/models/:name", get(get_named_model))
+        .route("/v1/cluster", get(get_cluster))
         .route("/v1/predict", post(predict))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -476,6 +491,35 @@ async fn get_named_model(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     model_response(find_cell(&state, Some(&name))?, &state.dictionary)
+}
+
+/// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
+/// samples seen, window samples), build and the age of its last announcement (`crate::cluster`).
+#[utoipa::path(get, path = "/v1/cluster", tag = "cluster",
+    responses(
+        (status = 200, description = "The live members, by node name", body = openapi::Cluster),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 404, description = "The daemon runs alone (`nats.url` is not set)", body = openapi::ErrorBody),
+        (status = 503, description = "The membership bucket is not reachable yet", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+async fn get_cluster(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let view = state.cluster.as_ref().ok_or(ApiError::NoCluster)?;
+    let membership = view
+        .joined()
+        .ok_or_else(|| ApiError::ClusterUnavailable("not connected to NATS yet".into()))?;
+    let members = tokio::time::timeout(std::time::Duration::from_secs(5), membership.members())
+        .await
+        .map_err(|_| ApiError::ClusterUnavailable("NATS did not answer within 5 s".into()))?
+        .map_err(|e| ApiError::ClusterUnavailable(e.to_string()))?;
+    Ok(Json(json!({
+        "node": membership.node,
+        "ttl_s": membership.ttl.as_secs(),
+        "nodes": members,
+    })))
 }
 
 /// Every learner's model (version 0 and no model for one that has not published).

@@ -119,6 +119,17 @@ pub struct Predictions {
     learner: String,
 }
 
+/// `GET /v1/cluster`: this node, the membership TTL, and each live member (`node`, `thresher`,
+/// `learners` with `name`, `version`, `samples_seen`, `window_samples`, `updated_ms`, `age_s`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Cluster {
+    node: String,
+    ttl_s: u64,
+    #[schema(value_type = Vec<Object>)]
+    nodes: Vec<()>,
+}
+
 /// `GET /healthz`, `GET /readyz`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
@@ -183,13 +194,14 @@ impl Modify for SecurityAddon {
         super::get_model,
         super::get_models,
         super::get_named_model,
+        super::get_cluster,
         super::predict,
         super::metrics,
         super::healthz,
         super::readyz,
         super::openapi_json,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Predictions, Status, SampleObject)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

