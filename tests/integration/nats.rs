@@ -84,6 +84,41 @@ impl NatsServer {
         server
     }
 
+    /// Member `i` of a three-server JetStream cluster whose route ports are `routes`.
+    fn start_clustered(store: &Path, i: usize, port: u16, routes: [u16; 3]) -> NatsServer {
+        let others: Vec<String> = (0..3)
+            .filter(|&j| j != i)
+            .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+            .collect();
+        let child = Command::new(nats_server_bin())
+            .args([
+                "-n",
+                &format!("n{i}"),
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .args(["-js", "-sd"])
+            .arg(store.join(format!("n{i}")))
+            .args(["--cluster_name", "thresher", "--cluster"])
+            .arg(format!("nats://127.0.0.1:{}", routes[i]))
+            .args(["--routes", &others.join(",")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start nats-server");
+        let server = NatsServer { child, port };
+        poll(
+            "nats-server to accept connections",
+            WAIT,
+            Duration::from_millis(20),
+            || std::net::TcpStream::connect(("127.0.0.1", port)).ok(),
+            String::new,
+        );
+        server
+    }
+
     fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
@@ -98,6 +133,11 @@ impl Drop for NatsServer {
 
 /// A daemon pulling from `url` as `node`, checkpointing into `data`, acking quickly.
 fn node(dir: &Path, url: &str, node: &str) -> Daemon {
+    node_with(dir, url, node, &[])
+}
+
+/// [`node`] with more environment (later entries win).
+fn node_with(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemon {
     let data = dir.join(node);
     let config = dir.join(format!("{node}.toml"));
     std::fs::write(
@@ -120,7 +160,11 @@ fn node(dir: &Path, url: &str, node: &str) -> Daemon {
             ("THRESHER_NATS_ACK_INTERVAL_MS", "100"),
             ("THRESHER_NATS_MAX_PENDING_BATCHES", "8"),
             ("THRESHER_NATS_MEMBER_TTL_S", "2"),
-        ],
+        ]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>(),
     );
     daemon.wait_for("the NATS source to pull", |d| {
         d.log().contains("NATS source pulling").then_some(())
@@ -351,4 +395,115 @@ fn the_cluster_lists_live_members_and_forgets_a_killed_one_after_its_ttl() {
     let alone = Daemon::start(&[]);
     assert_eq!(alone.get("/v1/cluster").0, 404);
     drop(server);
+}
+
+/// Three NATS servers (JetStream, the stream with 3 replicas) and three daemons: one server is killed
+/// -9 mid-stream while the publisher retries each batch with its message id until the stream takes it.
+/// Every batch ends up in exactly one node's checkpoint, none twice, none lost.
+#[test]
+fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 3].map(|_| free_port());
+    let routes = [(); 3].map(|_| free_port());
+    let mut servers: Vec<Option<NatsServer>> = (0..3)
+        .map(|i| {
+            Some(NatsServer::start_clustered(
+                &dir.path().join("js"),
+                i,
+                ports[i],
+                routes,
+            ))
+        })
+        .collect();
+    let url = ports
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    // A long ack_wait: no daemon dies here, and a leader election must not cause redeliveries.
+    let env = [
+        ("THRESHER_NATS_REPLICAS", "3"),
+        ("THRESHER_NATS_ACK_WAIT_S", "30"),
+    ];
+    let nodes: Vec<Daemon> = ["a", "b", "c"]
+        .iter()
+        .map(|n| node_with(dir.path(), &url, n, &env))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let urls: Vec<String> = url.split(',').map(str::to_string).collect();
+    let js = rt.block_on(async { jetstream::new(async_nats::connect(urls).await.unwrap()) });
+
+    // Publishes batch `b` until the stream acknowledges it (the same id, so a retry is not doubled).
+    let publish_until_stored = |b: u32| {
+        poll(
+            &format!("the stream to store batch {b}"),
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                rt.block_on(async {
+                    let mut headers = async_nats::HeaderMap::new();
+                    headers.insert("Nats-Msg-Id", format!("b{b}").as_str());
+                    let sent = js
+                        .publish_with_headers("thresher.samples", headers, batch(b).into())
+                        .await
+                        .ok()?;
+                    tokio::time::timeout(Duration::from_secs(2), sent)
+                        .await
+                        .ok()?
+                        .ok()
+                })
+            },
+            String::new,
+        )
+    };
+    const TOTAL: u32 = 40;
+    for b in 0..TOTAL / 2 {
+        publish_until_stored(b);
+    }
+    let victim = servers[0].take().unwrap();
+    drop(victim); // kill -9 (SIGKILL) and reaped
+    for b in TOTAL / 2..TOTAL {
+        publish_until_stored(b);
+    }
+    poll(
+        "every batch to be acknowledged",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || {
+            rt.block_on(async {
+                let mut stream = js.get_stream("thresher").await.ok()?;
+                let info = stream.info().await.ok()?;
+                (info.state.messages == 0).then_some(())
+            })
+        },
+        || {
+            nodes
+                .iter()
+                .map(|d| d.log())
+                .collect::<Vec<_>>()
+                .join("\n---\n")
+        },
+    );
+    let mut holders: BTreeMap<u32, Vec<(String, usize)>> = BTreeMap::new();
+    for (name, d) in ["a", "b", "c"].iter().zip(nodes) {
+        let (status, log) = d.terminate();
+        assert!(status.success(), "{log}");
+        for (batch, n) in batches_in_checkpoint(&dir.path().join(name)) {
+            holders
+                .entry(batch)
+                .or_default()
+                .push((name.to_string(), n));
+        }
+    }
+    for batch in 0..TOTAL {
+        let held = holders.get(&batch).cloned().unwrap_or_default();
+        assert!(
+            matches!(held[..], [(_, SAMPLES)]),
+            "batch {batch} is held by {held:?}"
+        );
+    }
+    drop(servers);
 }
