@@ -65,7 +65,10 @@ struct NatsServer {
 
 impl NatsServer {
     fn start(store: &Path) -> NatsServer {
-        let port = free_port();
+        NatsServer::start_on(store, free_port())
+    }
+
+    fn start_on(store: &Path, port: u16) -> NatsServer {
         let child = Command::new(nats_server_bin())
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
             .arg(store)
@@ -133,11 +136,26 @@ impl Drop for NatsServer {
 
 /// A daemon pulling from `url` as `node`, checkpointing into `data`, acking quickly.
 fn node(dir: &Path, url: &str, node: &str) -> Daemon {
-    node_with(dir, url, node, &[])
+    let daemon = start_node(dir, url, node, &[]);
+    wait_pulling(&daemon);
+    daemon
 }
 
 /// [`node`] with more environment (later entries win).
 fn node_with(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemon {
+    let daemon = start_node(dir, url, node, extra);
+    wait_pulling(&daemon);
+    daemon
+}
+
+fn wait_pulling(daemon: &Daemon) {
+    daemon.wait_for("the NATS source to pull", |d| {
+        d.log().contains("NATS source pulling").then_some(())
+    });
+}
+
+/// The daemon of [`node`], not waiting for NATS.
+fn start_node(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemon {
     let data = dir.join(node);
     let config = dir.join(format!("{node}.toml"));
     std::fs::write(
@@ -146,7 +164,7 @@ fn node_with(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemo
          [[learner]]\nk = 5\nlambda = 0.1\n",
     )
     .unwrap();
-    let daemon = Daemon::start_with_env(
+    Daemon::start_with_env(
         &[
             "--config",
             config.to_str().unwrap(),
@@ -165,15 +183,11 @@ fn node_with(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemo
         .chain(extra)
         .copied()
         .collect::<Vec<_>>(),
-    );
-    daemon.wait_for("the NATS source to pull", |d| {
-        d.log().contains("NATS source pulling").then_some(())
-    });
-    daemon
+    )
 }
 
-/// Batch `b` of the seeded stream: `SAMPLES` LIBSVM lines, each carrying the marker feature
-/// `MARKER + b` so a checkpoint tells which batch each of its samples came from.
+/// Batch `b` of the seeded stream: `SAMPLES` lines, LIBSVM for even `b` and JSON lines for odd `b`,
+/// each sample carrying the marker feature `MARKER + b` so a checkpoint tells which batch it came from.
 const SAMPLES: usize = 20;
 const MARKER: u32 = 1000;
 
@@ -183,7 +197,12 @@ fn batch(b: u32) -> String {
     (0..SAMPLES)
         .map(|_| {
             let (x1, x2): (f64, f64) = (rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0));
-            format!("{} 1:{x1} 2:{x2} {}:1\n", 2.0 * x1 - x2, MARKER + b)
+            let (y, m) = (2.0 * x1 - x2, MARKER + b);
+            if b.is_multiple_of(2) {
+                format!("{y} 1:{x1} 2:{x2} {m}:1\n")
+            } else {
+                format!("{{\"label\":{y},\"indices\":[1,2,{m}],\"values\":[{x1},{x2},1]}}\n")
+            }
         })
         .collect()
 }
@@ -506,4 +525,36 @@ fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
         );
     }
     drop(servers);
+}
+
+/// A daemon whose NATS server is not up yet starts and serves HTTP; once the server comes up on that
+/// address it creates the stream and learns what is published.
+#[test]
+fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let a = start_node(dir.path(), &url, "a", &[]);
+    assert_eq!(a.get("/healthz").0, 200);
+    assert_eq!(
+        a.get("/v1/cluster").0,
+        503,
+        "no membership without a server"
+    );
+    let _server = NatsServer::start_on(&dir.path().join("js"), port);
+    wait_pulling(&a);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
+    assert_eq!(rt.block_on(publish(&js, 0..4)), 0);
+    a.wait_for("the batches to be learned and acknowledged", |d| {
+        let acked = d.metric("thresher_nats_batches_total{outcome=\"acked\"}");
+        (acked == 4.0).then_some(())
+    });
+    assert_eq!(
+        a.metric("thresher_samples_ingested_total{source=\"nats\"}"),
+        (4 * SAMPLES) as f64
+    );
 }
