@@ -200,14 +200,21 @@ impl Membership {
     }
 }
 
-/// The cluster as the API sees it: the membership once the bucket is open (NATS may come up after the
-/// daemon).
-#[derive(Default)]
+/// The cluster as the API sees it: this node's name, and the membership once the bucket is open (NATS
+/// may come up after the daemon).
 pub struct ClusterView {
+    pub node: String,
     membership: std::sync::OnceLock<Membership>,
 }
 
 impl ClusterView {
+    pub fn new(node: &str) -> ClusterView {
+        ClusterView {
+            node: node.to_string(),
+            membership: std::sync::OnceLock::new(),
+        }
+    }
+
     pub fn joined(&self) -> Option<&Membership> {
         self.membership.get()
     }

@@ -416,7 +416,10 @@ async fn post_samples(
 }
 
 /// A snapshot as served: the model JSON plus learner, version, counters and (with named features) names.
-pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary) -> Value {
+///
+/// In a cluster (`node` set) the body names the node and says the model's scope is that node: each node
+/// learns on its own shard (`docs/cluster.md`).
+pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<&str>) -> Value {
     let mut v = serde_json::to_value(&s.model).expect("a model serialises");
     let o = v.as_object_mut().expect("a model is an object");
     o.insert("learner".into(), json!(s.learner));
@@ -431,7 +434,16 @@ pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary) -> Value {
             json!(dictionary.names_of(&s.model.support)),
         );
     }
+    if let Some(node) = node {
+        o.insert("node".into(), json!(node));
+        o.insert("scope".into(), json!("node"));
+    }
     v
+}
+
+/// This node's name in a cluster.
+fn node_of(state: &AppState) -> Option<&str> {
+    state.cluster.as_ref().map(|c| c.node.as_str())
 }
 
 fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<ModelCell>, ApiError> {
@@ -446,10 +458,10 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
 }
 
 /// A cell's served body: rendered once per published snapshot, then cloned (a reference count).
-fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Response, ApiError> {
+fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiError> {
     let body = cell
         .body(|s| {
-            serde_json::to_vec(&snapshot_json(s, dictionary))
+            serde_json::to_vec(&snapshot_json(s, &state.dictionary, node_of(state)))
                 .expect("a snapshot serialises")
                 .into()
         })
@@ -469,7 +481,7 @@ fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Re
     security(("bearer" = ["read"])),
 )]
 async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    model_response(&state.cells[0], &state.dictionary)
+    model_response(&state, &state.cells[0])
 }
 
 /// One learner's model.
@@ -490,7 +502,7 @@ async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    model_response(find_cell(&state, Some(&name))?, &state.dictionary)
+    model_response(&state, find_cell(&state, Some(&name))?)
 }
 
 /// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
@@ -537,7 +549,7 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         .cells
         .iter()
         .map(|c| match c.get() {
-            Some(s) => snapshot_json(&s, &state.dictionary),
+            Some(s) => snapshot_json(&s, &state.dictionary, node_of(&state)),
             None => json!({"learner": c.name, "version": 0}),
         })
         .collect();

@@ -88,6 +88,11 @@ pub struct ModelSnapshotDoc {
     progressive_loss: Option<f64>,
     /// The name of each support index (named-feature streams only; `null` for an unnamed index).
     feature_names: Option<Vec<Option<String>>>,
+    /// With the NATS source on: this node's name (`nats.node`).
+    node: Option<String>,
+    /// With the NATS source on: `"node"`, the model and certificate are this node's own, over the
+    /// batches it was delivered, not a global model of the cluster.
+    scope: Option<String>,
 }
 
 /// A learner that has not published yet.

@@ -393,7 +393,7 @@ pub async fn run(
         cluster: config
             .nats
             .as_ref()
-            .map(|_| Arc::new(crate::cluster::ClusterView::default())),
+            .map(|n| Arc::new(crate::cluster::ClusterView::new(&n.node))),
     });
     if options.stdin {
         let (admission, stop, metrics, dictionary) = (

@@ -557,4 +557,10 @@ fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
         a.metric("thresher_samples_ingested_total{source=\"nats\"}"),
         (4 * SAMPLES) as f64
     );
+    // The model says it is this node's own.
+    let model = a.wait_for("a model", Daemon::model);
+    assert_eq!(
+        (model["node"].as_str(), model["scope"].as_str()),
+        (Some("a"), Some("node"))
+    );
 }
