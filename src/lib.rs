@@ -5,7 +5,7 @@
 //! ## Architecture and data flow
 //!
 //! ```text
-//!  HTTP POST / stdin / NATS ─▶ Admission ──▶ window ──▶ learner ──▶ publish ──▶ API / metrics
+//!  HTTP / stdin / NATS ─ingest─▶ Admission ──▶ window ──▶ learner ──▶ publish ──▶ API / metrics
 //!  (LIBSVM, JSON)    parse,      budget +     (ring)     (worker     (Arc<Snapshot>
 //!                    validate    queue                    threads)    in a ModelCell)
 //!

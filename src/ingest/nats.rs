@@ -223,7 +223,10 @@ pub struct Sink {
 
 /// The running source: stop pulling before ingest closes, finish after the final checkpoint.
 pub struct NatsSource {
+    /// Stops the puller ([`NatsSource::stop_pulling`]).
     stop: tokio::sync::watch::Sender<bool>,
+    /// Stops the acknowledger after a last round ([`NatsSource::finish`], after the final checkpoint).
+    stop_acking: tokio::sync::watch::Sender<bool>,
     /// Tells a waiting admission to give up (read from a blocking thread).
     stopping: Arc<AtomicBool>,
     puller: tokio::task::JoinHandle<()>,
@@ -276,6 +279,7 @@ pub async fn start(
         .ingested
         .with_label_values(&[Source::Nats { delivery: 0 }.label()]);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let (stop_acking, stop_acking_rx) = tokio::sync::watch::channel(false);
     let stopping = Arc::new(AtomicBool::new(false));
     let acker = tokio::spawn(ack_loop(
         client.clone(),
@@ -283,7 +287,7 @@ pub async fn start(
         sink.metrics.clone(),
         config.ack_wait,
         replay,
-        stop_rx.clone(),
+        stop_acking_rx,
     ));
     let puller = tokio::spawn(pull_loop(
         client.clone(),
@@ -295,6 +299,7 @@ pub async fn start(
     ));
     Ok(NatsSource {
         stop,
+        stop_acking,
         stopping,
         puller,
         acker,
@@ -318,7 +323,7 @@ impl NatsSource {
 
     /// After the final checkpoint: one last round of acknowledgements, then the connection is closed.
     pub async fn finish(self, grace: Duration) {
-        self.stop.send_replace(true);
+        self.stop_acking.send_replace(true);
         let _ = tokio::time::timeout(grace, self.acker).await;
         let _ = tokio::time::timeout(grace, self.client.flush()).await;
     }

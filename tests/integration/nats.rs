@@ -564,3 +564,44 @@ fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
         (Some("a"), Some("node"))
     );
 }
+
+/// A node stopped with SIGTERM acknowledges what its final checkpoint holds before it exits, even when
+/// no periodic checkpoint acknowledged anything: nothing is left in the stream to be redelivered.
+#[test]
+fn a_clean_stop_acknowledges_what_the_final_checkpoint_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(&dir.path().join("js"));
+    let url = server.url();
+    let slow = [
+        ("THRESHER_NATS_ACK_INTERVAL_MS", "3600000"),
+        ("THRESHER_CHECKPOINT_INTERVAL_S", "3600"),
+    ];
+    let a = node_with(dir.path(), &url, "a", &slow);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
+    assert_eq!(rt.block_on(publish(&js, 0..3)), 0);
+    a.wait_for("the batches to be learned", |d| {
+        let seen = d.metric("thresher_samples_ingested_total{source=\"nats\"}");
+        (seen == (3 * SAMPLES) as f64).then_some(())
+    });
+    assert_eq!(
+        a.metric("thresher_nats_batches_total{outcome=\"acked\"}"),
+        0.0
+    );
+    let (status, log) = a.terminate();
+    assert!(status.success(), "{log}");
+    let left = rt.block_on(async {
+        let mut stream = js.get_stream("thresher").await.unwrap();
+        stream.info().await.unwrap().state.messages
+    });
+    assert_eq!(left, 0, "{log}");
+    let held = batches_in_checkpoint(&dir.path().join("a"));
+    assert_eq!(
+        held,
+        BTreeMap::from([(0, SAMPLES), (1, SAMPLES), (2, SAMPLES)])
+    );
+    drop(server);
+}
