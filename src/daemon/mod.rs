@@ -197,6 +197,17 @@ pub async fn run(
         None => None,
     };
     let tls = config.tls.as_ref().map(http::tls_acceptor).transpose()?;
+    // The NATS credentials file too (the connection itself may come up later).
+    if let Some(path) = config
+        .nats
+        .as_ref()
+        .and_then(|n| n.credentials_file.as_ref())
+    {
+        std::fs::read(path).map_err(|source| NatsError::Credentials {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let limits = fit_to_fd_limit(config.limits);
 
     // Then the data directory (created, then test-written): one where no checkpoint can be written

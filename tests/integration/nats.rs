@@ -605,3 +605,27 @@ fn a_clean_stop_acknowledges_what_the_final_checkpoint_holds() {
     );
     drop(server);
 }
+
+/// A credentials file that cannot be read stops the start, naming it, before anything listens.
+#[test]
+fn an_unreadable_credentials_file_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.creds");
+    let out = crate::common::thresher_with_env(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        &[
+            ("THRESHER_NATS_URL", "nats://127.0.0.1:1"),
+            ("THRESHER_NATS_NODE", "a"),
+            ("THRESHER_NATS_CREDENTIALS_FILE", missing.to_str().unwrap()),
+        ],
+    );
+    crate::common::assert_failed_with(&out, "cannot read NATS credentials file");
+    assert!(crate::common::stderr(&out).contains("nope.creds"));
+    assert!(!crate::common::stderr(&out).contains("listening on"));
+}
