@@ -5,7 +5,7 @@
 //! ## Architecture and data flow
 //!
 //! ```text
-//!  HTTP POST / stdin ──ingest──▶ Admission ──▶ window ──▶ learner ──▶ publish ──▶ API / metrics
+//!  HTTP / stdin / NATS ─ingest─▶ Admission ──▶ window ──▶ learner ──▶ publish ──▶ API / metrics
 //!  (LIBSVM, JSON)    parse,      budget +     (ring)     (worker     (Arc<Snapshot>
 //!                    validate    queue                    threads)    in a ModelCell)
 //!
@@ -32,6 +32,7 @@
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
 //!   core, one adapter per solver family, the worker threads (router, learners, panic guard, publish
 //!   cadence) and publishing ([`learner::publish`]).
+//! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL).
 //! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
 //! - [`daemon`] — `thresher serve`: [`daemon::run`] wires ingest, learners, checkpoints and the HTTP
 //!   front, and stops them in order when its shutdown future resolves.
@@ -41,6 +42,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod ingest;

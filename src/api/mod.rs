@@ -41,7 +41,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::{Admission, AdmitError};
+use crate::ingest::{Admission, AdmitError, Source};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
@@ -66,6 +66,8 @@ pub struct AppState {
     pub worker_scheduling: crate::sys::WorkerScheduling,
     /// `snapshot.interval_ms`: how often the status page asks for new points.
     pub snapshot_interval: std::time::Duration,
+    /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
+    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.
@@ -89,6 +91,10 @@ pub enum ApiError {
     Forbidden(auth::Scope),
     /// The request body stopped arriving for `server.body_idle_timeout_s` ([`stall`]).
     BodyStalled(std::time::Duration),
+    /// `GET /v1/cluster` on a daemon without the NATS source.
+    NoCluster,
+    /// The membership bucket is not open yet or cannot be read.
+    ClusterUnavailable(String),
 }
 
 /// The `WWW-Authenticate` challenge of a 401 (RFC 6750).
@@ -132,6 +138,14 @@ impl IntoResponse for ApiError {
                 json!({"error": format!("no learner named {n:?}")}),
             ),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({"error": m, "line": null})),
+            ApiError::NoCluster => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "this daemon runs alone: nats.url is not set", "line": null}),
+            ),
+            ApiError::ClusterUnavailable(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("cluster membership unavailable: {m}"), "line": null}),
+            ),
             ApiError::NoRoute(r) => (
                 StatusCode::NOT_FOUND,
                 json!({"error": format!("no route for {r}; see the API in the README")}),
@@ -214,6 +228,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .route("/v1/model", get(get_model))
         .route("/v1/models", get(get_models))
         .route("/v1/models/:name", get(get_named_model))
+        .route("/v1/cluster", get(get_cluster))
         .route("/v1/predict", post(predict))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -402,7 +417,7 @@ async fn post_samples(
             return Err(ApiError::Invalid(e));
         }
     };
-    match state.admission.admit(samples, "http") {
+    match state.admission.admit(samples, Source::Http) {
         Ok(n) => Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n})))),
         Err(AdmitError::QueueFull) => Err(ApiError::QueueFull),
         Err(AdmitError::ShuttingDown) => Err(ApiError::ShuttingDown),
@@ -410,7 +425,10 @@ async fn post_samples(
 }
 
 /// A snapshot as served: the model JSON plus learner, version, counters and (with named features) names.
-pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary) -> Value {
+///
+/// In a cluster (`node` set) the body names the node and says the model's scope is that node: each node
+/// learns on its own shard (`docs/cluster.md`).
+pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<&str>) -> Value {
     let mut v = serde_json::to_value(&s.model).expect("a model serialises");
     let o = v.as_object_mut().expect("a model is an object");
     o.insert("learner".into(), json!(s.learner));
@@ -425,7 +443,16 @@ pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary) -> Value {
             json!(dictionary.names_of(&s.model.support)),
         );
     }
+    if let Some(node) = node {
+        o.insert("node".into(), json!(node));
+        o.insert("scope".into(), json!("node"));
+    }
     v
+}
+
+/// This node's name in a cluster.
+fn node_of(state: &AppState) -> Option<&str> {
+    state.cluster.as_ref().map(|c| c.node.as_str())
 }
 
 fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<ModelCell>, ApiError> {
@@ -440,10 +467,10 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
 }
 
 /// A cell's served body: rendered once per published snapshot, then cloned (a reference count).
-fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Response, ApiError> {
+fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiError> {
     let body = cell
         .body(|s| {
-            serde_json::to_vec(&snapshot_json(s, dictionary))
+            serde_json::to_vec(&snapshot_json(s, &state.dictionary, node_of(state)))
                 .expect("a snapshot serialises")
                 .into()
         })
@@ -463,7 +490,7 @@ fn model_response(cell: &ModelCell, dictionary: &FeatureDictionary) -> Result<Re
     security(("bearer" = ["read"])),
 )]
 async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    model_response(&state.cells[0], &state.dictionary)
+    model_response(&state, &state.cells[0])
 }
 
 /// One learner's model.
@@ -484,7 +511,36 @@ async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    model_response(find_cell(&state, Some(&name))?, &state.dictionary)
+    model_response(&state, find_cell(&state, Some(&name))?)
+}
+
+/// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
+/// samples seen, window samples), build and the age of its last announcement (`crate::cluster`).
+#[utoipa::path(get, path = "/v1/cluster", tag = "cluster",
+    responses(
+        (status = 200, description = "The live members, by node name", body = openapi::Cluster),
+        (status = 401, description = "Missing or unknown bearer token", body = openapi::ErrorBody,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "The token's scope is not `read`", body = openapi::ErrorBody),
+        (status = 404, description = "The daemon runs alone (`nats.url` is not set)", body = openapi::ErrorBody),
+        (status = 503, description = "The membership bucket is not reachable yet", body = openapi::ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+async fn get_cluster(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let view = state.cluster.as_ref().ok_or(ApiError::NoCluster)?;
+    let membership = view
+        .joined()
+        .ok_or_else(|| ApiError::ClusterUnavailable("not connected to NATS yet".into()))?;
+    let members = tokio::time::timeout(std::time::Duration::from_secs(5), membership.members())
+        .await
+        .map_err(|_| ApiError::ClusterUnavailable("NATS did not answer within 5 s".into()))?
+        .map_err(|e| ApiError::ClusterUnavailable(e.to_string()))?;
+    Ok(Json(json!({
+        "node": membership.node,
+        "ttl_s": membership.ttl.as_secs(),
+        "nodes": members,
+    })))
 }
 
 /// Every learner's model (version 0 and no model for one that has not published).
@@ -502,7 +558,7 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         .cells
         .iter()
         .map(|c| match c.get() {
-            Some(s) => snapshot_json(&s, &state.dictionary),
+            Some(s) => snapshot_json(&s, &state.dictionary, node_of(&state)),
             None => json!({"learner": c.name, "version": 0}),
         })
         .collect();

@@ -88,6 +88,11 @@ pub struct ModelSnapshotDoc {
     progressive_loss: Option<f64>,
     /// The name of each support index (named-feature streams only; `null` for an unnamed index).
     feature_names: Option<Vec<Option<String>>>,
+    /// With the NATS source on: this node's name (`nats.node`).
+    node: Option<String>,
+    /// With the NATS source on: `"node"`, the model and certificate are this node's own, over the
+    /// batches it was delivered, not a global model of the cluster.
+    scope: Option<String>,
 }
 
 /// A learner that has not published yet.
@@ -134,6 +139,17 @@ pub struct History {
     now: f64,
     /// One per published snapshot with a version above `since`, oldest first.
     points: Vec<crate::learner::publish::HistoryPoint>,
+}
+
+/// `GET /v1/cluster`: this node, the membership TTL, and each live member (`node`, `thresher`,
+/// `learners` with `name`, `version`, `samples_seen`, `window_samples`, `updated_ms`, `age_s`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct Cluster {
+    node: String,
+    ttl_s: u64,
+    #[schema(value_type = Vec<Object>)]
+    nodes: Vec<()>,
 }
 
 /// `GET /healthz`, `GET /readyz`.
@@ -200,6 +216,7 @@ impl Modify for SecurityAddon {
         super::get_model,
         super::get_models,
         super::get_named_model,
+        super::get_cluster,
         super::predict,
         super::metrics,
         super::healthz,
@@ -208,7 +225,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Predictions, Status, SampleObject, History)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

@@ -56,6 +56,18 @@
 //! | `snapshot.history_points` | 1000 | snapshots each learner's `GET /v1/history` ring keeps (oldest dropped) | 1 ..= 100000 | `THRESHER_SNAPSHOT_HISTORY_POINTS` |
 //! | `checkpoint.data_dir` | `""` (off) | path | | `THRESHER_CHECKPOINT_DATA_DIR` |
 //! | `checkpoint.interval_s` | 60 | s | 1 ..= 86400 | `THRESHER_CHECKPOINT_INTERVAL_S` |
+//! | `nats.url` | `""` (off) | NATS servers, comma-separated | `nats://host:port` or `host:port` each | `THRESHER_NATS_URL` |
+//! | `nats.stream` | `thresher` | JetStream stream (work-queue retention; created if missing) | `[A-Za-z0-9_-]+` | `THRESHER_NATS_STREAM` |
+//! | `nats.subject` | `thresher.samples` | the stream's subject | NATS subject, no wildcards | `THRESHER_NATS_SUBJECT` |
+//! | `nats.consumer` | `thresher` | durable pull consumer shared by every node | `[A-Za-z0-9_-]+` | `THRESHER_NATS_CONSUMER` |
+//! | `nats.node` | `""` | this node's name (required with `url`) | `[A-Za-z0-9_-]+` | `THRESHER_NATS_NODE` |
+//! | `nats.credentials_file` | `""` (none) | NATS `.creds` file | readable | `THRESHER_NATS_CREDENTIALS_FILE` |
+//! | `nats.replicas` | 1 | stream replicas when the stream is created | 1 ..= 5 | `THRESHER_NATS_REPLICAS` |
+//! | `nats.duplicate_window_s` | 120 | s the stream drops a repeated `Nats-Msg-Id` | 1 ..= 86400 | `THRESHER_NATS_DUPLICATE_WINDOW_S` |
+//! | `nats.ack_wait_s` | 30 | s before an unacknowledged batch is redelivered | 1 ..= 3600 | `THRESHER_NATS_ACK_WAIT_S` |
+//! | `nats.ack_interval_ms` | 1000 | ms at most a learned batch waits for the checkpoint that acks it | 1 ..= 3600000 | `THRESHER_NATS_ACK_INTERVAL_MS` |
+//! | `nats.max_pending_batches` | 64 | batches fetched and not yet acknowledged | 1 ..= 10000 | `THRESHER_NATS_MAX_PENDING_BATCHES` |
+//! | `nats.member_ttl_s` | 10 | s a node stays listed in `GET /v1/cluster` after its last announcement | 1 ..= 3600 | `THRESHER_NATS_MEMBER_TTL_S` |
 //! | `learner.name` | `primary` | | `[A-Za-z0-9_-]+`, unique | `THRESHER_LEARNER_NAME` |
 //! | `learner.solver` | `sdiht` | | `sdiht`, `diht`, `mirror`, `smidas`, `subset` | `THRESHER_LEARNER_SOLVER` |
 //! | `learner.loss` | `squared` | | squared, huber, hinge, logistic | `THRESHER_LEARNER_LOSS` |
@@ -91,6 +103,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
+pub use crate::ingest::nats::NatsConfig;
 use crate::loss::{Loss, LossKind};
 use crate::solver::StepRule;
 
@@ -268,6 +281,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Connection timeouts and the connection cap.
     pub limits: ConnectionLimits,
+    /// The `[nats]` source, when `nats.url` is set.
+    pub nats: Option<NatsConfig>,
 }
 
 /// Authentication settings; the tokens themselves are read from the file at start (`api::auth`).
@@ -476,6 +491,24 @@ layer! {
 }
 
 layer! {
+    /// `[nats]`.
+    NatsLayer, "the [nats] table" {
+        url: String,
+        stream: String,
+        subject: String,
+        consumer: String,
+        node: String,
+        credentials_file: String,
+        replicas: i64,
+        duplicate_window_s: i64,
+        ack_wait_s: i64,
+        ack_interval_ms: i64,
+        max_pending_batches: i64,
+        member_ttl_s: i64,
+    }
+}
+
+layer! {
     /// One `[[learner]]` table: the shared keys, then the solver-specific ones ([`solvers`]; one flat
     /// struct, since serde's `flatten` does not combine with `deny_unknown_fields`).
     LearnerLayer, "a [[learner]] table" {
@@ -529,6 +562,8 @@ pub struct RawConfig {
     pub snapshot: SnapshotLayer,
     #[serde(default)]
     pub checkpoint: CheckpointLayer,
+    #[serde(default)]
+    pub nats: NatsLayer,
     /// The `[[learner]]` tables, each holding only the keys given; a layer that has them replaces the
     /// list below it, and [`RawConfig::validate`] fills each from the default learner.
     pub learner: Option<Vec<LearnerLayer>>,
@@ -541,6 +576,7 @@ const ENV_SECTIONS: &[(&str, &[&str])] = &[
     ("window", WindowLayer::KEYS),
     ("snapshot", SnapshotLayer::KEYS),
     ("checkpoint", CheckpointLayer::KEYS),
+    ("nats", NatsLayer::KEYS),
     ("learner", LearnerLayer::KEYS),
 ];
 
@@ -591,6 +627,7 @@ impl RawConfig {
         self.window.overlay(over.window);
         self.snapshot.overlay(over.snapshot);
         self.checkpoint.overlay(over.checkpoint);
+        self.nats.overlay(over.nats);
         if over.learner.is_some() {
             self.learner = over.learner;
         }
@@ -618,6 +655,7 @@ impl RawConfig {
                 "window" => self.window.set_env(key, &var, &text)?,
                 "snapshot" => self.snapshot.set_env(key, &var, &text)?,
                 "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
+                "nats" => self.nats.set_env(key, &var, &text)?,
                 "learner" => {
                     let mut scratch = LearnerLayer::default();
                     let primary = match self.learner.as_mut().and_then(|l| l.first_mut()) {
@@ -688,6 +726,8 @@ impl RawConfig {
             }
             learners.push(learner);
         }
+        let data_dir = (!data_dir.is_empty()).then(|| PathBuf::from(data_dir));
+        let nats = read_nats(&self.nats, data_dir.is_some())?;
         Ok(Config {
             listen,
             body_limit_bytes: int(
@@ -759,7 +799,7 @@ impl RawConfig {
                 1,
                 100_000,
             )? as usize,
-            data_dir: (!data_dir.is_empty()).then(|| PathBuf::from(data_dir)),
+            data_dir,
             checkpoint_interval: Duration::from_secs(int(
                 &self.checkpoint.interval_s,
                 "checkpoint.interval_s",
@@ -770,8 +810,94 @@ impl RawConfig {
             auth: read_auth(server)?,
             tls: read_tls(server)?,
             limits: read_limits(server)?,
+            nats,
         })
     }
+}
+
+/// `[nats]`: off while `url` is empty. A node acknowledges a batch only once a checkpoint holds it,
+/// so the source needs `checkpoint.data_dir`.
+fn read_nats(nats: &NatsLayer, has_data_dir: bool) -> Result<Option<NatsConfig>, ConfigError> {
+    let url = need(&nats.url, "nats.url")?;
+    let name = |key: &str, value: &Option<String>| -> Result<String, ConfigError> {
+        let v = need(value, key)?;
+        if v.is_empty()
+            || !v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(range(key, &format!("{v:?}"), "expected [A-Za-z0-9_-]+"));
+        }
+        Ok(v)
+    };
+    let servers: Vec<String> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    for server in &servers {
+        if server.parse::<async_nats::ServerAddr>().is_err() {
+            return Err(range(
+                "nats.url",
+                &format!("{url:?}"),
+                &format!("{server:?} is not a NATS server address (nats://host:port)"),
+            ));
+        }
+    }
+    if !has_data_dir {
+        return Err(range(
+            "checkpoint.data_dir",
+            "\"\"",
+            "the NATS source (nats.url is set) acknowledges a batch only once a checkpoint holds it: \
+             set a data directory",
+        ));
+    }
+    let subject = need(&nats.subject, "nats.subject")?;
+    if subject.is_empty()
+        || subject.contains(['*', '>', ' '])
+        || subject.split('.').any(str::is_empty)
+    {
+        return Err(range(
+            "nats.subject",
+            &format!("{subject:?}"),
+            "expected a NATS subject without wildcards, e.g. thresher.samples",
+        ));
+    }
+    Ok(Some(NatsConfig {
+        servers,
+        stream: name("nats.stream", &nats.stream)?,
+        subject,
+        consumer: name("nats.consumer", &nats.consumer)?,
+        node: name("nats.node", &nats.node)?,
+        credentials_file: path_key(&nats.credentials_file, "nats.credentials_file")?,
+        replicas: int(&nats.replicas, "nats.replicas", 1, 5)? as usize,
+        duplicate_window: Duration::from_secs(int(
+            &nats.duplicate_window_s,
+            "nats.duplicate_window_s",
+            1,
+            86_400,
+        )? as u64),
+        ack_wait: Duration::from_secs(int(&nats.ack_wait_s, "nats.ack_wait_s", 1, 3600)? as u64),
+        ack_interval: Duration::from_millis(int(
+            &nats.ack_interval_ms,
+            "nats.ack_interval_ms",
+            1,
+            3_600_000,
+        )? as u64),
+        max_pending_batches: int(
+            &nats.max_pending_batches,
+            "nats.max_pending_batches",
+            1,
+            10_000,
+        )? as usize,
+        member_ttl: Duration::from_secs(
+            int(&nats.member_ttl_s, "nats.member_ttl_s", 1, 3600)? as u64
+        ),
+    }))
 }
 
 /// A path key: `""` is unset.
@@ -1274,6 +1400,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("THRESHER_LEARNER_K=many"), "{e}");
+    }
+
+    /// `[nats]`: off by default; file and environment; each key validated; a data directory needed;
+    /// unknown keys refused.
+    #[test]
+    fn the_nats_table_is_read_and_validated() {
+        assert_eq!(Config::defaults().nats, None);
+        let c = load_text(
+            "[checkpoint]\ndata_dir = \"/tmp/d\"\n[nats]\nurl = \"nats://127.0.0.1:4222, 127.0.0.1:4223\"\n",
+            &[
+                ("THRESHER_NATS_NODE", "n-1"),
+                ("THRESHER_NATS_ACK_WAIT_S", "7"),
+                ("THRESHER_NATS_CREDENTIALS_FILE", "/etc/n.creds"),
+            ],
+        )
+        .unwrap();
+        let n = c.nats.unwrap();
+        assert_eq!(n.servers, ["nats://127.0.0.1:4222", "127.0.0.1:4223"]);
+        assert_eq!(
+            (n.stream.as_str(), n.subject.as_str(), n.consumer.as_str()),
+            ("thresher", "thresher.samples", "thresher")
+        );
+        assert_eq!(
+            (n.node.as_str(), n.ack_wait),
+            ("n-1", Duration::from_secs(7))
+        );
+        assert_eq!(n.credentials_file, Some(PathBuf::from("/etc/n.creds")));
+        assert_eq!((n.replicas, n.max_pending_batches), (1, 64));
+        let err = |text: &str, env: &[(&str, &str)]| load_text(text, env).unwrap_err().to_string();
+        let on =
+            "[checkpoint]\ndata_dir = \"/tmp/d\"\n[nats]\nurl = \"127.0.0.1:4222\"\nnode = \"a\"\n";
+        assert!(err("[nats]\nurl = \"127.0.0.1:4222\"\nnode = \"a\"\n", &[])
+            .contains("checkpoint.data_dir"));
+        assert!(err(on, &[("THRESHER_NATS_NODE", "")]).contains("`nats.node`"));
+        assert!(err(on, &[("THRESHER_NATS_NODE", "a.b")]).contains("`nats.node`"));
+        assert!(err(on, &[("THRESHER_NATS_SUBJECT", "a.*")]).contains("`nats.subject`"));
+        assert!(err(on, &[("THRESHER_NATS_URL", "nats://[x")]).contains("`nats.url`"));
+        assert!(err(on, &[("THRESHER_NATS_REPLICAS", "6")]).contains("`nats.replicas`"));
+        assert!(err(on, &[("THRESHER_NATS_ACK_WAIT_S", "0")]).contains("`nats.ack_wait_s`"));
+        assert!(err(&format!("{on}servers = 3\n"), &[]).contains("`nats.servers`"));
+        assert!(err(on, &[("THRESHER_NATS_SERVERS", "x")]).contains("THRESHER_NATS_SERVERS"));
     }
 
     /// The ingest limits: defaults, file and environment, and their ranges (finite, positive).

@@ -69,12 +69,19 @@ pub struct LearnerCheckpoint {
 pub struct Checkpoint {
     pub learners: Vec<LearnerCheckpoint>,
     pub feature_names: Vec<String>,
+    /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
+    /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
+    /// batch it holds is not also redelivered to another node (`ingest::nats`).
+    pub pending_acks: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct Header {
     feature_names: Vec<String>,
     learners: Vec<LearnerHeader>,
+    /// Absent in files written before the NATS source: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pending_acks: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -215,6 +222,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
     let header = Header {
         feature_names: ckpt.feature_names.clone(),
+        pending_acks: ckpt.pending_acks.clone(),
         learners: ckpt
             .learners
             .iter()
@@ -395,6 +403,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
         Ok(Checkpoint {
             learners,
             feature_names: header.feature_names,
+            pending_acks: header.pending_acks,
         })
     };
     parse(&mut c).map_err(corrupt)
@@ -460,6 +469,7 @@ mod tests {
         let t = Sample::new(vec![], vec![], -1.0, None).unwrap();
         Checkpoint {
             feature_names: vec!["a".into()],
+            pending_acks: vec!["$JS.ACK.s.c.1.7.7.1700000000000000000.0".into()],
             learners: vec![LearnerCheckpoint {
                 identity: LearnerIdentity {
                     name: "p".into(),
@@ -684,6 +694,7 @@ mod tests {
             }
             let ckpt = Checkpoint {
                 learners,
+                pending_acks: Vec::new(),
                 feature_names: ["a", "\"quoted\"", "naïve", "tab\there", ""][..rng.gen_range(0..5)]
                     .iter()
                     .map(|s| s.to_string())

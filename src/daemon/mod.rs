@@ -31,7 +31,7 @@ pub mod http;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -46,8 +46,9 @@ use crate::config::ConnectionLimits;
 use crate::config::{Config, LearnerConfig};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
-use crate::ingest::Admission;
+use crate::ingest::nats::{AckLedger, NatsError, Sink};
 use crate::ingest::Batch;
+use crate::ingest::{Admission, Source};
 use crate::learner::build;
 use crate::learner::publish::{
     run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
@@ -81,6 +82,8 @@ pub enum DaemonError {
     Tokens(#[from] crate::api::auth::TokensError),
     #[error(transparent)]
     Tls(#[from] http::TlsError),
+    #[error(transparent)]
+    Nats(#[from] NatsError),
 }
 
 /// Start-up options that are not configuration.
@@ -194,6 +197,17 @@ pub async fn run(
         None => None,
     };
     let tls = config.tls.as_ref().map(http::tls_acceptor).transpose()?;
+    // The NATS credentials file too (the connection itself may come up later).
+    if let Some(path) = config
+        .nats
+        .as_ref()
+        .and_then(|n| n.credentials_file.as_ref())
+    {
+        std::fs::read(path).map_err(|source| NatsError::Credentials {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let limits = fit_to_fd_limit(config.limits);
 
     // Then the data directory (created, then test-written): one where no checkpoint can be written
@@ -261,9 +275,17 @@ pub async fn run(
         learners.push((Arc::new(Mutex::new(learner)), cell));
     }
 
+    // Which NATS deliveries each learner has absorbed, and the source's unacknowledged batches.
+    let deliveries = Arc::new(Deliveries {
+        absorbed: learners.iter().map(|_| Arc::default()).collect(),
+        ledger: config
+            .nats
+            .as_ref()
+            .map(|n| AckLedger::new(n.max_pending_batches)),
+    });
     // What the checkpoint on disk reflects: one restored as it is reflects the state just built from it.
     let written = Arc::new(Mutex::new(
-        restored_exactly.then(|| change_mark(&learners, &dictionary)),
+        restored_exactly.then(|| change_mark(&learners, &dictionary, &deliveries)),
     ));
 
     // Queues and threads.
@@ -280,7 +302,8 @@ pub async fn run(
     let stop_router = Arc::new(AtomicBool::new(false));
     let mut learner_txs = Vec::new();
     let mut learner_threads: Vec<(String, JoinHandle<()>)> = Vec::new();
-    for (learner, cell) in &learners {
+    for ((learner, cell), absorbed) in learners.iter().zip(&deliveries.absorbed) {
+        let absorbed = absorbed.clone();
         // As deep as the ingest queue: a learner that falls behind then finds the whole backlog waiting
         // and absorbs it in one insert, where only the newest `window.capacity` samples cost more than a
         // prediction (`StreamingLearner::insert_batches`); a shallow channel would hand it a few batches
@@ -303,6 +326,7 @@ pub async fn run(
                     learner,
                     rx,
                     Some(publisher),
+                    absorbed,
                     PanicGuard {
                         fatal,
                         name: thread_name,
@@ -324,14 +348,25 @@ pub async fn run(
         let (learners, metrics, stop) = (learners.clone(), metrics.clone(), stop_snapshots.clone());
         let (interval, every) = (config.snapshot_interval, config.checkpoint_interval);
         let (dir, dictionary) = (config.data_dir.clone(), dictionary.clone());
-        let written = written.clone();
+        let (written, deliveries) = (written.clone(), deliveries.clone());
+        // Batches from NATS wait for a checkpoint to be acknowledged: one is written at least every
+        // `nats.ack_interval_ms` while some wait.
+        let ack_every = config.nats.as_ref().map(|n| n.ack_interval);
         std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
                 let mut last_checkpoint = Instant::now();
                 run_snapshot_loop(&learners, &metrics, interval, &stop, || {
                     if let Some(dir) = &dir {
-                        if last_checkpoint.elapsed() >= every {
+                        let since = last_checkpoint.elapsed();
+                        let acks_wait = ack_every.is_some_and(|every| {
+                            since >= every
+                                && deliveries
+                                    .ledger
+                                    .as_ref()
+                                    .is_some_and(|l| l.awaiting_checkpoint())
+                        });
+                        if since >= every || acks_wait {
                             last_checkpoint = Instant::now();
                             let mut written = written.lock();
                             if let Err(e) = write_checkpoint(
@@ -339,6 +374,7 @@ pub async fn run(
                                 &learners,
                                 &dictionary,
                                 &metrics,
+                                &deliveries,
                                 &mut written,
                             ) {
                                 tracing::error!(error = %e, "periodic checkpoint failed");
@@ -369,6 +405,10 @@ pub async fn run(
         admission: admission.clone(),
         worker_scheduling,
         snapshot_interval: config.snapshot_interval,
+        cluster: config
+            .nats
+            .as_ref()
+            .map(|n| Arc::new(crate::cluster::ClusterView::new(&n.node))),
     });
     if options.stdin {
         let (admission, stop, metrics, dictionary) = (
@@ -383,6 +423,42 @@ pub async fn run(
             .spawn(move || stdin_loop(&admission, &stop, &metrics, &ingest_rules, &dictionary))
             .expect("spawn stdin thread");
     }
+
+    let mut nats = match (&config.nats, &deliveries.ledger) {
+        (Some(nats), Some(ledger)) => {
+            let replay = restored
+                .as_ref()
+                .map(|c| c.pending_acks.clone())
+                .unwrap_or_default();
+            let sink = Sink {
+                admission: admission.clone(),
+                rules: state.ingest_rules.clone(),
+                dictionary: dictionary.clone(),
+                metrics: metrics.clone(),
+            };
+            tracing::info!(servers = ?nats.servers, node = %nats.node, "NATS source starting");
+            Some(crate::ingest::nats::start(nats.clone(), sink, ledger.clone(), replay).await?)
+        }
+        _ => None,
+    };
+    // Membership: announced on the source's connection until the daemon stops.
+    let (stop_announcing, announcing) = tokio::sync::watch::channel(false);
+    let announcer = match (&config.nats, &nats, &state.cluster) {
+        (Some(n), Some(source), Some(view)) => {
+            let announcer = crate::cluster::Announcer {
+                client: source.client(),
+                stream: n.stream.clone(),
+                node: n.node.clone(),
+                ttl: n.member_ttl,
+                replicas: n.replicas,
+                view: view.clone(),
+                cells: state.cells.clone(),
+                nodes: metrics.cluster_nodes.clone(),
+            };
+            Some(tokio::spawn(announcer.run(announcing)))
+        }
+        _ => None,
+    };
 
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
@@ -428,6 +504,9 @@ pub async fn run(
 
     // Ordered stop: ingest closed → router drains → learners drain → final snapshot → checkpoint.
     tracing::info!("stopping: draining the ingest queue");
+    if let Some(nats) = nats.as_mut() {
+        nats.stop_pulling().await;
+    }
     state.admission.close();
     stop_router.store(true, Ordering::Release);
     let _ = tokio::task::spawn_blocking(move || {
@@ -450,7 +529,14 @@ pub async fn run(
     }
     if let Some(dir) = &config.data_dir {
         let mut written = written.lock();
-        match write_checkpoint(dir, &learners, &dictionary, &metrics, &mut written) {
+        match write_checkpoint(
+            dir,
+            &learners,
+            &dictionary,
+            &metrics,
+            &deliveries,
+            &mut written,
+        ) {
             Ok(Written::Yes) => tracing::info!(dir = %dir.display(), "final checkpoint written"),
             Ok(Written::Unchanged) => {
                 tracing::info!(dir = %dir.display(), "final checkpoint: nothing changed since the last one")
@@ -459,6 +545,14 @@ pub async fn run(
             Err(CheckpointError::NonFinite { .. }) => {}
             Err(e) => return Err(e.into()),
         }
+    }
+    stop_announcing.send_replace(true);
+    if let Some(announcer) = announcer {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, announcer).await;
+    }
+    if let Some(nats) = nats {
+        nats.finish(SHUTDOWN_GRACE).await;
+        tracing::info!("NATS source stopped");
     }
     tracing::info!("stopped");
     Ok(())
@@ -513,19 +607,30 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(1024)
 }
 
-/// What a checkpoint reflects: each learner's mutation counter and published version, and the number
-/// of feature names (which only grow). Equal marks mean an unchanged state.
-type ChangeMark = (Vec<(u64, u64)>, usize);
+/// The NATS deliveries each learner has absorbed (raised by its thread under its lock), and the NATS
+/// source's ledger of unacknowledged batches, if the source is on.
+struct Deliveries {
+    absorbed: Vec<Arc<AtomicU64>>,
+    ledger: Option<Arc<AckLedger>>,
+}
+
+/// What a checkpoint reflects: each learner's mutation counter, published version and absorbed NATS
+/// delivery, and the number of feature names (which only grow). Equal marks mean an unchanged state.
+type ChangeMark = (Vec<(u64, u64, u64)>, usize);
 
 fn change_mark(
     learners: &[(SharedLearner, Arc<ModelCell>)],
     dictionary: &FeatureDictionary,
+    deliveries: &Deliveries,
 ) -> ChangeMark {
     let per_learner = learners
         .iter()
-        .map(|(l, cell)| {
-            let mutations = l.lock().stats().mutations;
-            (mutations, cell.get().map_or(0, |s| s.version))
+        .zip(&deliveries.absorbed)
+        .map(|((l, cell), absorbed)| {
+            let l = l.lock();
+            let (mutations, absorbed) = (l.stats().mutations, absorbed.load(Ordering::Acquire));
+            drop(l);
+            (mutations, cell.get().map_or(0, |s| s.version), absorbed)
         })
         .collect();
     (per_learner, dictionary.len())
@@ -543,33 +648,52 @@ enum Written {
 /// changed since `last` (the mark of the checkpoint on disk, updated on success): an idle daemon does
 /// not rewrite the same checkpoint every interval. A state or snapshot holding a non-finite number is
 /// refused (the previous file stays): a checkpoint must always restore.
+///
+/// NATS: the file holds every delivery all learners had absorbed when their states were taken (read
+/// under each learner's lock, like the state); once it is on disk those may be acknowledged, and it
+/// lists the ones not yet acknowledged so a restart can acknowledge them.
 fn write_checkpoint(
     dir: &std::path::Path,
     learners: &[(SharedLearner, Arc<ModelCell>)],
     dictionary: &FeatureDictionary,
     metrics: &Metrics,
+    deliveries: &Deliveries,
     last: &mut Option<ChangeMark>,
 ) -> Result<Written, CheckpointError> {
     use crate::metrics::checkpoint_outcome as outcome;
     let count = |o: &str| metrics.checkpoints.with_label_values(&[o]).inc();
-    let mark = change_mark(learners, dictionary);
+    let mark = change_mark(learners, dictionary, deliveries);
     if last.as_ref() == Some(&mark) {
+        // The file on disk holds what the learners hold now.
+        if let Some(ledger) = &deliveries.ledger {
+            let covered = mark.0.iter().map(|m| m.2).min().unwrap_or(0);
+            ledger.durable_through(covered);
+        }
         count(outcome::UNCHANGED);
         return Ok(Written::Unchanged);
     }
+    let mut covered = u64::MAX;
+    let learner_checkpoints = learners
+        .iter()
+        .zip(&deliveries.absorbed)
+        .map(|((l, cell), absorbed)| {
+            let l = l.lock();
+            covered = covered.min(absorbed.load(Ordering::Acquire));
+            LearnerCheckpoint {
+                identity: identity(l.config()),
+                snapshot: cell.get().map(|s| (*s).clone()),
+                state: l.state(),
+            }
+        })
+        .collect();
+    let covered = if covered == u64::MAX { 0 } else { covered };
     let ckpt = Checkpoint {
         feature_names: dictionary.names(),
-        learners: learners
-            .iter()
-            .map(|(l, cell)| {
-                let l = l.lock();
-                LearnerCheckpoint {
-                    identity: identity(l.config()),
-                    snapshot: cell.get().map(|s| (*s).clone()),
-                    state: l.state(),
-                }
-            })
-            .collect(),
+        learners: learner_checkpoints,
+        pending_acks: deliveries
+            .ledger
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.held(covered)),
     };
     if let Some(l) = ckpt
         .learners
@@ -588,6 +712,9 @@ fn write_checkpoint(
         Ok(()) => {
             count(outcome::WRITTEN);
             *last = Some(mark);
+            if let Some(ledger) = &deliveries.ledger {
+                ledger.durable_through(covered);
+            }
             Ok(Written::Yes)
         }
         Err(e) => {
@@ -614,7 +741,7 @@ fn stdin_loop(
     // Back-pressure: wait for room rather than drop, since stdin can be paused; unless stopping.
     let send = |batch: &mut SampleBlock| {
         if !batch.is_empty() {
-            let _ = admission.admit_waiting(std::mem::take(batch), "stdin", stop, IDLE_WAIT);
+            let _ = admission.admit_waiting(std::mem::take(batch), Source::Stdin, stop, IDLE_WAIT);
         }
     };
     loop {

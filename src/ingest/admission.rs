@@ -1,5 +1,6 @@
-//! Admission: the one door from a parsed body to the learners. Every source (HTTP bodies, stdin) hands
-//! its validated [`SampleBlock`] to [`Admission::admit`], which reserves the samples in the memory
+//! Admission: the one door from a parsed body to the learners. Every [`Source`] (HTTP bodies, stdin,
+//! a NATS JetStream consumer) hands its validated [`SampleBlock`] to [`Admission::admit`] (or
+//! [`Admission::admit_waiting`]), which reserves the samples in the memory
 //! budget (`ingest.queue_samples`), offers the batch to the bounded ingest queue
 //! (`ingest.queue_capacity`) and counts the outcome, all or nothing: a refused batch gives its
 //! reservation back and nothing of it enters. Callers carry no ingest internals.
@@ -8,6 +9,10 @@
 //! ([`AdmitError::QueueFull`], counted in `thresher_rejected_samples_total{reason="queue_full"}`);
 //! what is queued is never dropped. Sources that can wait (stdin) use [`Admission::admit_waiting`],
 //! which retries until there is room or the daemon stops.
+//!
+//! A source that acknowledges its input upstream (NATS) numbers its batches ([`Source::Nats`]): the
+//! number rides with the batch to every learner, which records the highest it has absorbed, so a
+//! checkpoint knows which deliveries it holds and only those are acknowledged.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,6 +28,36 @@ use crate::sample::SampleBlock;
 /// A batch on its way from ingest to the learners (shared by all learners, never copied), holding its
 /// share of the `ingest.queue_samples` budget until the last learner drops it.
 pub type Batch = Arc<QueuedBatch>;
+
+/// Where a batch came from: its label in `thresher_ingested_samples_total{source}`, and for a source
+/// that acknowledges upstream, the delivery number the learners record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `POST /v1/samples`.
+    Http,
+    /// `thresher serve --stdin`.
+    Stdin,
+    /// A JetStream message; `delivery` numbers the source's batches from 1 in admission order.
+    Nats { delivery: u64 },
+}
+
+impl Source {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Source::Http => "http",
+            Source::Stdin => "stdin",
+            Source::Nats { .. } => "nats",
+        }
+    }
+
+    fn delivery(self) -> u64 {
+        match self {
+            Source::Nats { delivery } => delivery,
+            Source::Http | Source::Stdin => 0,
+        }
+    }
+}
 
 /// Why a batch was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,16 +105,17 @@ impl Admission {
 
     /// Offers `samples` to the learners without waiting; counts them under `source` when admitted, as
     /// `queue_full` rejections when refused for room. Returns how many were admitted.
-    pub fn admit(&self, samples: SampleBlock, source: &str) -> Result<usize, AdmitError> {
+    pub fn admit(&self, samples: SampleBlock, source: Source) -> Result<usize, AdmitError> {
         let n = samples.len();
-        let sent = match (
-            self.sender.lock().as_ref(),
-            QueuedBatch::reserve(&self.budget, samples),
-        ) {
+        let reserved = QueuedBatch::reserve(&self.budget, samples).map(|mut batch| {
+            batch.set_delivery(source.delivery());
+            Arc::new(batch)
+        });
+        let sent = match (self.sender.lock().as_ref(), reserved) {
             (None, _) => Err(AdmitError::ShuttingDown),
             (Some(_), Err(_)) => Err(AdmitError::QueueFull),
             // A refused batch is dropped with its reservation, which gives the samples back.
-            (Some(tx), Ok(batch)) => match tx.try_send(Arc::new(batch)) {
+            (Some(tx), Ok(batch)) => match tx.try_send(batch) {
                 Ok(()) => Ok(n),
                 Err(TrySendError::Full(_)) => Err(AdmitError::QueueFull),
                 Err(TrySendError::Disconnected(_)) => Err(AdmitError::ShuttingDown),
@@ -99,7 +135,7 @@ impl Admission {
     pub fn admit_waiting(
         &self,
         samples: SampleBlock,
-        source: &str,
+        source: Source,
         stop: &AtomicBool,
         poll: Duration,
     ) -> Result<usize, AdmitError> {
@@ -123,6 +159,8 @@ impl Admission {
                 Err(_) => return refused(AdmitError::QueueFull),
             }
         };
+        let mut queued = queued;
+        queued.set_delivery(source.delivery());
         let mut item: Batch = Arc::new(queued);
         loop {
             match tx.send_timeout(item, poll) {
@@ -154,10 +192,10 @@ impl Admission {
             .set(self.budget.in_flight() as i64);
     }
 
-    fn admitted(&self, source: &str, n: usize) {
+    fn admitted(&self, source: Source, n: usize) {
         self.metrics
             .ingested
-            .with_label_values(&[source])
+            .with_label_values(&[source.label()])
             .inc_by(n as u64);
     }
 }
@@ -181,16 +219,16 @@ mod tests {
         let (tx, rx) = crossbeam_channel::bounded(2);
         let metrics = Metrics::new();
         let admission = Admission::new(tx, SampleBudget::new(5), metrics.clone());
-        assert_eq!(admission.admit(samples(3), "http"), Ok(3));
+        assert_eq!(admission.admit(samples(3), Source::Http), Ok(3));
         // 3 + 3 > 5: refused whole (a batch only exceeds the limit alone, into an empty budget).
         assert_eq!(
-            admission.admit(samples(3), "http"),
+            admission.admit(samples(3), Source::Http),
             Err(AdmitError::QueueFull)
         );
-        assert_eq!(admission.admit(samples(2), "http"), Ok(2));
+        assert_eq!(admission.admit(samples(2), Source::Http), Ok(2));
         assert!(admission.is_full(), "the budget is used up");
         assert_eq!(
-            admission.admit(samples(1), "http"),
+            admission.admit(samples(1), Source::Http),
             Err(AdmitError::QueueFull)
         );
         assert_eq!(counted(&metrics, "ingested", "http"), 5.0);
@@ -199,19 +237,19 @@ mod tests {
         assert_eq!(queued.samples().len(), 3);
         drop(queued);
         assert!(!admission.is_full(), "the budget came back with the batch");
-        assert_eq!(admission.admit(samples(3), "http"), Ok(3));
+        assert_eq!(admission.admit(samples(3), Source::Http), Ok(3));
         assert!(admission.is_full(), "the two-batch queue is full");
         assert_eq!(
-            admission.admit(samples(0), "http"),
+            admission.admit(samples(0), Source::Http),
             Err(AdmitError::QueueFull)
         );
         admission.close();
         assert_eq!(
-            admission.admit(samples(1), "http"),
+            admission.admit(samples(1), Source::Http),
             Err(AdmitError::ShuttingDown)
         );
         let stop = AtomicBool::new(true);
-        let waited = admission.admit_waiting(samples(1), "stdin", &stop, Duration::ZERO);
+        let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
         assert_eq!(waited, Err(AdmitError::ShuttingDown));
     }
 }

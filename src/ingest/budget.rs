@@ -73,6 +73,9 @@ impl Drop for Ticket {
 pub struct QueuedBatch {
     samples: SampleBlock,
     _ticket: Ticket,
+    /// The source's delivery number (`Source::Nats`), 0 for sources that need no receipt: a learner
+    /// records the highest it has absorbed, so a checkpoint can say which deliveries it holds.
+    delivery: u64,
 }
 
 impl QueuedBatch {
@@ -86,6 +89,7 @@ impl QueuedBatch {
             Some(ticket) => Ok(QueuedBatch {
                 samples,
                 _ticket: ticket,
+                delivery: 0,
             }),
             None => Err(Box::new(samples)),
         }
@@ -93,6 +97,15 @@ impl QueuedBatch {
 
     pub fn samples(&self) -> &SampleBlock {
         &self.samples
+    }
+
+    /// The delivery number its source gave it (0: none).
+    pub fn delivery(&self) -> u64 {
+        self.delivery
+    }
+
+    pub(crate) fn set_delivery(&mut self, delivery: u64) {
+        self.delivery = delivery;
     }
 }
 

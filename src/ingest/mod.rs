@@ -12,6 +12,7 @@ pub mod batch;
 pub mod budget;
 pub mod file;
 mod json_plain;
+pub mod nats;
 pub mod segments;
 mod structural;
 
@@ -23,7 +24,7 @@ use thiserror::Error;
 
 use crate::sample::{Sample, SampleError};
 
-pub use admission::{Admission, AdmitError, Batch};
+pub use admission::{Admission, AdmitError, Batch, Source};
 pub use file::read_dataset;
 
 /// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted

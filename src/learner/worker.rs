@@ -6,7 +6,7 @@
 //! [`Fatal`] flag, so one panicking learner stops the daemon instead of hanging it (ripgrep's
 //! quit-on-panic `Drop`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,10 +122,16 @@ pub struct Publisher {
 /// model keeps improving under sustained ingest), and every `interval` publish a certified snapshot
 /// (between steps, so no other thread ever waits on the certificate); block on the channel when idle;
 /// exit when the router is gone and the channel is empty.
+///
+/// `absorbed` is raised, while the learner's lock is still held, to the highest delivery number
+/// ([`crate::ingest::Source::Nats`]) of the batches inserted: whoever then holds the lock and reads it
+/// knows the learner's state holds every delivery up to it (one source numbers its batches in the
+/// order it admits them, and the queues keep that order).
 pub fn learner_loop(
     learner: SharedLearner,
     rx: Receiver<Batch>,
     publisher: Option<Publisher>,
+    absorbed: Arc<AtomicU64>,
     _guard: PanicGuard,
 ) {
     let mut waiting: Vec<Batch> = Vec::new();
@@ -151,7 +157,11 @@ pub fn learner_loop(
         }
         if !waiting.is_empty() {
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
-            learner.lock().insert_batches(&blocks);
+            let delivery = waiting.iter().map(|b| b.delivery()).max().unwrap_or(0);
+            let mut l = learner.lock();
+            l.insert_batches(&blocks);
+            absorbed.fetch_max(delivery, Ordering::AcqRel);
+            drop(l);
             drop(blocks);
             waiting.clear();
             crate::sys::yield_point();
@@ -174,7 +184,11 @@ pub fn learner_loop(
         };
         if let StepOutcome::Idle(_) = outcome {
             match rx.recv_timeout(IDLE_WAIT) {
-                Ok(batch) => learner.lock().insert(batch.samples()),
+                Ok(batch) => {
+                    let mut l = learner.lock();
+                    l.insert(batch.samples());
+                    absorbed.fetch_max(batch.delivery(), Ordering::AcqRel);
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
@@ -226,7 +240,8 @@ mod tests {
             fatal: fatal.clone(),
             name: "faulty".into(),
         };
-        let handle = std::thread::spawn(move || learner_loop(learner, rx, None, guard));
+        let handle =
+            std::thread::spawn(move || learner_loop(learner, rx, None, Default::default(), guard));
         let budget = SampleBudget::new(10);
         let one = SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
         tx.send(Arc::new(QueuedBatch::reserve(&budget, one).unwrap()))

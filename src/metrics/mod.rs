@@ -19,7 +19,7 @@
 //! | `thresher_lambda_live` | gauge | learner | `lambda = "auto"`: the lambda of the served grid member |
 //! | `thresher_lambda_progressive_loss` | gauge | learner, lambda | `lambda = "auto"`: each grid member's exponentially weighted progressive loss |
 //! | `thresher_lambda_switches_total` | counter | learner | `lambda = "auto"`: changes of the served grid member |
-//! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`) | samples accepted |
+//! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
 //! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
@@ -32,6 +32,9 @@
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
+//! | `thresher_nats_batches_total` | counter | outcome (`acked`, `invalid`, `empty`) | NATS batches acknowledged once a checkpoint held them; terminated (`AckTerm`) as invalid; acknowledged holding no sample |
+//! | `thresher_cluster_nodes` | gauge | | live members of the cluster (this node included) at its last announcement |
+//! | `thresher_nats_pending_batches` | gauge | | NATS batches fetched and not yet acknowledged, bounded by `nats.max_pending_batches` |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
@@ -75,6 +78,17 @@ pub struct Metrics {
     pub feature_names: IntGauge,
     pub feature_names_refused: IntCounter,
     pub checkpoints: IntCounterVec,
+    pub nats_batches: IntCounterVec,
+    pub nats_pending: IntGauge,
+    pub cluster_nodes: IntGauge,
+}
+
+/// `outcome` labels of `thresher_nats_batches_total`.
+pub mod nats_outcome {
+    pub const ACKED: &str = "acked";
+    pub const INVALID: &str = "invalid";
+    pub const EMPTY: &str = "empty";
+    pub const ALL: [&str; 3] = [ACKED, INVALID, EMPTY];
 }
 
 /// Checkpoint outcomes, exported as the `outcome` label of `thresher_checkpoints_total`.
@@ -300,6 +314,27 @@ impl Metrics {
                 "thresher_checkpoints_total",
                 "Checkpoint attempts by outcome",
                 &["outcome"],
+            ),
+            nats_batches: counter(
+                "thresher_nats_batches_total",
+                "NATS batches by outcome: acked (a checkpoint held them), invalid (terminated), empty",
+                &["outcome"],
+            ),
+            nats_pending: registered(
+                &registry,
+                IntGauge::new(
+                    "thresher_nats_pending_batches",
+                    "NATS batches fetched and not yet acknowledged",
+                )
+                .expect("valid metric"),
+            ),
+            cluster_nodes: registered(
+                &registry,
+                IntGauge::new(
+                    "thresher_cluster_nodes",
+                    "Live cluster members at this node's last announcement",
+                )
+                .expect("valid metric"),
             ),
             registry,
         };

@@ -8,6 +8,7 @@ mod layout;
 mod learners;
 mod limits;
 mod mirror;
+mod nats;
 mod prometheus;
 mod sdiht;
 mod security;

@@ -60,6 +60,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
             yield_interval: std::time::Duration::ZERO,
         },
         snapshot_interval: config.snapshot_interval,
+        cluster: None,
     });
     Api {
         app: router(state.clone(), LIMIT, false),
