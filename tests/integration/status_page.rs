@@ -222,7 +222,8 @@ struct Devtools {
     commands: std::process::ChildStdin,
     replies: std::sync::mpsc::Receiver<Value>,
     next_id: u64,
-    session: String,
+    /// The DevTools id of the page target this client is attached to (empty before attaching).
+    attached: String,
     _profile: tempfile::TempDir,
 }
 
@@ -271,7 +272,7 @@ impl Devtools {
             commands,
             replies,
             next_id: 0,
-            session: String::new(),
+            attached: String::new(),
             _profile: profile,
         };
         let target = browser.call("Target.createTarget", json!({"url": url}));
@@ -279,7 +280,7 @@ impl Devtools {
             "Target.attachToTarget",
             json!({"targetId": target["targetId"], "flatten": true}),
         );
-        browser.session = attached["sessionId"].as_str().unwrap().to_string();
+        browser.attached = attached["sessionId"].as_str().unwrap().to_string();
         browser
     }
 
@@ -289,8 +290,8 @@ impl Devtools {
         self.next_id += 1;
         let id = self.next_id;
         let mut command = json!({"id": id, "method": method, "params": params});
-        if !self.session.is_empty() {
-            command["sessionId"] = json!(self.session);
+        if !self.attached.is_empty() {
+            command["sessionId"] = json!(self.attached);
         }
         let mut bytes = serde_json::to_vec(&command).unwrap();
         bytes.push(0);
