@@ -620,6 +620,21 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn set_global(&mut self, model: Model) {
+        // A cut that certifies the same model with the same certificate is not a new publication (an
+        // idle cluster keeps cutting): the served one stays, with its cut number.
+        let same = |old: &Model| {
+            let strip = |m: &Model| Model {
+                cluster: m.cluster.as_ref().map(|c| crate::model::ClusterCut {
+                    cut: 0,
+                    ..c.clone()
+                }),
+                ..m.clone()
+            };
+            strip(old) == strip(&model)
+        };
+        if self.global.as_ref().is_some_and(same) {
+            return;
+        }
         self.global = Some(model);
         // A new model to publish.
         self.core.stats.mutations += 1;
