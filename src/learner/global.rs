@@ -286,10 +286,12 @@ mod tests {
     /// a valid but looser dual point: module docs.)
     #[test]
     fn nodes_exchanging_parts_match_one_learner_on_the_union() {
-        for (loss, intercept) in [
-            (LossKind::Squared, false),
-            (LossKind::Logistic, false),
-            (LossKind::Logistic, true),
+        for (loss, intercept, steps_per_exchange) in [
+            (LossKind::Squared, false, 10),
+            (LossKind::Squared, false, 2000),
+            (LossKind::Logistic, false, 10),
+            (LossKind::Logistic, false, 2000),
+            (LossKind::Logistic, true, 10),
         ] {
             let classify = loss == LossKind::Logistic;
             let c = config(loss, intercept);
@@ -314,8 +316,14 @@ mod tests {
                     let mut remote = RemoteSums::of(others, 3);
                     remote.intercept = (me > 0).then_some(at.intercept);
                     node.set_remote(&remote);
-                    for _ in 0..10 {
-                        node.step();
+                    // Few steps per exchange, and many: a node that reaches its local optimum
+                    // between exchanges (as a daemon does in one snapshot interval) goes on once
+                    // the others' part moves (a regression: the adaptive rule's step scale, kept
+                    // across exchanges, collapsed and every node stalled far from the optimum).
+                    for _ in 0..steps_per_exchange {
+                        if node.step() != crate::learner::StepOutcome::Stepped {
+                            break;
+                        }
                     }
                 }
             }
@@ -333,5 +341,59 @@ mod tests {
                 assert!(cut.relative_gap() < 1e-3, "{loss:?}: {cut:?}");
             }
         }
+    }
+
+    /// Regression: nodes that each run to their local optimum between exchanges while samples stream
+    /// in, with the daemon's default (adaptive) step rule, keep closing the gap. The adaptive step
+    /// scale, kept across exchanges, collapsed; every node stalled with its duals far from the fixed
+    /// point, and the cut's gap stayed at 5e-3 of the objective here.
+    #[test]
+    fn nodes_that_stall_between_exchanges_go_on_when_the_others_move() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut shards = vec![Vec::new(), Vec::new(), Vec::new()];
+        for i in 0..6000 {
+            let mut idx: Vec<u32> = vec![1, 2, 3];
+            idx.extend((0..5).map(|_| rng.gen_range(10..500u32)));
+            idx.sort_unstable();
+            idx.dedup();
+            let vals: Vec<f64> = idx.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let y = 2.0 * vals[0] - vals[1] + 0.5 * vals[2] + 0.1 * rng.gen_range(-1.7..1.7);
+            shards[i % 3].push(Sample::new(idx, vals, y, None).unwrap());
+        }
+        let mut c = config(LossKind::Squared, false);
+        (c.k, c.lambda) = (5, 0.01);
+        let mut nodes: Vec<StreamSdiht> = (0..3)
+            .map(|_| StreamSdiht::new(c.clone(), 10_000, None))
+            .collect();
+        let mut cut = Certificate::new(0.0, 0.0, 0);
+        for round in 0..40 {
+            if round < 10 {
+                for (node, shard) in nodes.iter_mut().zip(&shards) {
+                    node.insert_samples(&shard[round * 200..(round + 1) * 200]);
+                }
+            }
+            let at = nodes[0].cut_model().unwrap();
+            let parts: Vec<PartialSums> = nodes
+                .iter_mut()
+                .map(|l| l.partial_sums(&at).unwrap())
+                .collect();
+            let refs: Vec<&PartialSums> = parts.iter().collect();
+            cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+            for (me, node) in nodes.iter_mut().enumerate() {
+                let others = parts
+                    .iter()
+                    .enumerate()
+                    .filter(|&(n, _)| n != me)
+                    .map(|(_, p)| p);
+                node.set_remote(&RemoteSums::of(others, 3));
+                for _ in 0..1600 {
+                    if node.step() != crate::learner::StepOutcome::Stepped {
+                        break;
+                    }
+                }
+            }
+        }
+        assert_eq!(cut.samples, 6000);
+        assert!(cut.gap < 2e-3 * cut.primal, "{cut:?}");
     }
 }

@@ -609,6 +609,10 @@ impl StreamingLearner for StreamSdiht {
         let changed = self
             .it
             .set_remote(&remote.z, remote.samples, remote.conj_sum);
+        // A new local subproblem: the adaptive rule's step scale, learned against the previous one,
+        // starts again at 1 (left as it was, it collapsed towards 0 on the other nodes' first changes
+        // and every node stalled with its duals far from the fixed point).
+        self.it.scale = 1.0;
         // `z` from the true duals: the damped steps since the last exchange moved it `sigma` times
         // their change (`BlockStep::sigma`); this is the next local subproblem's reference point.
         self.recompute();
