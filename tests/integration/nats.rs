@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::common::{poll, Daemon, WAIT};
 use crate::nats_fixture::{
-    batches_in_checkpoint, free_port, kill_9, start_node, wait_pulling, JetStream, NatsCluster,
-    NatsServer,
+    assert_each_batch_in_one_checkpoint, batches_in_checkpoint, free_port, kill_9, start_node,
+    wait_pulling, JetStream, NatsCluster, NatsServer,
 };
 
 /// Every node's config: small and fast.
@@ -121,26 +121,11 @@ fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
         let (status, log) = d.terminate();
         assert!(status.success(), "{log}");
     }
-    let (in_a, in_b) = (
-        batches_in_checkpoint(&dir.path().join(victim), MARKER),
-        batches_in_checkpoint(
-            &dir.path().join(if victim == "a" { "b" } else { "a" }),
-            MARKER,
-        ),
-    );
-    for batch in 0..TOTAL {
-        let holders: Vec<(&str, usize)> = [("a", &in_a), ("b", &in_b)]
-            .iter()
-            .filter_map(|(name, found)| found.get(&batch).map(|&n| (*name, n)))
-            .collect();
-        assert!(
-            matches!(holders[..], [(_, SAMPLES)]),
-            "batch {batch} is held by {holders:?} (a: {in_a:?}, b: {in_b:?})"
-        );
-    }
+    let held =
+        assert_each_batch_in_one_checkpoint(dir.path(), &["a", "b"], TOTAL, SAMPLES, MARKER, "");
     assert!(
-        !in_a.is_empty() && !in_b.is_empty(),
-        "both nodes took part (a: {in_a:?}, b: {in_b:?})"
+        held.values().all(|batches| !batches.is_empty()),
+        "both nodes took part: {held:?}"
     );
     drop(server);
 }
@@ -250,24 +235,11 @@ fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
             .collect::<Vec<_>>()
             .join("\n---\n")
     });
-    let mut holders: BTreeMap<u32, Vec<(String, usize)>> = BTreeMap::new();
-    for (name, d) in ["a", "b", "c"].iter().zip(nodes) {
+    for d in nodes {
         let (status, log) = d.terminate();
         assert!(status.success(), "{log}");
-        for (batch, n) in batches_in_checkpoint(&dir.path().join(name), MARKER) {
-            holders
-                .entry(batch)
-                .or_default()
-                .push((name.to_string(), n));
-        }
     }
-    for batch in 0..TOTAL {
-        let held = holders.get(&batch).cloned().unwrap_or_default();
-        assert!(
-            matches!(held[..], [(_, SAMPLES)]),
-            "batch {batch} is held by {held:?}"
-        );
-    }
+    assert_each_batch_in_one_checkpoint(dir.path(), &["a", "b", "c"], TOTAL, SAMPLES, MARKER, "");
     drop(cluster);
 }
 

@@ -290,3 +290,31 @@ pub fn batches_in_checkpoint(data: &Path, marker: u32) -> BTreeMap<u32, usize> {
     }
     found
 }
+
+/// Asserts that every batch `0..batches` is in exactly one of the checkpoints of `nodes` (in
+/// `dir/NODE`, read by [`batches_in_checkpoint`]) with all its `samples`; `context` ends the failure
+/// message. Returns each node's batches.
+pub fn assert_each_batch_in_one_checkpoint(
+    dir: &Path,
+    nodes: &[&str],
+    batches: u32,
+    samples: usize,
+    marker: u32,
+    context: &str,
+) -> BTreeMap<String, BTreeMap<u32, usize>> {
+    let found: BTreeMap<String, BTreeMap<u32, usize>> = nodes
+        .iter()
+        .map(|n| (n.to_string(), batches_in_checkpoint(&dir.join(n), marker)))
+        .collect();
+    for batch in 0..batches {
+        let held: Vec<(&str, usize)> = found
+            .iter()
+            .filter_map(|(node, held)| held.get(&batch).map(|&n| (node.as_str(), n)))
+            .collect();
+        assert!(
+            matches!(held[..], [(_, n)] if n == samples),
+            "batch {batch} is held by {held:?}{context}"
+        );
+    }
+    found
+}
