@@ -19,8 +19,10 @@
 //!    model on every node: `"scope": "global"`), and replaces its view of the other nodes' part by
 //!    their sum ([`RemoteSums`]) with CoCoA's `sigma' =` the number of nodes.
 //!
-//! A newer proposal abandons an incomplete cut (a node that died mid-cut leaves the members after the
-//! TTL and the next proposals do not wait for it). Everything held is bounded: one proposal, one
+//! The proposer proposes the next cut only once the last one completed, or after `10 x` the interval
+//! (at least 2 s) without completing: then the newer proposal abandons it (a node that died mid-cut
+//! leaves the members after the TTL and the next proposals do not wait for it). So under load the cut
+//! cadence is the time a cut takes, not the interval. Everything held is bounded: one proposal, one
 //! assembly and one complete part per node, at most [`MAX_NODES`] nodes and [`MAX_CHUNKS`] chunks per
 //! part; a malformed message is dropped and counted (`thresher_cluster_cuts_total{outcome="invalid"}`).
 //! Core NATS delivers at most once: a lost chunk only leaves that cut incomplete.
@@ -47,6 +49,10 @@ use crate::sparse::ThresholdScratch;
 pub const MAX_NODES: usize = 64;
 /// Chunks one part may have (at 1 MB each, 4 GB: far above any window).
 pub const MAX_CHUNKS: usize = 4096;
+/// A proposer waits this many intervals (and at least [`MIN_PATIENCE`]) for its cut to complete
+/// before it proposes the next one.
+const PATIENCE_INTERVALS: u32 = 10;
+const MIN_PATIENCE: Duration = Duration::from_secs(2);
 /// Bytes of one `(index, value)` pair on the wire.
 const PAIR_BYTES: usize = 12;
 /// Room left in a chunk for the headers.
@@ -295,12 +301,23 @@ impl GlobalModel {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut exchange = Exchange::default();
         let mut last_cut = 0;
+        let mut proposed_at: Option<Instant> = None;
+        let patience = (PATIENCE_INTERVALS * self.interval).max(MIN_PATIENCE);
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
                 _ = ticker.tick() => {
-                    if let Some(cut) = self.propose(last_cut).await {
-                        last_cut = cut;
+                    // One cut at a time: a new proposal would abandon the one in progress, so under
+                    // load (parts slower than the interval) no cut would ever complete. A cut that
+                    // has not completed within `patience` (a node died mid-cut) is abandoned.
+                    let pending = proposed_at.is_some_and(|at| {
+                        exchange.merged != Some(last_cut) && at.elapsed() < patience
+                    });
+                    if !pending {
+                        if let Some(cut) = self.propose(last_cut).await {
+                            last_cut = cut;
+                            proposed_at = Some(Instant::now());
+                        }
                     }
                 }
                 Some(msg) = proposals.next() => self.on_proposal(&msg.payload, &mut exchange).await,

@@ -244,13 +244,21 @@ fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
 }
 
 /// A daemon whose NATS server is not up yet starts and serves HTTP; once the server comes up on that
-/// address it creates the stream and learns what is published.
+/// address it creates the stream and learns what is published. With `nats.global_model = false` its
+/// model says it is the node's own (`"scope": "node"`).
 #[test]
 fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
-    let a = start_node(dir.path(), &url, "a", CONFIG, &[]);
+    // Without the global model: this node's model is its own.
+    let a = start_node(
+        dir.path(),
+        &url,
+        "a",
+        CONFIG,
+        &[("THRESHER_NATS_GLOBAL_MODEL", "false")],
+    );
     assert_eq!(a.get("/healthz").0, 200);
     assert_eq!(
         a.get("/v1/cluster").0,
