@@ -32,7 +32,9 @@
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
 //!   core, one adapter per solver family, the worker threads (router, learners, panic guard, publish
 //!   cadence) and publishing ([`learner::publish`]).
-//! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL).
+//! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL), and the
+//!   exchange of partial sums by which their SDIHT learners learn one exact global model
+//!   ([`cluster::global`]; the mathematics in [`learner::global`]).
 //! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
 //! - [`daemon`] — `thresher serve`: [`daemon::run`] wires ingest, learners, checkpoints and the HTTP
 //!   front, and stops them in order when its shutdown future resolves.

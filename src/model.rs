@@ -43,6 +43,23 @@ pub struct Model {
     /// loss by which it was chosen. Absent for a lambda the user set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lambda_auto: Option<LambdaAuto>,
+    /// A cluster's global model (`nats.global_model`): the cut whose certificate this is, over the
+    /// union of the listed nodes' windows. Absent for a node's own model and for `fit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterCut>,
+}
+
+/// The cut a global model was certified on (`docs/cluster.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterCut {
+    /// The cut's number: the proposer's clock in milliseconds since the Unix epoch when it proposed.
+    pub cut: u64,
+    /// The node whose model `(w, b)` the cut certifies.
+    pub proposer: String,
+    /// The nodes whose windows the certificate covers, in name order.
+    pub nodes: Vec<String>,
+    /// Samples in each of those windows at the cut (parallel to `nodes`).
+    pub samples: Vec<usize>,
 }
 
 /// The record of an automatic lambda (`lambda = "auto"` in the daemon, `fit --lambda auto`).
@@ -99,6 +116,7 @@ impl Model {
             lambda1: None,
             lambda2: None,
             lambda_auto: None,
+            cluster: None,
         }
     }
 
@@ -195,6 +213,7 @@ mod tests {
             lambda1: None,
             lambda2: None,
             lambda_auto: None,
+            cluster: None,
         }
     }
 

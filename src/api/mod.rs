@@ -426,8 +426,9 @@ async fn post_samples(
 
 /// A snapshot as served: the model JSON plus learner, version, counters and (with named features) names.
 ///
-/// In a cluster (`node` set) the body names the node and says the model's scope is that node: each node
-/// learns on its own shard (`docs/cluster.md`).
+/// In a cluster (`node` set) the body names the node and the model's scope: `"global"` for a cut of
+/// the global model (certified over the union of the listed nodes' windows, the same on every node),
+/// `"node"` for a model learned on this node's shard alone (`docs/cluster.md`).
 pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<&str>) -> Value {
     let mut v = serde_json::to_value(&s.model).expect("a model serialises");
     let o = v.as_object_mut().expect("a model is an object");
@@ -445,7 +446,12 @@ pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<
     }
     if let Some(node) = node {
         o.insert("node".into(), json!(node));
-        o.insert("scope".into(), json!("node"));
+        let scope = if s.model.cluster.is_some() {
+            "global"
+        } else {
+            "node"
+        };
+        o.insert("scope".into(), json!(scope));
     }
     v
 }

@@ -90,9 +90,28 @@ pub struct ModelSnapshotDoc {
     feature_names: Option<Vec<Option<String>>>,
     /// With the NATS source on: this node's name (`nats.node`).
     node: Option<String>,
-    /// With the NATS source on: `"node"`, the model and certificate are this node's own, over the
-    /// batches it was delivered, not a global model of the cluster.
+    /// With the NATS source on: `"global"`, the model of a cut of the cluster's global SDIHT model,
+    /// certified over the union of the listed nodes' windows and the same on every node; `"node"`, the
+    /// model and certificate are this node's own, over the batches it was delivered.
+    #[schema(pattern = "^(global|node)$")]
     scope: Option<String>,
+    /// With `scope = "global"`: the cut.
+    cluster: Option<ClusterCutDoc>,
+}
+
+/// The cut a global model was certified on.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ClusterCutDoc {
+    /// The proposer's clock at the proposal, ms since the Unix epoch.
+    #[schema(minimum = 0)]
+    cut: u64,
+    /// The node whose model the cut certifies.
+    proposer: String,
+    /// The nodes whose windows the certificate covers, in name order.
+    nodes: Vec<String>,
+    /// Samples in each node's window at the cut, parallel to `nodes`.
+    samples: Vec<u64>,
 }
 
 /// A learner that has not published yet.

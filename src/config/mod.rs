@@ -68,6 +68,7 @@
 //! | `nats.ack_interval_ms` | 1000 | ms at most a learned batch waits for the checkpoint that acks it | 1 ..= 3600000 | `THRESHER_NATS_ACK_INTERVAL_MS` |
 //! | `nats.max_pending_batches` | 64 | batches fetched and not yet acknowledged | 1 ..= 10000 | `THRESHER_NATS_MAX_PENDING_BATCHES` |
 //! | `nats.member_ttl_s` | 10 | s a node stays listed in `GET /v1/cluster` after its last announcement | 1 ..= 3600 | `THRESHER_NATS_MEMBER_TTL_S` |
+//! | `nats.global_model` | true | SDIHT learners (fixed lambda) learn one exact model over all the nodes' windows | bool | `THRESHER_NATS_GLOBAL_MODEL` |
 //! | `learner.name` | `primary` | | `[A-Za-z0-9_-]+`, unique | `THRESHER_LEARNER_NAME` |
 //! | `learner.solver` | `sdiht` | | `sdiht`, `diht`, `mirror`, `smidas`, `subset` | `THRESHER_LEARNER_SOLVER` |
 //! | `learner.loss` | `squared` | | squared, huber, hinge, logistic | `THRESHER_LEARNER_LOSS` |
@@ -505,6 +506,7 @@ layer! {
         ack_interval_ms: i64,
         max_pending_batches: i64,
         member_ttl_s: i64,
+        global_model: bool,
     }
 }
 
@@ -897,6 +899,7 @@ fn read_nats(nats: &NatsLayer, has_data_dir: bool) -> Result<Option<NatsConfig>,
         member_ttl: Duration::from_secs(
             int(&nats.member_ttl_s, "nats.member_ttl_s", 1, 3600)? as u64
         ),
+        global_model: need(&nats.global_model, "nats.global_model")?,
     }))
 }
 

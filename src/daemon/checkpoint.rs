@@ -652,6 +652,7 @@ mod tests {
                             lambda1: None,
                             lambda2: rng.gen_bool(0.3).then(|| number(&mut rng)),
                             lambda_auto: None,
+                            cluster: None,
                         },
                     }
                 });

@@ -43,7 +43,7 @@ use thiserror::Error;
 use crate::api::auth::{protect, AuthPolicy, Tokens};
 use crate::api::{router, AppState};
 use crate::config::ConnectionLimits;
-use crate::config::{Config, LearnerConfig};
+use crate::config::{Config, LearnerConfig, StreamSolverKind};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
 use crate::ingest::nats::{AckLedger, NatsError, Sink};
@@ -455,10 +455,31 @@ pub async fn run(
                 cells: state.cells.clone(),
                 nodes: metrics.cluster_nodes.clone(),
             };
-            Some(tokio::spawn(announcer.run(announcing)))
+            Some(tokio::spawn(announcer.run(announcing.clone())))
         }
         _ => None,
     };
+    // The global model: one exchange task per SDIHT learner with a fixed lambda.
+    let mut exchanges = Vec::new();
+    if let (Some(n), Some(source), Some(view)) = (&config.nats, &nats, &state.cluster) {
+        for ((learner, _), lc) in learners.iter().zip(&config.learners) {
+            let decomposes = lc.solver == StreamSolverKind::Sdiht && lc.lambda_auto.is_none();
+            if !(n.global_model && decomposes) {
+                continue;
+            }
+            let exchange = crate::cluster::global::GlobalModel {
+                client: source.client(),
+                subjects: crate::cluster::global::Subjects::new(&n.stream, &lc.name),
+                node: n.node.clone(),
+                view: view.clone(),
+                interval: config.snapshot_interval,
+                learner: learner.clone(),
+                config: lc.clone(),
+                metrics: metrics.clone(),
+            };
+            exchanges.push(tokio::spawn(exchange.run(announcing.clone())));
+        }
+    }
 
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {bound}");
@@ -549,6 +570,9 @@ pub async fn run(
     stop_announcing.send_replace(true);
     if let Some(announcer) = announcer {
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, announcer).await;
+    }
+    for exchange in exchanges {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, exchange).await;
     }
     if let Some(nats) = nats {
         nats.finish(SHUTDOWN_GRACE).await;

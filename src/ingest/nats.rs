@@ -67,6 +67,8 @@ pub struct NatsConfig {
     pub max_pending_batches: usize,
     /// How long a node stays listed after its last announcement (`crate::cluster`).
     pub member_ttl: Duration,
+    /// SDIHT learners learn one exact model across the nodes (`crate::cluster::global`).
+    pub global_model: bool,
 }
 
 /// Why the NATS source could not start or set up its stream.

@@ -26,6 +26,8 @@
 //! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`);
 //! - [`mirror`] — sparse mirror descent and SMIDAS, over [`crate::solver::mirror`] and
 //!   [`crate::solver::smidas`] (`"mirror"`, `"smidas"`);
+//! - [`global`] — a cluster's one exact SDIHT model: the partial sums a node contributes to a cut, and
+//!   the cut's certificate over the union of the nodes' windows;
 //! - [`subset`] — best subset re-solved on the window, over [`crate::solver::subset`] (`"subset"`);
 //! - [`worker`] — the router and learner threads, the panic guard and the publish cadence;
 //! - [`publish`] — immutable [`publish::Snapshot`]s behind per-learner [`publish::ModelCell`]s.
@@ -44,6 +46,7 @@ use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::solver::Certificate;
 
 pub mod auto;
+pub mod global;
 pub mod mirror;
 pub mod publish;
 pub mod sdiht;
@@ -187,6 +190,27 @@ pub trait StreamingLearner: Send {
     /// a learner with a fixed lambda.
     fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
         None
+    }
+    /// A cluster's global model ([`global`]): the model this node proposes for a cut (its current
+    /// `w` and `b`); `None` for the learners whose model is not a threshold of a sum over samples.
+    fn cut_model(&self) -> Option<crate::solver::driver::SparseModel> {
+        None
+    }
+    /// This node's part of a cut at `at`, over its window as it is now (one consistent instant).
+    fn partial_sums(
+        &mut self,
+        at: &crate::solver::driver::SparseModel,
+    ) -> Option<global::PartialSums> {
+        let _ = at;
+        None
+    }
+    /// The other nodes' latest parts, summed: they join `N`, `D` and `z` in this node's steps.
+    fn set_remote(&mut self, remote: &global::RemoteSums) {
+        let _ = remote;
+    }
+    /// The model of the latest complete cut: what this learner publishes from now on.
+    fn set_global(&mut self, model: Model) {
+        let _ = model;
     }
     fn config(&self) -> &LearnerConfig {
         &self.core().config

@@ -18,14 +18,15 @@
 //! its optimum for the current `w` over the window at every certificate. The certificate is `P(w, b)` against `D` at the window's duals projected
 //! exactly onto `sum alpha = 0` and at the dual point of `(w, b)` (also projected): both feasible.
 
+use super::global::{PartialSums, RemoteSums};
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::config::LearnerConfig;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::objective::{
-    dual_of_primal, dual_value, fused_certificate, margins_into, primal_value, project_with_sum,
-    CertificateScratch, DualScratch,
+    conjugate_sum, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
+    project_with_sum, CertificateScratch, DualScratch,
 };
 use crate::solver::sdiht::{
     newton_intercept, prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK,
@@ -79,6 +80,17 @@ pub struct StreamSdiht {
     dual_scratch: DualScratch,
     /// Block steps since `b` was last refitted (it is, once per pass over the window's blocks).
     steps_since_intercept: usize,
+    /// In a cluster's global model: CoCoA's `sigma'` (the nodes stepping at once; 1 alone) and the
+    /// model of the latest complete cut, which is what this learner publishes
+    /// ([`crate::learner::global`]).
+    sigma: f64,
+    global: Option<Model>,
+    /// `b` is the cluster's (the last cut's proposer's), not refitted here ([`RemoteSums::intercept`]).
+    follows_intercept: bool,
+    /// A cut's dense `w` and `sum alpha_i x_i` while this node's partial sums are taken; all zero
+    /// between cuts.
+    cut_w: Vec<f64>,
+    cut_z: Vec<f64>,
 }
 
 impl StreamSdiht {
@@ -108,6 +120,11 @@ impl StreamSdiht {
             projected: Vec::new(),
             dual_scratch: DualScratch::default(),
             steps_since_intercept: 0,
+            sigma: 1.0,
+            global: None,
+            follows_intercept: false,
+            cut_w: Vec::new(),
+            cut_z: Vec::new(),
         };
         if let Some(state) = state {
             learner.it.scale = state.scale;
@@ -137,7 +154,7 @@ impl StreamSdiht {
     /// alternation in [`crate::solver::sdiht`]'s module docs), when the config asks for an intercept.
     fn refit_intercept(&mut self) {
         self.steps_since_intercept = 0;
-        if !self.core.config.intercept || self.core.window.is_empty() {
+        if !self.core.config.intercept || self.core.window.is_empty() || self.follows_intercept {
             return;
         }
         margins_into(&self.core.window, &self.it.w, &mut self.projected);
@@ -162,7 +179,7 @@ impl StreamSdiht {
     }
 
     fn lambda_n(&self) -> f64 {
-        self.core.config.lambda * self.core.window.len().max(1) as f64
+        self.core.config.lambda * self.it.n_total(self.core.window.len())
     }
 
     /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
@@ -181,7 +198,7 @@ impl StreamSdiht {
     /// `D` (as the block steps do) keeps every insertion an ascent step.
     fn enter_warm_starts(&mut self) {
         let loss = self.core.config.loss;
-        let n = self.core.window.len() as f64;
+        let n = self.it.n_total(self.core.window.len());
         let lambda_n = self.lambda_n();
         let (k, lambda) = (self.core.config.k, self.core.config.lambda);
         let d = self.it.z.len();
@@ -288,7 +305,7 @@ impl StreamSdiht {
             }
             let conj_new = conj_at(this, t);
             (
-                -(this.it.conj_sum + conj_new) / n - 0.5 * lambda * sq_norm,
+                -(this.it.conj_sum + this.it.remote_conj + conj_new) / n - 0.5 * lambda * sq_norm,
                 conj_new,
             )
         };
@@ -428,6 +445,7 @@ impl StreamingLearner for StreamSdiht {
                 }
                 _ => 0.0,
             },
+            sigma: self.sigma,
         };
         self.it
             .block_step(&mut self.core.window, &self.block, &step);
@@ -448,6 +466,12 @@ impl StreamingLearner for StreamSdiht {
     /// [`fused_certificate`].
     fn certify(&mut self) -> LearnerSnapshot {
         self.refit_intercept();
+        if let Some(model) = &self.global {
+            // The cut's certificate is over the union of the nodes' windows: this node's own would
+            // certify the global `w` on its shard alone.
+            let model = model.clone();
+            return self.core.certified(model);
+        }
         let (c, window) = (&self.core.config, &self.core.window);
         let b = self.intercept();
         let certificate = if window.is_empty() {
@@ -512,6 +536,112 @@ impl StreamingLearner for StreamSdiht {
             intercept: self.intercept(),
             ..self.core.state(self.it.scale, None)
         }
+    }
+
+    fn cut_model(&self) -> Option<SparseModel> {
+        Some(SparseModel::from_view(ModelView {
+            weights: &self.it.w,
+            support: &self.it.support,
+            intercept: self.intercept(),
+        }))
+    }
+
+    /// One pass over the window: margins at the cut's model for the loss sum, the duals (projected
+    /// onto `sum alpha = 0` over this shard with an intercept, so the union of the shards' duals is
+    /// feasible too) for `sum l*` and `z_n`.
+    fn partial_sums(&mut self, at: &SparseModel) -> Option<PartialSums> {
+        let (c, window) = (&self.core.config, &self.core.window);
+        let d = window.dim().max(self.it.z.len());
+        grow_dense(&mut self.cut_w, d);
+        grow_dense(&mut self.cut_z, d);
+        // Features this node never saw cannot reach a margin here.
+        for (&j, &v) in at.support.iter().zip(&at.weights) {
+            if let Some(w) = self.cut_w.get_mut(j as usize) {
+                *w = v;
+            }
+        }
+        margins_into(window, &self.cut_w, &mut self.projected);
+        let loss_sum: f64 = self
+            .projected
+            .iter()
+            .enumerate()
+            .map(|(i, &u)| {
+                let r = window.row(i);
+                c.loss.sample(r.label, r.weight).value(u + at.intercept)
+            })
+            .sum();
+        for &j in &at.support {
+            if let Some(w) = self.cut_w.get_mut(j as usize) {
+                *w = 0.0;
+            }
+        }
+        self.projected.clear();
+        self.projected.extend_from_slice(window.alphas());
+        if c.intercept {
+            project_with_sum(window, &c.loss, &mut self.projected, 0.0);
+        }
+        let conj_sum = conjugate_sum(window, &c.loss, &self.projected);
+        for (i, &alpha) in self.projected.iter().enumerate() {
+            let r = window.row(i);
+            sparse_axpy(alpha, r.indices, r.values, &mut self.cut_z);
+        }
+        let mut z = Vec::new();
+        for (j, v) in self.cut_z.iter_mut().enumerate() {
+            if *v != 0.0 {
+                z.push((j as u32, *v));
+                *v = 0.0;
+            }
+        }
+        Some(PartialSums {
+            samples: window.len(),
+            loss_sum,
+            conj_sum,
+            z,
+        })
+    }
+
+    fn set_remote(&mut self, remote: &RemoteSums) {
+        self.sigma = remote.nodes.max(1) as f64;
+        self.follows_intercept = remote.intercept.is_some();
+        if let (Some(b), true) = (remote.intercept, self.core.config.intercept) {
+            self.it.intercept = b;
+        }
+        let changed = self
+            .it
+            .set_remote(&remote.z, remote.samples, remote.conj_sum);
+        // A new local subproblem: the adaptive rule's step scale, learned against the previous one,
+        // starts again at 1 (left as it was, it collapsed towards 0 on the other nodes' first changes
+        // and every node stalled with its duals far from the fixed point).
+        self.it.scale = 1.0;
+        // `z` from the true duals: the damped steps since the last exchange moved it `sigma` times
+        // their change (`BlockStep::sigma`); this is the next local subproblem's reference point.
+        self.recompute();
+        if changed {
+            // The local optimum moved with the other nodes' part: step again.
+            self.core.inserted_since_certificate = true;
+            self.core.steps_since_insert = 0;
+        }
+    }
+
+    fn set_global(&mut self, model: Model) {
+        // A cut that certifies the same model with the same certificate is not a new publication (an
+        // idle cluster keeps cutting): the served one stays, with its cut number.
+        let same = |old: &Model| {
+            let strip = |m: &Model| Model {
+                cluster: m.cluster.as_ref().map(|c| crate::model::ClusterCut {
+                    cut: 0,
+                    ..c.clone()
+                }),
+                ..m.clone()
+            };
+            strip(old) == strip(&model)
+        };
+        if self.global.as_ref().is_some_and(same) {
+            return;
+        }
+        self.global = Some(model);
+        // A new model to publish.
+        self.core.stats.mutations += 1;
     }
 }
 

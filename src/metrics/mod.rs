@@ -35,13 +35,18 @@
 //! | `thresher_nats_batches_total` | counter | outcome (`acked`, `invalid`, `empty`) | NATS batches acknowledged once a checkpoint held them; terminated (`AckTerm`) as invalid; acknowledged holding no sample |
 //! | `thresher_cluster_nodes` | gauge | | live members of the cluster (this node included) at its last announcement |
 //! | `thresher_nats_pending_batches` | gauge | | NATS batches fetched and not yet acknowledged, bounded by `nats.max_pending_batches` |
+//! | `thresher_cluster_cuts_total` | counter | learner, outcome (`complete`, `abandoned`, `invalid`) | cuts of the global model: complete (every listed node's part arrived), abandoned (a newer proposal came first), invalid (a malformed part or proposal, dropped) |
+//! | `thresher_cluster_partial_bytes_total` | counter | direction (`sent`, `received`) | bytes of partial-sum messages (payload and headers) |
+//! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
+//! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate and the node's remote part |
+//! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
 //!
 //! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, Opts, Registry, TextEncoder,
 };
 
 /// Typed handles on every metric (cheap to clone: the vectors are reference counted inside).
@@ -81,6 +86,11 @@ pub struct Metrics {
     pub nats_batches: IntCounterVec,
     pub nats_pending: IntGauge,
     pub cluster_nodes: IntGauge,
+    pub cluster_cuts: IntCounterVec,
+    pub cluster_partial_bytes: IntCounterVec,
+    pub cluster_partial_seconds: CounterVec,
+    pub cluster_merge_seconds: CounterVec,
+    pub cluster_merges: IntCounterVec,
 }
 
 /// `outcome` labels of `thresher_nats_batches_total`.
@@ -144,6 +154,12 @@ impl Metrics {
             registered(
                 &registry,
                 IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
+            )
+        };
+        let seconds = |name: &str, help: &str| {
+            registered(
+                &registry,
+                CounterVec::new(Opts::new(name, help), &["learner"]).expect("valid metric"),
             )
         };
         let l = &["learner"];
@@ -335,6 +351,29 @@ impl Metrics {
                     "Live cluster members at this node's last announcement",
                 )
                 .expect("valid metric"),
+            ),
+            cluster_cuts: counter(
+                "thresher_cluster_cuts_total",
+                "Cuts of the global model by outcome: complete, abandoned, invalid",
+                &["learner", "outcome"],
+            ),
+            cluster_partial_bytes: counter(
+                "thresher_cluster_partial_bytes_total",
+                "Bytes of partial-sum messages sent and received",
+                &["direction"],
+            ),
+            cluster_partial_seconds: seconds(
+                "thresher_cluster_partial_seconds_total",
+                "Seconds computing this node's partial sums for cuts",
+            ),
+            cluster_merge_seconds: seconds(
+                "thresher_cluster_merge_seconds_total",
+                "Seconds merging complete cuts into their certificate and the remote part",
+            ),
+            cluster_merges: counter(
+                "thresher_cluster_merges_total",
+                "Complete cuts merged",
+                l,
             ),
             registry,
         };

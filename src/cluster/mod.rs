@@ -8,6 +8,9 @@
 //! Ages are measured against the announcing node's clock (`updated_ms`): keep the nodes' clocks
 //! synchronised (NTP) for them to mean anything; membership itself needs no clock, the TTL is the
 //! server's.
+//!
+//! [`global`] is the exchange of partial sums by which the SDIHT learners of all members learn one
+//! exact model.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -18,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::learner::publish::ModelCell;
+
+pub mod global;
 
 /// Why membership could not be read or written.
 #[derive(Debug, Error)]
