@@ -521,7 +521,9 @@ async fn get_named_model(
 }
 
 /// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
-/// samples seen, window samples), build and the age of its last announcement (`crate::cluster`).
+/// samples seen, window samples), build and the age of its last announcement (`crate::cluster`); and,
+/// per learner of the global model, the latest part of its partial sums this node received from each
+/// node, with its cut, window size and age.
 #[utoipa::path(get, path = "/v1/cluster", tag = "cluster",
     responses(
         (status = 200, description = "The live members, by node name", body = openapi::Cluster),
@@ -546,6 +548,7 @@ async fn get_cluster(State(state): State<Arc<AppState>>) -> Result<Json<Value>, 
         "node": membership.node,
         "ttl_s": membership.ttl.as_secs(),
         "nodes": members,
+        "partials": view.partials(),
     })))
 }
 

@@ -169,6 +169,10 @@ pub struct Cluster {
     ttl_s: u64,
     #[schema(value_type = Vec<Object>)]
     nodes: Vec<()>,
+    /// Per learner of the global model: each node's latest part received here,
+    /// `[{"node", "cut", "samples", "age_s"}]`.
+    #[schema(value_type = Object)]
+    partials: (),
 }
 
 /// `GET /healthz`, `GET /readyz`.

@@ -418,6 +418,9 @@ impl GlobalModel {
             exchange.parts.remove(&node);
             exchange.assembling.remove(&node);
         }
+        if let Some(p) = &exchange.proposal {
+            self.view.keep_parts_of(&self.config.name, &p.nodes);
+        }
         if listed {
             self.answer(cut, at).await;
         }
@@ -494,6 +497,8 @@ impl GlobalModel {
             Ok(Some(part)) => {
                 exchange.assembling.remove(&node);
                 if exchange.parts.len() < MAX_NODES || exchange.parts.contains_key(&node) {
+                    self.view
+                        .part_received(&self.config.name, &node, cut, part.samples);
                     exchange.parts.insert(node, (cut, Arc::new(part)));
                 }
             }

@@ -12,6 +12,7 @@
 //! [`global`] is the exchange of partial sums by which the SDIHT learners of all members learn one
 //! exact model.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -210,6 +211,28 @@ impl Membership {
 pub struct ClusterView {
     pub node: String,
     membership: std::sync::OnceLock<Membership>,
+    /// Per learner of the global model, the latest complete part received from each node
+    /// ([`global`]), for `GET /v1/cluster`; bounded by the nodes a cut lists.
+    partials: parking_lot::Mutex<BTreeMap<String, BTreeMap<String, PartSeen>>>,
+}
+
+/// The latest complete part of the global model received from one node.
+#[derive(Debug, Clone, Copy)]
+pub struct PartSeen {
+    pub cut: u64,
+    /// Samples in that node's window at the cut.
+    pub samples: usize,
+    pub received: std::time::Instant,
+}
+
+/// A node's latest part of one learner's global model, as `GET /v1/cluster` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartialStatus {
+    pub node: String,
+    pub cut: u64,
+    pub samples: usize,
+    /// Seconds since this node received it.
+    pub age_s: f64,
 }
 
 impl ClusterView {
@@ -217,7 +240,49 @@ impl ClusterView {
         ClusterView {
             node: node.to_string(),
             membership: std::sync::OnceLock::new(),
+            partials: parking_lot::Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Records a complete part of `learner`'s global model from `node`.
+    pub fn part_received(&self, learner: &str, node: &str, cut: u64, samples: usize) {
+        let seen = PartSeen {
+            cut,
+            samples,
+            received: std::time::Instant::now(),
+        };
+        self.partials
+            .lock()
+            .entry(learner.to_string())
+            .or_default()
+            .insert(node.to_string(), seen);
+    }
+
+    /// Forgets the parts of `learner` from nodes not in `nodes` (they left the cuts).
+    pub fn keep_parts_of(&self, learner: &str, nodes: &[String]) {
+        if let Some(parts) = self.partials.lock().get_mut(learner) {
+            parts.retain(|node, _| nodes.contains(node));
+        }
+    }
+
+    /// Per learner of the global model, each node's latest part with its age.
+    pub fn partials(&self) -> BTreeMap<String, Vec<PartialStatus>> {
+        self.partials
+            .lock()
+            .iter()
+            .map(|(learner, parts)| {
+                let list = parts
+                    .iter()
+                    .map(|(node, seen)| PartialStatus {
+                        node: node.clone(),
+                        cut: seen.cut,
+                        samples: seen.samples,
+                        age_s: seen.received.elapsed().as_secs_f64(),
+                    })
+                    .collect();
+                (learner.clone(), list)
+            })
+            .collect()
     }
 
     pub fn joined(&self) -> Option<&Membership> {

@@ -91,6 +91,21 @@ impl StreamingLearner for PanicOnInsert {
     fn stats(&self) -> crate::learner::LearnerStats {
         self.inner.stats()
     }
+    fn cut_model(&self) -> Option<crate::solver::driver::SparseModel> {
+        self.inner.cut_model()
+    }
+    fn partial_sums(
+        &mut self,
+        at: &crate::solver::driver::SparseModel,
+    ) -> Option<crate::learner::global::PartialSums> {
+        self.inner.partial_sums(at)
+    }
+    fn set_remote(&mut self, remote: &crate::learner::global::RemoteSums) {
+        self.inner.set_remote(remote);
+    }
+    fn set_global(&mut self, model: crate::model::Model) {
+        self.inner.set_global(model);
+    }
 }
 
 #[cfg(test)]

@@ -515,6 +515,22 @@ fn three_nodes_learn_one_exact_model_through_a_server_and_the_proposer_killed() 
             let value = metric_sum(d, series, labels);
             assert!(value > 0.0, "{name}: {series}{labels:?} is {value}");
         }
+        // `GET /v1/cluster` lists every node's latest part, fresh (cuts go on while idle).
+        let (status, body) = d.get("/v1/cluster");
+        assert_eq!(status, 200, "{name}: {body}");
+        let cluster: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let parts = cluster["partials"]["primary"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let listed: Vec<&str> = parts.iter().filter_map(|p| p["node"].as_str()).collect();
+        assert_eq!(listed, NODES, "{name}: {body}");
+        assert!(
+            parts
+                .iter()
+                .all(|p| p["age_s"].as_f64().is_some_and(|a| a < 10.0)),
+            "{name}: {body}"
+        );
     }
     eprintln!(
         "{} {} cuts seen; history points read: {:?}\n{}",
