@@ -182,6 +182,43 @@ mod tests {
         l
     }
 
+    /// A cut at node `proposer`'s model: the model, every node's part, and the cut's certificate.
+    fn cut_at(
+        nodes: &mut [StreamSdiht],
+        proposer: usize,
+        c: &LearnerConfig,
+    ) -> (SparseModel, Vec<PartialSums>, Certificate) {
+        let at = nodes[proposer].cut_model().unwrap();
+        let parts: Vec<PartialSums> = nodes
+            .iter_mut()
+            .map(|l| l.partial_sums(&at).unwrap())
+            .collect();
+        let refs: Vec<&PartialSums> = parts.iter().collect();
+        let cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+        (at, parts, cut)
+    }
+
+    /// Every node takes the others' parts of a cut proposed by node 0 (and, but for node 0, its
+    /// intercept), then steps up to `steps` times.
+    fn exchange(nodes: &mut [StreamSdiht], parts: &[PartialSums], at: &SparseModel, steps: usize) {
+        let count = nodes.len();
+        for (me, node) in nodes.iter_mut().enumerate() {
+            let others = parts
+                .iter()
+                .enumerate()
+                .filter(|&(n, _)| n != me)
+                .map(|(_, p)| p);
+            let mut remote = RemoteSums::of(others, count);
+            remote.intercept = (me > 0).then_some(at.intercept);
+            node.set_remote(&remote);
+            for _ in 0..steps {
+                if node.step() != crate::learner::StepOutcome::Stepped {
+                    break;
+                }
+            }
+        }
+    }
+
     #[test]
     fn merge_add_sums_the_common_indices_and_keeps_the_others() {
         let a = [(1, 1.0), (4, 2.0)];
@@ -209,13 +246,7 @@ mod tests {
                 .map(|s| samples(10 + s, 40 + 10 * s as usize, classify))
                 .collect();
             let mut nodes: Vec<StreamSdiht> = shards.iter().map(|s| learner(&c, s)).collect();
-            let at = nodes[0].cut_model().unwrap();
-            let parts: Vec<PartialSums> = nodes
-                .iter_mut()
-                .map(|l| l.partial_sums(&at).unwrap())
-                .collect();
-            let refs: Vec<&PartialSums> = parts.iter().collect();
-            let cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+            let (at, _, cut) = cut_at(&mut nodes, 0, &c);
             assert_eq!(cut.samples, 150);
             assert!(cut.gap >= 0.0, "{loss:?}: {cut:?}");
 
@@ -263,13 +294,8 @@ mod tests {
         let mut nodes: Vec<StreamSdiht> = (0..3)
             .map(|s| learner(&c, &samples(s, 30, false)))
             .collect();
-        let at = nodes[1].cut_model().unwrap();
-        let parts: Vec<PartialSums> = nodes
-            .iter_mut()
-            .map(|l| l.partial_sums(&at).unwrap())
-            .collect();
+        let (at, parts, a) = cut_at(&mut nodes, 1, &c);
         let refs: Vec<&PartialSums> = parts.iter().collect();
-        let a = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
         let b = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
         assert_eq!(a.primal.to_bits(), b.primal.to_bits());
         assert_eq!(a.dual.to_bits(), b.dual.to_bits());
@@ -299,33 +325,13 @@ mod tests {
             let mut nodes: Vec<StreamSdiht> = shards.iter().map(|s| learner(&c, s)).collect();
             let mut cut = Certificate::new(0.0, 0.0, 0);
             for _round in 0..60 {
-                let at = nodes[0].cut_model().unwrap();
-                let parts: Vec<PartialSums> = nodes
-                    .iter_mut()
-                    .map(|l| l.partial_sums(&at).unwrap())
-                    .collect();
-                let refs: Vec<&PartialSums> = parts.iter().collect();
-                cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+                let (at, parts, this) = cut_at(&mut nodes, 0, &c);
+                cut = this;
                 assert!(cut.gap >= 0.0, "{loss:?}: {cut:?}");
-                for (me, node) in nodes.iter_mut().enumerate() {
-                    let others = parts
-                        .iter()
-                        .enumerate()
-                        .filter(|&(n, _)| n != me)
-                        .map(|(_, p)| p);
-                    let mut remote = RemoteSums::of(others, 3);
-                    remote.intercept = (me > 0).then_some(at.intercept);
-                    node.set_remote(&remote);
-                    // Few steps per exchange, and many: a node that reaches its local optimum
-                    // between exchanges (as a daemon does in one snapshot interval) goes on once
-                    // the others' part moves (a regression: the adaptive rule's step scale, kept
-                    // across exchanges, collapsed and every node stalled far from the optimum).
-                    for _ in 0..steps_per_exchange {
-                        if node.step() != crate::learner::StepOutcome::Stepped {
-                            break;
-                        }
-                    }
-                }
+                // Few steps per exchange, and many: a node that reaches its local optimum between
+                // exchanges (as a daemon does in one snapshot interval) goes on once the others'
+                // part moves.
+                exchange(&mut nodes, &parts, &at, steps_per_exchange);
             }
             let mut single = learner(&c, &shards.concat());
             for _ in 0..500 {
@@ -372,26 +378,9 @@ mod tests {
                     node.insert_samples(&shard[round * 200..(round + 1) * 200]);
                 }
             }
-            let at = nodes[0].cut_model().unwrap();
-            let parts: Vec<PartialSums> = nodes
-                .iter_mut()
-                .map(|l| l.partial_sums(&at).unwrap())
-                .collect();
-            let refs: Vec<&PartialSums> = parts.iter().collect();
-            cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
-            for (me, node) in nodes.iter_mut().enumerate() {
-                let others = parts
-                    .iter()
-                    .enumerate()
-                    .filter(|&(n, _)| n != me)
-                    .map(|(_, p)| p);
-                node.set_remote(&RemoteSums::of(others, 3));
-                for _ in 0..1600 {
-                    if node.step() != crate::learner::StepOutcome::Stepped {
-                        break;
-                    }
-                }
-            }
+            let (at, parts, this) = cut_at(&mut nodes, 0, &c);
+            cut = this;
+            exchange(&mut nodes, &parts, &at, 1600);
         }
         assert_eq!(cut.samples, 6000);
         assert!(cut.gap < 2e-3 * cut.primal, "{cut:?}");
