@@ -15,7 +15,7 @@
 mod cpu;
 #[path = "support/learner.rs"]
 mod learner;
-use cpu::thread_cpu_ns;
+use cpu::{ms_since, summary, thread_cpu_ns};
 use learner::loadgen_learner;
 
 use clap::Parser;
@@ -102,19 +102,4 @@ fn main() {
             c.gap
         );
     }
-}
-
-fn ms_since(start_ns: u128) -> f64 {
-    (thread_cpu_ns() - start_ns) as f64 / 1e6
-}
-
-/// `median [min, max]` of CPU milliseconds.
-fn summary(mut ms: Vec<f64>) -> String {
-    ms.sort_by(f64::total_cmp);
-    format!(
-        "{:.2} [{:.2}, {:.2}]",
-        ms[ms.len() / 2],
-        ms[0],
-        ms[ms.len() - 1]
-    )
 }

@@ -39,9 +39,10 @@ use serde::{Deserialize, Serialize};
 use super::ClusterView;
 use crate::config::LearnerConfig;
 use crate::learner::global::{cut_certificate, PartialSums, RemoteSums};
+use crate::learner::model_of;
 use crate::learner::publish::SharedLearner;
 use crate::metrics::Metrics;
-use crate::model::{ClusterCut, Model};
+use crate::model::ClusterCut;
 use crate::solver::driver::SparseModel;
 use crate::sparse::ThresholdScratch;
 
@@ -552,15 +553,7 @@ impl GlobalModel {
                 .map(|(_, p)| *p);
             let mut remote = RemoteSums::of(others, proposal.nodes.len());
             remote.intercept = (proposal.proposer != me).then_some(proposal.intercept);
-            let mut model = Model::from_sparse(
-                &at,
-                config.loss.kind(),
-                config.loss.gamma(),
-                config.solver.name(config.blocks),
-                config.k,
-                config.lambda,
-                certificate,
-            );
+            let mut model = model_of(&config, &at, certificate);
             model.cluster = Some(ClusterCut {
                 cut: proposal.cut,
                 proposer: proposal.proposer.clone(),

@@ -375,6 +375,23 @@ pub fn build(
     }
 }
 
+/// The model a learner publishes: `model` with `certificate`, named and parameterised by `config`.
+pub fn model_of(
+    config: &LearnerConfig,
+    model: &crate::solver::driver::SparseModel,
+    certificate: Certificate,
+) -> Model {
+    Model::from_sparse(
+        model,
+        config.loss.kind(),
+        config.loss.gamma(),
+        config.solver.name(config.blocks),
+        config.k,
+        config.lambda,
+        certificate,
+    )
+}
+
 /// The state every learner keeps the same way, and the rules every learner follows with it.
 #[derive(Debug, Clone)]
 pub struct LearnerCore {

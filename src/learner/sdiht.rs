@@ -465,13 +465,13 @@ impl StreamingLearner for StreamSdiht {
     /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
     /// [`fused_certificate`].
     fn certify(&mut self) -> LearnerSnapshot {
-        self.refit_intercept();
         if let Some(model) = &self.global {
             // The cut's certificate is over the union of the nodes' windows: this node's own would
-            // certify the global `w` on its shard alone.
+            // certify the global `w` on its shard alone (and `b` is refitted by the steps).
             let model = model.clone();
             return self.core.certified(model);
         }
+        self.refit_intercept();
         let (c, window) = (&self.core.config, &self.core.window);
         let b = self.intercept();
         let certificate = if window.is_empty() {
@@ -519,15 +519,7 @@ impl StreamingLearner for StreamSdiht {
             support: &self.it.support,
             intercept: b,
         };
-        let model = Model::from_sparse(
-            &SparseModel::from_view(view),
-            c.loss.kind(),
-            c.loss.gamma(),
-            c.solver.name(c.blocks),
-            c.k,
-            c.lambda,
-            certificate,
-        );
+        let model = super::model_of(c, &SparseModel::from_view(view), certificate);
         self.core.certified(model)
     }
 
