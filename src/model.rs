@@ -71,10 +71,15 @@ pub struct LambdaAuto {
     pub live: usize,
     /// Times the daemon changed the member it serves (0 for `fit`).
     pub switches: u64,
-    /// Each member's loss, parallel to `grid`: `"progressive"` (the daemon: exponentially weighted
-    /// progressive-validation loss) or `"holdout"` (`fit`: mean loss on the held-out samples).
+    /// Each member's loss by `criterion`, parallel to `grid`: `"holdout"` (mean loss of the member's
+    /// current model on held-out samples: `fit`, and the daemon by default) or `"progressive"` (the
+    /// daemon's exponentially weighted progressive-validation loss).
     pub losses: Vec<f64>,
     pub criterion: String,
+    /// The daemon: each member's exponentially weighted progressive-validation loss, whatever ranks
+    /// them (empty for `fit`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progressive: Vec<f64>,
 }
 
 #[derive(Debug, Error)]

@@ -376,6 +376,7 @@ impl Fit<'_> {
             switches: 0,
             losses,
             criterion: "holdout".into(),
+            progressive: Vec::new(),
         };
         Ok((record, start))
     }

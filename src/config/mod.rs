@@ -80,6 +80,7 @@
 //! | `learner.lambda_min` | 1e-5 | smallest lambda of the grid | > 0, < lambda_max | `THRESHER_LEARNER_LAMBDA_MIN` |
 //! | `learner.lambda_margin` | 0.01 | relative loss lead a challenger needs to be served | 0 ..= 1 (excl.) | `THRESHER_LEARNER_LAMBDA_MARGIN` |
 //! | `learner.lambda_half_life` | 2000 | samples (progressive-loss half-life; least samples between switches) | >= 1 | `THRESHER_LEARNER_LAMBDA_HALF_LIFE` |
+//! | `learner.lambda_criterion` | `holdout` | what ranks the grid (`lambda = "auto"`, `learner::auto`) | `holdout`, `progressive` | `THRESHER_LEARNER_LAMBDA_CRITERION` |
 //! | `learner.blocks` | 8 | blocks | 1 ..= 10^6 | `THRESHER_LEARNER_BLOCKS` |
 //! | `learner.step` | `adaptive` | | `coordinate`, `adaptive` or eta > 0 | `THRESHER_LEARNER_STEP` |
 //! | `learner.recompute_every` | 1024 | steps | >= 1 | `THRESHER_LEARNER_RECOMPUTE_EVERY` |
@@ -218,8 +219,31 @@ pub struct AutoLambda {
     /// (`docs/benchmarks/learners.md`) the better lambda led by 1.5-1.7% and 2% kept the worse one.
     pub margin: f64,
     /// Samples over which a member's progressive loss halves its weight; also the fewest samples a
-    /// served member keeps the place before another may replace it.
+    /// served member keeps the place before another may replace it (`criterion = progressive`).
     pub half_life: u64,
+    /// What ranks the members ([`crate::learner::auto`]).
+    pub criterion: Criterion,
+}
+
+/// What ranks the members of `lambda = "auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Criterion {
+    /// Each member's current model scored on held-out samples (one in
+    /// [`crate::learner::auto::HOLDOUT_EVERY`], learned only by the served learner), re-scored at every
+    /// certificate: it ranks the members as they are now, converged or not.
+    Holdout,
+    /// Each member's exponentially weighted progressive-validation loss over every sample: the loss
+    /// of each sample when it arrived, by the model of that moment.
+    Progressive,
+}
+
+impl Criterion {
+    pub fn name(self) -> &'static str {
+        match self {
+            Criterion::Holdout => "holdout",
+            Criterion::Progressive => "progressive",
+        }
+    }
 }
 
 /// The keys that only `lambda = "auto"` reads.
@@ -229,6 +253,7 @@ pub const LAMBDA_AUTO_KEYS: &[&str] = &[
     "lambda_max",
     "lambda_margin",
     "lambda_half_life",
+    "lambda_criterion",
 ];
 
 /// `n` lambdas log-spaced from `max` down to `min` (both included, exactly), largest first.
@@ -525,6 +550,7 @@ layer! {
         lambda_max: f64,
         lambda_margin: f64,
         lambda_half_life: i64,
+        lambda_criterion: String,
         blocks: i64,
         step: String,
         recompute_every: i64,
@@ -1274,6 +1300,17 @@ fn read_lambda(
                 1,
                 1_000_000_000,
             )? as u64;
+            let criterion = match need(&t.lambda_criterion, &key("lambda_criterion"))?.as_str() {
+                "holdout" => Criterion::Holdout,
+                "progressive" => Criterion::Progressive,
+                other => {
+                    return Err(range(
+                        &key("lambda_criterion"),
+                        &format!("{other:?}"),
+                        "expected \"holdout\" or \"progressive\"",
+                    ))
+                }
+            };
             let grid = log_grid(max, min, n);
             Ok((
                 grid[n / 2],
@@ -1281,6 +1318,7 @@ fn read_lambda(
                     grid,
                     margin,
                     half_life,
+                    criterion,
                 }),
             ))
         }

@@ -63,6 +63,7 @@ lambda_max = 0.1
 lambda_min = 1e-5
 lambda_margin = 0.01
 lambda_half_life = 2000
+lambda_criterion = "holdout"
 "#;
 
 /// Which solvers read each solver-specific key.

@@ -91,6 +91,9 @@ impl StreamingLearner for PanicOnInsert {
     fn stats(&self) -> crate::learner::LearnerStats {
         self.inner.stats()
     }
+    fn current_model(&mut self) -> Option<crate::solver::driver::SparseModel> {
+        self.inner.current_model()
+    }
     fn cut_model(&self) -> Option<crate::solver::driver::SparseModel> {
         self.inner.cut_model()
     }

@@ -265,7 +265,7 @@ pub async fn run(
             ),
         );
         if let Some(a) = learner.lambda_auto() {
-            metrics.register_lambda_grid(&lc.name, &a.grid);
+            metrics.register_lambda_grid(&lc.name, &a.grid, a.criterion == "holdout");
         }
         set_gauges(&cell, &metrics);
         set_solver_gauges(&metrics, &lc.name, learner.gauges());

@@ -271,6 +271,11 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         &self.core
     }
 
+    fn current_model(&mut self) -> Option<SparseModel> {
+        self.engine.sync();
+        Some(SparseModel::from_view(self.engine.model()))
+    }
+
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         if batches.iter().all(|b| b.is_empty()) {
             return;

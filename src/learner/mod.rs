@@ -191,6 +191,11 @@ pub trait StreamingLearner: Send {
     fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
         None
     }
+    /// The model as it stands now, uncertified (what `lambda = "auto"` scores its held-out samples
+    /// with); `None` for a learner without one to hand.
+    fn current_model(&mut self) -> Option<crate::solver::driver::SparseModel> {
+        None
+    }
     /// A cluster's global model ([`global`]): the model this node proposes for a cut (its current
     /// `w` and `b`); `None` for the learners whose model is not a threshold of a sum over samples.
     fn cut_model(&self) -> Option<crate::solver::driver::SparseModel> {

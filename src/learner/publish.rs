@@ -410,11 +410,20 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
             .lambda_live
             .with_label_values(&l)
             .set(s.model.lambda);
-        for (&lambda, &loss) in a.grid.iter().zip(&a.losses) {
-            metrics
-                .lambda_progressive_loss
-                .with_label_values(&[cell.name.as_str(), &crate::metrics::lambda_label(lambda)])
-                .set(loss);
+        for (i, &lambda) in a.grid.iter().enumerate() {
+            let labels = [cell.name.as_str(), &crate::metrics::lambda_label(lambda)];
+            if let Some(&loss) = a.progressive.get(i) {
+                metrics
+                    .lambda_progressive_loss
+                    .with_label_values(&labels)
+                    .set(loss);
+            }
+            if a.criterion == "holdout" {
+                metrics
+                    .lambda_holdout_loss
+                    .with_label_values(&labels)
+                    .set(a.losses[i]);
+            }
         }
     }
 }

@@ -530,6 +530,10 @@ impl StreamingLearner for StreamSdiht {
         }
     }
 
+    fn current_model(&mut self) -> Option<SparseModel> {
+        self.cut_model()
+    }
+
     fn cut_model(&self) -> Option<SparseModel> {
         Some(SparseModel::from_view(ModelView {
             weights: &self.it.w,

@@ -18,6 +18,7 @@
 //! | `thresher_screened_features` | gauge | learner | features the subset solver's gap-safe screening removed (0 for the others) |
 //! | `thresher_lambda_live` | gauge | learner | `lambda = "auto"`: the lambda of the served grid member |
 //! | `thresher_lambda_progressive_loss` | gauge | learner, lambda | `lambda = "auto"`: each grid member's exponentially weighted progressive loss |
+//! | `thresher_lambda_holdout_loss` | gauge | learner, lambda | `lambda = "auto"` with `lambda_criterion = "holdout"`: each grid member's mean loss on the held-out samples at the latest certificate |
 //! | `thresher_lambda_switches_total` | counter | learner | `lambda = "auto"`: changes of the served grid member |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
@@ -69,6 +70,7 @@ pub struct Metrics {
     pub screened_features: GaugeVec,
     pub lambda_live: GaugeVec,
     pub lambda_progressive_loss: GaugeVec,
+    pub lambda_holdout_loss: GaugeVec,
     pub lambda_switches: IntCounterVec,
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
@@ -234,6 +236,11 @@ impl Metrics {
             lambda_progressive_loss: gauge(
                 "thresher_lambda_progressive_loss",
                 "lambda = auto: each grid member's exponentially weighted progressive loss",
+                &["learner", "lambda"],
+            ),
+            lambda_holdout_loss: gauge(
+                "thresher_lambda_holdout_loss",
+                "lambda = auto, criterion holdout: each grid member's mean loss on the held-out samples",
                 &["learner", "lambda"],
             ),
             lambda_switches: counter(
@@ -460,13 +467,18 @@ impl Metrics {
         self.numeric_faults.with_label_values(&[name]);
     }
 
-    /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda.
-    pub fn register_lambda_grid(&self, name: &str, grid: &[f64]) {
+    /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda,
+    /// and one held-out-loss gauge with `holdout`.
+    pub fn register_lambda_grid(&self, name: &str, grid: &[f64], holdout: bool) {
         self.lambda_live.with_label_values(&[name]);
         self.lambda_switches.with_label_values(&[name]);
         for &lambda in grid {
             self.lambda_progressive_loss
                 .with_label_values(&[name, &lambda_label(lambda)]);
+            if holdout {
+                self.lambda_holdout_loss
+                    .with_label_values(&[name, &lambda_label(lambda)]);
+            }
         }
     }
 
@@ -499,7 +511,7 @@ mod tests {
     fn exposes_every_named_metric() {
         let m = Metrics::new();
         m.register_learner("primary", 10);
-        m.register_lambda_grid("primary", &[0.1, 1e-5]);
+        m.register_lambda_grid("primary", &[0.1, 1e-5], true);
         m.request_duration
             .with_label_values(&["/v1/model", "GET"])
             .observe(0.001);
@@ -521,6 +533,7 @@ mod tests {
             "thresher_lambda_live{learner=\"primary\"} 0",
             "thresher_lambda_switches_total{learner=\"primary\"} 0",
             "thresher_lambda_progressive_loss{lambda=\"1e-1\",learner=\"primary\"} 0",
+            "thresher_lambda_holdout_loss{lambda=\"1e-5\",learner=\"primary\"} 0",
             "thresher_lambda_progressive_loss{lambda=\"1e-5\",learner=\"primary\"} 0",
             "thresher_samples_ingested_total{source=\"http\"} 0",
             "thresher_samples_rejected_total{reason=\"queue_full\"} 0",
