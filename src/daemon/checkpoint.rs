@@ -133,6 +133,9 @@ struct AutoBits {
     since_switch: u64,
     loss: Vec<u64>,
     weight: Vec<u64>,
+    /// Absent in checkpoints written before the `holdout` criterion.
+    #[serde(default)]
+    holdout: Vec<u64>,
 }
 
 impl AutoBits {
@@ -145,6 +148,7 @@ impl AutoBits {
             since_switch: a.since_switch,
             loss: bits(&a.loss),
             weight: bits(&a.weight),
+            holdout: bits(&a.holdout),
         }
     }
 
@@ -157,6 +161,7 @@ impl AutoBits {
             since_switch: self.since_switch,
             loss: floats(self.loss),
             weight: floats(self.weight),
+            holdout: floats(self.holdout),
         }
     }
 }
@@ -506,6 +511,7 @@ mod tests {
                         since_switch: 40,
                         loss: vec![0.1 + 0.2, 0.25, 1.0 / 3.0],
                         weight: vec![0.5, 0.5, 0.5],
+                        holdout: vec![0.7, 0.1 + 0.2, 1e300],
                     }),
                 },
             }],
@@ -688,6 +694,9 @@ mod tests {
                                 since_switch: counter(&mut rng),
                                 loss: (0..members).map(|_| number(&mut rng)).collect(),
                                 weight: (0..members).map(|_| number(&mut rng)).collect(),
+                                holdout: (0..members * rng.gen_range(0..2))
+                                    .map(|_| number(&mut rng))
+                                    .collect(),
                             }
                         }),
                     },

@@ -87,6 +87,8 @@ pub struct AutoState {
     /// weight it has (`1 - decay^n`; the average is `loss / weight`).
     pub loss: Vec<f64>,
     pub weight: Vec<f64>,
+    /// Criterion `holdout`: each member's held-out loss at the latest scoring (empty before the first).
+    pub holdout: Vec<f64>,
 }
 
 impl AutoState {
@@ -100,6 +102,7 @@ impl AutoState {
             since_switch: 0,
             loss: vec![0.0; n],
             weight: vec![0.0; n],
+            holdout: Vec::new(),
         }
     }
 
@@ -120,9 +123,6 @@ pub struct Selector {
     pub margin: f64,
     pub half_life: u64,
     pub criterion: Criterion,
-    /// Criterion `holdout`: each member's latest held-out loss (empty before the first scoring; not
-    /// checkpointed).
-    pub holdout: Vec<f64>,
     /// Criterion `holdout`: the member leading the served one by the margin, and at how many
     /// scorings in a row.
     pub leader: Option<(usize, u32)>,
@@ -147,7 +147,6 @@ impl Selector {
             margin: rule.margin,
             half_life: rule.half_life.max(1),
             criterion: rule.criterion,
-            holdout: Vec::new(),
             leader: None,
         }
     }
@@ -196,8 +195,9 @@ impl Selector {
     /// and returns whether the served lambda changed: a member must lead the served lambda's member by
     /// the margin at [`CONFIRM_SCORINGS`] scorings in a row (the same member each time).
     pub fn judge(&mut self, losses: &[f64]) -> bool {
-        self.holdout.clear();
-        self.holdout.extend(losses.iter().map(
+        let s = &mut self.state;
+        s.holdout.clear();
+        s.holdout.extend(losses.iter().map(
             |&l| {
                 if l.is_finite() {
                     l
@@ -206,9 +206,9 @@ impl Selector {
                 }
             },
         ));
-        let live = self.state.live;
-        let served = self.holdout[live];
-        let leading = best_other(self.holdout.iter().copied().enumerate(), live)
+        let live = s.live;
+        let served = s.holdout[live];
+        let leading = best_other(s.holdout.iter().copied().enumerate(), live)
             .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
             .map(|(i, _)| i);
         self.leader = match (leading, self.leader) {
@@ -467,9 +467,7 @@ impl AutoLambdaLearner {
         let s = &self.selector.state;
         let progressive: Vec<f64> = (0..s.grid.len()).map(|i| s.average(i)).collect();
         let losses = match self.selector.criterion {
-            Criterion::Holdout if self.selector.holdout.len() == s.grid.len() => {
-                self.selector.holdout.clone()
-            }
+            Criterion::Holdout if s.holdout.len() == s.grid.len() => s.holdout.clone(),
             Criterion::Holdout => vec![0.0; s.grid.len()],
             Criterion::Progressive => progressive.clone(),
         };
@@ -816,7 +814,7 @@ mod tests {
         }
         assert_eq!(served, [1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 1]);
         assert_eq!(s.state.switches, 2);
-        assert!(s.holdout.iter().all(|l| l.is_finite()));
+        assert!(s.state.holdout.iter().all(|l| l.is_finite()));
         // Progressive losses never move a holdout selector.
         assert!(!s.observe(&[(0.0, 10_000), (1e6, 10_000), (1e6, 10_000)]));
         assert_eq!(s.state.live, 1);
@@ -844,7 +842,7 @@ mod tests {
         assert_eq!(progressive.live(), 1, "{:?}", progressive.selector());
         let l = run(Criterion::Holdout);
         assert_eq!(l.live(), 2, "{:?}", l.selector());
-        let h = &l.selector().holdout;
+        let h = &l.selector().state.holdout;
         assert!(h[2] < h[1] && h[1] < h[0], "{h:?}");
         // The members learned 4 in 5 samples; the served learner all of them; the ring holds the rest.
         assert_eq!(l.held_out(), 600);
