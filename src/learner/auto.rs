@@ -197,15 +197,11 @@ impl Selector {
     pub fn judge(&mut self, losses: &[f64]) -> bool {
         let s = &mut self.state;
         s.holdout.clear();
-        s.holdout.extend(losses.iter().map(
-            |&l| {
-                if l.is_finite() {
-                    l
-                } else {
-                    NON_FINITE_LOSS
-                }
-            },
-        ));
+        s.holdout.extend(
+            losses
+                .iter()
+                .map(|&l| if l.is_finite() { l } else { NON_FINITE_LOSS }),
+        );
         let live = s.live;
         let served = s.holdout[live];
         let leading = best_other(s.holdout.iter().copied().enumerate(), live)

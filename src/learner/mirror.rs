@@ -366,7 +366,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             c.lambda,
             certificate,
         );
-        self.core.certified(model)
+        self.core.certified_best(model)
     }
 
     fn state(&self) -> LearnerState {

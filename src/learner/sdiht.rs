@@ -520,7 +520,7 @@ impl StreamingLearner for StreamSdiht {
             intercept: b,
         };
         let model = super::model_of(c, &SparseModel::from_view(view), certificate);
-        self.core.certified(model)
+        self.core.certified_best(model)
     }
 
     fn state(&self) -> LearnerState {
@@ -982,7 +982,8 @@ mod tests {
 /// Regression: the coordinate (SDCA) rule, stable offline, drove the streaming window's primal far from
 /// its dual at a small lambda (squared loss, lambda = 1e-3: chunk progressive losses jumped from 0.003 to
 /// 0.8, P = 0.79 against D = 0.006), while the adaptive rule held them near the noise level. The daemon's
-/// default step is therefore `adaptive`; this pins both facts so a change of either shows.
+/// default step for squared loss is therefore `adaptive` (with a classification loss, whose duals are
+/// bounded, it is `coordinate`); this pins both facts so a change of either shows.
 #[cfg(test)]
 mod small_lambda_stream {
     use crate::config::Config;

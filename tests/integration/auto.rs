@@ -55,7 +55,10 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
             .collect()
     };
     let (holdout, progressive) = (numbers("losses"), numbers("progressive"));
-    assert!(holdout[2] < holdout[1] && holdout[1] < holdout[0], "{holdout:?}");
+    assert!(
+        holdout[2] < holdout[1] && holdout[1] < holdout[0],
+        "{holdout:?}"
+    );
     assert!(progressive.iter().all(|l| *l > 0.0), "{progressive:?}");
     assert_eq!(d.metric("thresher_lambda_live{learner=\"primary\"}"), 1e-2);
     for name in ["progressive", "holdout"] {
