@@ -256,7 +256,7 @@ impl Holdout {
         self.learned.clear();
         for sample in batches.iter().flat_map(|b| b.iter()) {
             self.arrived += 1;
-            if self.arrived % HOLDOUT_EVERY == 0 {
+            if self.arrived.is_multiple_of(HOLDOUT_EVERY) {
                 if self.ring.len() == self.capacity {
                     self.ring.pop_front();
                 }
