@@ -49,7 +49,9 @@ pub use maps::{Constraint, MirrorMap};
 pub(crate) use resume::checkpoint_dim;
 pub use resume::Resumable;
 
-use super::objective::{best_intercept, margins_into, primal_value, DualScratch};
+use super::objective::{
+    best_intercept, fused_certificate, margins_into, primal_value, CertificateScratch, DualScratch,
+};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -616,6 +618,7 @@ impl MirrorLearner {
 pub struct MirrorDescent {
     learner: MirrorLearner,
     pass: PrimalPass,
+    certificate_scratch: CertificateScratch,
 }
 
 impl MirrorDescent {
@@ -655,6 +658,7 @@ impl MirrorDescent {
         Ok(MirrorDescent {
             learner,
             pass: PrimalPass::new(problem.data.len(), seed),
+            certificate_scratch: CertificateScratch::default(),
         })
     }
 
@@ -742,7 +746,23 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
         self.learner.model()
     }
 
+    /// Without an intercept, one walk over the rows ([`fused_certificate`], the same values bit for bit
+    /// as [`PrimalPass::certify`]'s three): on a million rows the walks were a tenth of a one-pass fit.
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        self.pass.certify(p, p.k, self.learner.model())
+        let model = self.learner.model();
+        if p.intercept || model.intercept != 0.0 {
+            return self.pass.certify(p, p.k, model);
+        }
+        fused_certificate(
+            p.data,
+            &p.loss,
+            p.lambda,
+            p.k,
+            model.weights,
+            model.support,
+            None,
+            &mut self.certificate_scratch,
+        )
+        .certificate(p.data.len())
     }
 }
