@@ -286,6 +286,7 @@ pub struct MirrorLearner {
     touched_flag: Vec<bool>,
     touched: Vec<u32>,
     selected: Vec<u32>,
+    keys: Vec<(std::cmp::Reverse<u64>, u32)>,
     sub_theta: Vec<f64>,
     sub_x: Vec<f64>,
 }
@@ -327,6 +328,7 @@ impl MirrorLearner {
             touched_flag: vec![false; dim],
             touched: Vec::new(),
             selected: Vec::new(),
+            keys: Vec::new(),
             sub_theta: Vec::with_capacity(k),
             sub_x: Vec::with_capacity(k),
         })
@@ -533,7 +535,12 @@ impl MirrorLearner {
         self.selected.clear();
         self.selected.extend_from_slice(&self.touched);
         let grad = &self.grad;
-        greedy::top_k_by_magnitude(&mut self.selected, self.k, |j| grad[j as usize]);
+        greedy::top_k_by_magnitude(
+            &mut self.selected,
+            self.k,
+            |j| grad[j as usize],
+            &mut self.keys,
+        );
 
         self.sub_theta.clear();
         self.sub_theta

@@ -206,7 +206,7 @@ fn greedy_support_selection_equals_brute_force_and_top_k() {
                 support_value(map, constraint, &theta, &greedy, &mut x);
                 let greedy_value = original_objective(map, &g, &w, eta, &x);
                 let mut top: Vec<u32> = (0..d as u32).collect();
-                top_k_by_magnitude(&mut top, k, |j| theta[j as usize]);
+                top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut Vec::new());
                 let top: Vec<usize> = top.iter().map(|&j| j as usize).collect();
                 let mut x_top = Vec::new();
                 support_value(map, constraint, &theta, &top, &mut x_top);
@@ -770,6 +770,52 @@ fn the_compact_power_iteration_is_the_dense_one() {
                 reference.to_bits(),
                 "set {at}, {max_rows} rows"
             );
+        }
+    }
+}
+
+/// The selection on precomputed keys keeps the set the comparator on `theta` kept (the order it
+/// replaced, written out here): largest magnitude, ties to the lower index, zeros (of either sign)
+/// and NaN never, for every `k`.
+#[test]
+fn top_k_by_magnitude_on_keys_is_the_comparator_selection() {
+    fn by_comparator(candidates: &[u32], k: usize, theta: &[f64]) -> Vec<u32> {
+        let mut kept: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|&j| theta[j as usize] != 0.0 && !theta[j as usize].is_nan())
+            .collect();
+        kept.sort_by(|a, b| {
+            let (ma, mb) = (theta[*a as usize].abs(), theta[*b as usize].abs());
+            mb.partial_cmp(&ma).unwrap().then(a.cmp(b))
+        });
+        kept.truncate(k);
+        kept.sort_unstable();
+        kept
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut keys = Vec::new();
+    for round in 0..200 {
+        let d = 1 + round % 60;
+        // Few distinct magnitudes, so ties are common; some zeros, negative zeros and NaN.
+        let theta: Vec<f64> = (0..d)
+            .map(|_| match rng.gen_range(0..10) {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f64::NAN,
+                m => (m as f64 - 6.0) * 0.25,
+            })
+            .collect();
+        let candidates: Vec<u32> = (0..d as u32).filter(|_| rng.gen_bool(0.7)).collect();
+        for k in 0..=d + 1 {
+            let mut top = candidates.clone();
+            let kept = top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut keys);
+            assert_eq!(
+                top,
+                by_comparator(&candidates, k, &theta),
+                "round {round}, k {k}"
+            );
+            assert_eq!(kept, top.len());
         }
     }
 }
