@@ -754,7 +754,7 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
     }
 
     /// Without an intercept, one walk over the rows ([`fused_certificate`], the same values bit for bit
-    /// as [`PrimalPass::certify`]'s three): on a million rows the walks were a tenth of a one-pass fit.
+    /// as `PrimalPass::certify`'s three walks): on a million rows the walks were a tenth of a one-pass fit.
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
         let model = self.learner.model();
         if p.intercept || model.intercept != 0.0 {
