@@ -761,12 +761,17 @@ fn the_compact_power_iteration_is_the_dense_one() {
     for (at, set) in sets.iter().enumerate() {
         let p = Problem::new(set, loss, 0.01, 5, false).unwrap();
         for max_rows in [usize::MAX, 1000, 64, 1] {
-            let (compact, reference) = (
-                crate::solver::primal::sigma_max_sq_sampled(&p, max_rows),
-                dense(&p, max_rows),
-            );
+            let reference = dense(&p, max_rows);
+            let compact = crate::solver::primal::sigma_max_sq_sampled(&p, max_rows);
             assert_eq!(
                 compact.to_bits(),
+                reference.to_bits(),
+                "set {at}, {max_rows} rows"
+            );
+            // Places found again at each iteration.
+            let again = crate::solver::primal::power_iteration(&p, max_rows, 0);
+            assert_eq!(
+                again.to_bits(),
                 reference.to_bits(),
                 "set {at}, {max_rows} rows"
             );
