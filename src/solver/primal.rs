@@ -13,6 +13,9 @@ use crate::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
 
 const MAX_HALVINGS: usize = 30;
 const POWER_ITERATIONS: usize = 30;
+/// Up to this many sampled nonzeros (16 MiB of places; the mirror solver's 8192 rows at any `N`) the
+/// power iteration keeps each row's places.
+const GATHER_MAX_PAIRS: usize = 1 << 22;
 
 /// Shared state of the two baselines: the iterate, its objective and the gradient machinery.
 #[derive(Debug, Clone)]
@@ -137,7 +140,24 @@ pub(crate) fn sigma_max_sq<S: SampleSet>(p: &Problem<S>) -> f64 {
 /// subsample the top eigenvalue of the empirical second moment is biased upwards (its off-diagonal
 /// noise adds to it), so the estimate errs on the safe side of a step `1/L`; the mirror solver also
 /// caps it by the largest row norm.
+///
+/// The iteration runs on the features the rows use, numbered in ascending order (a bit set and the
+/// running count of its words give each one its place), each row's places found once: every other
+/// coordinate of the iterate is zero from the first product on and is never read. The same sums in the
+/// same order as over all `d` coordinates, so the same estimate bit for bit (tested against the dense
+/// iteration). Why: over all `d = 2^20` coordinates every product read and wrote two 8 MiB vectors at
+/// random places, 30 times over.
 pub(crate) fn sigma_max_sq_sampled<S: SampleSet>(p: &Problem<S>, max_rows: usize) -> f64 {
+    power_iteration(p, max_rows, GATHER_MAX_PAIRS)
+}
+
+/// [`sigma_max_sq_sampled`], each row's places kept when the sampled rows hold at most `gather_max`
+/// nonzeros (else found again at each iteration).
+pub(crate) fn power_iteration<S: SampleSet>(
+    p: &Problem<S>,
+    max_rows: usize,
+    gather_max: usize,
+) -> f64 {
     let d = p.data.dim();
     let n = p.data.len();
     if d == 0 || n == 0 {
@@ -145,16 +165,61 @@ pub(crate) fn sigma_max_sq_sampled<S: SampleSet>(p: &Problem<S>, max_rows: usize
     }
     let stride = n.div_ceil(max_rows.max(1));
     let rows = n.div_ceil(stride) as f64;
-    let mut v = vec![1.0 / (d as f64).sqrt(); d];
-    let mut next = vec![0.0; d];
+    let mut used = vec![0u64; d.div_ceil(64)];
+    let mut pairs = 0;
+    for i in (0..n).step_by(stride) {
+        let indices = p.data.row(i).indices;
+        pairs += indices.len();
+        for &j in indices {
+            used[j as usize / 64] |= 1 << (j % 64);
+        }
+    }
+    let mut before = Vec::with_capacity(used.len());
+    let mut count = 0usize;
+    for word in &used {
+        before.push(count);
+        count += word.count_ones() as usize;
+    }
+    let place = |j: u32| {
+        let (word, bit) = (j as usize / 64, j % 64);
+        (before[word] + (used[word] & ((1u64 << bit) - 1)).count_ones() as usize) as u32
+    };
+    let gathered = (pairs <= gather_max).then(|| {
+        let (mut places, mut ends) = (Vec::with_capacity(pairs), vec![0]);
+        for i in (0..n).step_by(stride) {
+            places.extend(p.data.row(i).indices.iter().map(|&j| place(j)));
+            ends.push(places.len());
+        }
+        (places, ends)
+    });
+    let mut row_places = Vec::new();
+    let mut v = vec![1.0 / (d as f64).sqrt(); count];
+    let mut next = vec![0.0; count];
     let mut estimate = 0.0;
     for _ in 0..POWER_ITERATIONS {
         next.iter_mut().for_each(|x| *x = 0.0);
-        for i in (0..n).step_by(stride) {
+        for (at, i) in (0..n).step_by(stride).enumerate() {
             let r = p.data.row(i);
-            let u = sparse_dot(r.indices, r.values, &v);
-            sparse_axpy(r.weight * u / rows, r.indices, r.values, &mut next);
+            let places = match &gathered {
+                Some((places, ends)) => &places[ends[at]..ends[at + 1]],
+                None => {
+                    row_places.clear();
+                    row_places.extend(r.indices.iter().map(|&j| place(j)));
+                    &row_places[..]
+                }
+            };
+            // `sparse_dot` and `sparse_axpy` on the compact numbering.
+            let mut u = 0.0;
+            for (&j, &x) in places.iter().zip(r.values) {
+                u += x * v[j as usize];
+            }
+            let a = r.weight * u / rows;
+            for (&j, &x) in places.iter().zip(r.values) {
+                next[j as usize] += a * x;
+            }
         }
+        // Over all `d` the other terms are `+0.0`, which change no sum of squares but an empty one
+        // (`-0.0`); its root compares equal to 0 either way.
         let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
         if norm == 0.0 {
             return 0.0;

@@ -81,33 +81,35 @@ pub fn greedy_support(
 }
 
 /// The `k` candidates with the largest `|theta|` (exact zeros never selected; ties to the lower index),
-/// reordered in place so that they come first, ascending. Returns how many were kept.
+/// left in `candidates`, ascending. Returns how many were kept.
 ///
 /// `candidates` holds feature indices and `theta_of` maps one to its mirror coordinate. This is the
 /// comparator of [`crate::sparse::hard_threshold`], so with the Euclidean map the step is exactly IHT's.
+/// `keys` is scratch: each candidate's magnitude is read once into it (as its bits, whose order is
+/// the order of non-negative floats) beside its index, so the selection compares contiguous pairs
+/// instead of reading `theta` twice per comparison at scattered places.
 pub fn top_k_by_magnitude(
     candidates: &mut Vec<u32>,
     k: usize,
     theta_of: impl Fn(u32) -> f64,
+    keys: &mut Vec<(std::cmp::Reverse<u64>, u32)>,
 ) -> usize {
-    candidates.retain(|&j| {
+    keys.clear();
+    keys.extend(candidates.iter().filter_map(|&j| {
         let t = theta_of(j);
-        t != 0.0 && !t.is_nan()
-    });
-    if candidates.len() > k {
-        let before = |a: &u32, b: &u32| {
-            let (ma, mb) = (theta_of(*a).abs(), theta_of(*b).abs());
-            mb.partial_cmp(&ma)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.cmp(b))
-        };
+        (t != 0.0 && !t.is_nan()).then_some((std::cmp::Reverse(t.abs().to_bits()), j))
+    }));
+    // Largest magnitude first, then the lower index: a total order, so the kept set is unique.
+    if keys.len() > k {
         if k == 0 {
-            candidates.clear();
+            keys.clear();
         } else {
-            candidates.select_nth_unstable_by(k - 1, before);
-            candidates.truncate(k);
+            keys.select_nth_unstable(k - 1);
+            keys.truncate(k);
         }
     }
+    candidates.clear();
+    candidates.extend(keys.iter().map(|&(_, j)| j));
     candidates.sort_unstable();
     candidates.len()
 }

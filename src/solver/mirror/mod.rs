@@ -49,7 +49,9 @@ pub use maps::{Constraint, MirrorMap};
 pub(crate) use resume::checkpoint_dim;
 pub use resume::Resumable;
 
-use super::objective::{best_intercept, margins_into, primal_value, DualScratch};
+use super::objective::{
+    best_intercept, fused_certificate, margins_into, primal_value, CertificateScratch, DualScratch,
+};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -284,6 +286,7 @@ pub struct MirrorLearner {
     touched_flag: Vec<bool>,
     touched: Vec<u32>,
     selected: Vec<u32>,
+    keys: Vec<(std::cmp::Reverse<u64>, u32)>,
     sub_theta: Vec<f64>,
     sub_x: Vec<f64>,
 }
@@ -325,6 +328,7 @@ impl MirrorLearner {
             touched_flag: vec![false; dim],
             touched: Vec::new(),
             selected: Vec::new(),
+            keys: Vec::new(),
             sub_theta: Vec::with_capacity(k),
             sub_x: Vec::with_capacity(k),
         })
@@ -531,7 +535,12 @@ impl MirrorLearner {
         self.selected.clear();
         self.selected.extend_from_slice(&self.touched);
         let grad = &self.grad;
-        greedy::top_k_by_magnitude(&mut self.selected, self.k, |j| grad[j as usize]);
+        greedy::top_k_by_magnitude(
+            &mut self.selected,
+            self.k,
+            |j| grad[j as usize],
+            &mut self.keys,
+        );
 
         self.sub_theta.clear();
         self.sub_theta
@@ -616,6 +625,7 @@ impl MirrorLearner {
 pub struct MirrorDescent {
     learner: MirrorLearner,
     pass: PrimalPass,
+    certificate_scratch: CertificateScratch,
 }
 
 impl MirrorDescent {
@@ -655,6 +665,7 @@ impl MirrorDescent {
         Ok(MirrorDescent {
             learner,
             pass: PrimalPass::new(problem.data.len(), seed),
+            certificate_scratch: CertificateScratch::default(),
         })
     }
 
@@ -742,7 +753,23 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
         self.learner.model()
     }
 
+    /// Without an intercept, one walk over the rows ([`fused_certificate`], the same values bit for bit
+    /// as `PrimalPass::certify`'s three walks): on a million rows the walks were a tenth of a one-pass fit.
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        self.pass.certify(p, p.k, self.learner.model())
+        let model = self.learner.model();
+        if p.intercept || model.intercept != 0.0 {
+            return self.pass.certify(p, p.k, model);
+        }
+        fused_certificate(
+            p.data,
+            &p.loss,
+            p.lambda,
+            p.k,
+            model.weights,
+            model.support,
+            None,
+            &mut self.certificate_scratch,
+        )
+        .certificate(p.data.len())
     }
 }

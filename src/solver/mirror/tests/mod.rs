@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use super::greedy::{greedy_support, support_value, top_k_by_magnitude};
 use super::*;
 use crate::loss::{Loss, LossKind};
-use crate::sample::Dataset;
+use crate::sample::{Dataset, Sample};
 use crate::solver::driver::run;
 use crate::solver::smidas::Smidas;
 use crate::solver::tests::{all_supports, untimed};
@@ -206,7 +206,7 @@ fn greedy_support_selection_equals_brute_force_and_top_k() {
                 support_value(map, constraint, &theta, &greedy, &mut x);
                 let greedy_value = original_objective(map, &g, &w, eta, &x);
                 let mut top: Vec<u32> = (0..d as u32).collect();
-                top_k_by_magnitude(&mut top, k, |j| theta[j as usize]);
+                top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut Vec::new());
                 let top: Vec<usize> = top.iter().map(|&j| j as usize).collect();
                 let mut x_top = Vec::new();
                 support_value(map, constraint, &theta, &top, &mut x_top);
@@ -354,6 +354,37 @@ fn mirror_descent_gap_falls_and_support_reaches_the_truth() {
                 trace.windows(2).filter(|w| w[1].0 > w[0].0).count() <= 5,
                 "{map:?}: gap {trace:?}"
             );
+        }
+    }
+}
+
+/// Without an intercept the solver certifies in one walk; its values are the separate walks' bit for
+/// bit, at every epoch, for each loss and map (with an intercept it takes the separate walks).
+#[test]
+fn mirror_certificate_in_one_walk_is_the_separate_walks() {
+    let problem = synth::sparse_stream(800, 300, 6, 12, 0.05, true, 5);
+    let data = Dataset::from_samples(&problem.samples, 300);
+    for kind in [LossKind::Logistic, LossKind::Hinge, LossKind::Squared] {
+        let loss = Loss::new(kind, 0.25).unwrap();
+        let p = Problem::new(&data, loss, 1e-3, 6, false).unwrap();
+        for map in [MirrorMap::Euclidean, MirrorMap::HypEntropy { beta: 1.0 }] {
+            let config = MirrorConfig {
+                batch: 16,
+                ..MirrorConfig::new(map)
+            };
+            let mut solver = MirrorDescent::new(&p, config, 9).unwrap();
+            let mut pass = PrimalPass::new(data.len(), 0);
+            for epoch in 0..3 {
+                Solver::<Dataset>::epoch(&mut solver, &p);
+                let fused = Solver::<Dataset>::certificate(&mut solver, &p);
+                let separate = pass.certify(&p, p.k, solver.learner().model());
+                let bits = |c: Certificate| (c.primal.to_bits(), c.dual.to_bits(), c.gap.to_bits());
+                assert_eq!(
+                    bits(fused),
+                    bits(separate),
+                    "{kind:?} {map:?} epoch {epoch}"
+                );
+            }
         }
     }
 }
@@ -672,4 +703,124 @@ fn row_norm_curvature_bounds_every_sample_and_the_sampled_estimate_is_close() {
         "{sampled} vs {full}, {row_max}"
     );
     assert!(full <= row_max);
+}
+
+/// The power iteration over the features the sampled rows use is the one over all `d` features, bit
+/// for bit: the dense iteration it replaced, written out here, on full and sampled rows, with unused
+/// features at either end, with weights, and with no features at all.
+#[test]
+fn the_compact_power_iteration_is_the_dense_one() {
+    fn dense(p: &Problem<Dataset>, max_rows: usize) -> f64 {
+        let (d, n) = (p.data.dim(), p.data.len());
+        if d == 0 || n == 0 {
+            return 0.0;
+        }
+        let stride = n.div_ceil(max_rows.max(1));
+        let rows = n.div_ceil(stride) as f64;
+        let mut v = vec![1.0 / (d as f64).sqrt(); d];
+        let mut next = vec![0.0; d];
+        let mut estimate = 0.0;
+        for _ in 0..30 {
+            next.iter_mut().for_each(|x| *x = 0.0);
+            for i in (0..n).step_by(stride) {
+                let r = p.data.row(i);
+                let u = crate::sparse::sparse_dot(r.indices, r.values, &v);
+                sparse_axpy(r.weight * u / rows, r.indices, r.values, &mut next);
+            }
+            let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if norm == 0.0 {
+                return 0.0;
+            }
+            estimate = norm;
+            for (a, b) in v.iter_mut().zip(&next) {
+                *a = b / norm;
+            }
+        }
+        estimate * 1.01
+    }
+    let loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+    let mut weighted = synth::sparse_stream(900, 5000, 10, 7, 0.1, true, 8).samples;
+    for (i, s) in weighted.iter_mut().enumerate() {
+        s.weight = Some(0.5 + (i % 5) as f64);
+    }
+    let sets = [
+        Dataset::from_samples(
+            &synth::sparse_stream(3000, 400, 10, 12, 0.1, true, 2).samples,
+            0,
+        ),
+        Dataset::from_samples(
+            &synth::sparse_stream(700, 300, 5, 9, 0.1, true, 3).samples,
+            9000,
+        ),
+        Dataset::from_samples(&weighted, 0),
+        Dataset::from_samples(
+            &vec![Sample::new(vec![], vec![], 1.0, None).unwrap(); 3],
+            50,
+        ),
+    ];
+    for (at, set) in sets.iter().enumerate() {
+        let p = Problem::new(set, loss, 0.01, 5, false).unwrap();
+        for max_rows in [usize::MAX, 1000, 64, 1] {
+            let reference = dense(&p, max_rows);
+            let compact = crate::solver::primal::sigma_max_sq_sampled(&p, max_rows);
+            assert_eq!(
+                compact.to_bits(),
+                reference.to_bits(),
+                "set {at}, {max_rows} rows"
+            );
+            // Places found again at each iteration.
+            let again = crate::solver::primal::power_iteration(&p, max_rows, 0);
+            assert_eq!(
+                again.to_bits(),
+                reference.to_bits(),
+                "set {at}, {max_rows} rows"
+            );
+        }
+    }
+}
+
+/// The selection on precomputed keys keeps the set the comparator on `theta` kept (the order it
+/// replaced, written out here): largest magnitude, ties to the lower index, zeros (of either sign)
+/// and NaN never, for every `k`.
+#[test]
+fn top_k_by_magnitude_on_keys_is_the_comparator_selection() {
+    fn by_comparator(candidates: &[u32], k: usize, theta: &[f64]) -> Vec<u32> {
+        let mut kept: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|&j| theta[j as usize] != 0.0 && !theta[j as usize].is_nan())
+            .collect();
+        kept.sort_by(|a, b| {
+            let (ma, mb) = (theta[*a as usize].abs(), theta[*b as usize].abs());
+            mb.partial_cmp(&ma).unwrap().then(a.cmp(b))
+        });
+        kept.truncate(k);
+        kept.sort_unstable();
+        kept
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut keys = Vec::new();
+    for round in 0..200 {
+        let d = 1 + round % 60;
+        // Few distinct magnitudes, so ties are common; some zeros, negative zeros and NaN.
+        let theta: Vec<f64> = (0..d)
+            .map(|_| match rng.gen_range(0..10) {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f64::NAN,
+                m => (m as f64 - 6.0) * 0.25,
+            })
+            .collect();
+        let candidates: Vec<u32> = (0..d as u32).filter(|_| rng.gen_bool(0.7)).collect();
+        for k in 0..=d + 1 {
+            let mut top = candidates.clone();
+            let kept = top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut keys);
+            assert_eq!(
+                top,
+                by_comparator(&candidates, k, &theta),
+                "round {round}, k {k}"
+            );
+            assert_eq!(kept, top.len());
+        }
+    }
 }
