@@ -55,7 +55,7 @@ use super::objective::{
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
-use crate::sparse::{grow_dense, sparse_dot, sparse_sq_norm};
+use crate::sparse::{grow_dense, masked_dot, sparse_dot, sparse_sq_norm};
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum MirrorError {
@@ -281,6 +281,10 @@ pub struct MirrorLearner {
     /// Samples accumulated into `grad` since the last step, and their summed intercept gradient.
     pending: usize,
     pending_intercept_grad: f64,
+    /// Bit `j % 64` of word `j / 64` is set exactly for `j` in `support` (where `w` is nonzero): a
+    /// margin reads a row's weight only where the mask (d/8 bytes, cache resident) says it is nonzero,
+    /// instead of reading `w` (8d bytes) at 40-odd random places per sample ([`masked_dot`]).
+    support_mask: Vec<u64>,
     // Scratch, reused so that steps never allocate once the feature space stops growing.
     grad: Vec<f64>,
     touched_flag: Vec<bool>,
@@ -324,6 +328,7 @@ impl MirrorLearner {
             batch_curvature: None,
             pending: 0,
             pending_intercept_grad: 0.0,
+            support_mask: vec![0; dim.div_ceil(64)],
             grad: vec![0.0; dim],
             touched_flag: vec![false; dim],
             touched: Vec::new(),
@@ -425,6 +430,16 @@ impl MirrorLearner {
                 self.stamp.resize(dim, self.decay_log);
             }
             self.touched_flag.resize(dim, false);
+            self.support_mask.resize(dim.div_ceil(64), 0);
+        }
+    }
+
+    /// Sets (`on`) or clears the mask bits of the current support.
+    fn mark_support(&mut self, on: bool) {
+        for &j in &self.support {
+            let bit = 1u64 << (j % 64);
+            let word = &mut self.support_mask[j as usize / 64];
+            *word = if on { *word | bit } else { *word & !bit };
         }
     }
 
@@ -493,7 +508,8 @@ impl MirrorLearner {
             self.ensure_dim(last as usize + 1);
         }
         self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
-        let margin = sparse_dot(row.indices, row.values, &self.w) + self.intercept;
+        let margin =
+            masked_dot(row.indices, row.values, &self.w, &self.support_mask) + self.intercept;
         let dl = self.loss.sample(row.label, row.weight).derivative(margin);
         for (&j, &v) in row.indices.iter().zip(row.values) {
             self.touch(j);
@@ -587,6 +603,7 @@ impl MirrorLearner {
                 };
             }
         }
+        self.mark_support(false);
         for &j in &self.support {
             self.w[j as usize] = 0.0;
             if !dense {
@@ -601,6 +618,7 @@ impl MirrorLearner {
                 self.support.push(j);
             }
         }
+        self.mark_support(true);
         self.intercept = intercept;
         if dense {
             self.decay_log = decay_after;

@@ -71,6 +71,7 @@ impl Resumable for MirrorLearner {
     fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
         self.w.iter_mut().for_each(|v| *v = 0.0);
         self.theta.iter_mut().for_each(|v| *v = 0.0);
+        self.mark_support(false);
         self.support.clear();
         self.ensure_dim(checkpoint_dim(dim, coordinates));
         let dense = self.config.memory == Memory::Dense;
@@ -90,6 +91,7 @@ impl Resumable for MirrorLearner {
         }
         self.support.sort_unstable();
         self.support.dedup();
+        self.mark_support(true);
         self.steps = steps;
         self.row_sq_max = row_sq_max;
     }

@@ -440,6 +440,36 @@ fn smidas_is_sparse_certified_and_finds_the_truth() {
     assert!(Smidas::new(&p, 0.0, MirrorStep::Auto, 0).is_err());
 }
 
+/// The margin's mask marks exactly the support after every step, as the feature space grows.
+#[test]
+fn the_support_mask_marks_exactly_the_support() {
+    let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
+    let mut learner = MirrorLearner::new(
+        MirrorConfig::new(MirrorMap::Euclidean),
+        loss,
+        0.01,
+        3,
+        true,
+        0,
+    )
+    .unwrap();
+    for (i, sample) in crate::synth::sparse_stream(300, 200, 5, 8, 0.1, false, 3)
+        .samples
+        .iter()
+        .enumerate()
+    {
+        let mut s = sample.clone();
+        s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
+        learner.step_sample(s.row());
+        let marked: Vec<u32> = (0..learner.support_mask.len() as u32 * 64)
+            .filter(|&j| learner.support_mask[j as usize / 64] & (1 << (j % 64)) != 0)
+            .collect();
+        let mut support = learner.support.clone();
+        support.sort_unstable();
+        assert_eq!(marked, support, "after sample {i}");
+    }
+}
+
 #[test]
 fn learner_grows_with_the_feature_space_and_steps_cost_no_more_than_the_candidates() {
     let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
