@@ -166,19 +166,13 @@ impl Model {
 
     /// The raw score `w.x + b` (sparse-sparse merge of two ascending index lists).
     pub fn score(&self, row: Row<'_>) -> f64 {
-        let (mut i, mut j, mut acc) = (0, 0, self.intercept);
-        while i < row.indices.len() && j < self.support.len() {
-            match row.indices[i].cmp(&self.support[j]) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    acc += row.values[i] * self.weights[j];
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        acc
+        crate::sparse::merge_dot(
+            self.intercept,
+            row.indices,
+            row.values,
+            &self.support,
+            &self.weights,
+        )
     }
 
     /// The prediction: the score for squared loss, the class (`-1` or `+1`) for classification losses.

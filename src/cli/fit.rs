@@ -418,7 +418,6 @@ pub fn holdout_split(samples: &[Sample], fraction: f64, seed: u64) -> Option<Spl
     Some((train, held, order))
 }
 
-/// The weighted mean loss of `model` on `data` (`NON_FINITE_LOSS` if it is not finite).
 /// Whether `--lambda auto` ranks the grid by held-out misclassification rather than by loss: for the
 /// hinge losses (hinge, and Huber, its smoothed form), whose value counts margin violations, not
 /// errors, and is no proper scoring rule. On trump_tweets the hinge grid's held-out losses at 1e-3 and
@@ -431,28 +430,26 @@ pub fn ranks_by_errors(kind: LossKind) -> bool {
 /// The weighted share of `data` that `model` misclassifies (score sign against label sign, a zero
 /// score counting as positive, as `thresher predict` does).
 pub fn holdout_error(model: &Model, data: &Dataset) -> f64 {
-    let (mut wrong, mut weight) = (0.0, 0.0);
-    for i in 0..data.len() {
-        let row = data.row(i);
-        let score = model.score(row);
-        if (score >= 0.0) != (row.label > 0.0) {
-            wrong += row.weight;
+    weighted_mean(model, data, |label, score| {
+        if (score >= 0.0) != (label > 0.0) {
+            1.0
+        } else {
+            0.0
         }
-        weight += row.weight;
-    }
-    let share = wrong / weight;
-    if share.is_finite() {
-        share
-    } else {
-        NON_FINITE_LOSS
-    }
+    })
 }
 
+/// The weighted mean loss of `model` on `data` (`NON_FINITE_LOSS` if it is not finite).
 pub fn holdout_loss(loss: &Loss, model: &Model, data: &Dataset) -> f64 {
+    weighted_mean(model, data, |label, score| loss.value(score, label))
+}
+
+/// The weighted mean of `per_row(label, score)` over `data` ([`NON_FINITE_LOSS`] when not finite).
+fn weighted_mean(model: &Model, data: &Dataset, per_row: impl Fn(f64, f64) -> f64) -> f64 {
     let (mut sum, mut weight) = (0.0, 0.0);
     for i in 0..data.len() {
         let row = data.row(i);
-        sum += row.weight * loss.value(model.score(row), row.label);
+        sum += row.weight * per_row(row.label, model.score(row));
         weight += row.weight;
     }
     let mean = sum / weight;

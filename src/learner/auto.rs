@@ -61,6 +61,7 @@ use super::{SolverGauges, StreamingLearner};
 use crate::config::{AutoLambda, Criterion, LearnerConfig};
 use crate::model::LambdaAuto;
 use crate::sample::{Row, Sample, SampleBlock};
+use crate::sparse::merge_dot;
 
 /// A loss that is not finite counts as this (worse than any real loss, and finite in the checkpoint).
 pub const NON_FINITE_LOSS: f64 = 1e300;
@@ -267,17 +268,18 @@ impl Holdout {
         }
     }
 
-    /// The mean loss of `model` over the ring.
+    /// The mean loss of `model` (its support ascending, as every learner keeps it) over the ring.
     fn loss_of(&self, config: &LearnerConfig, model: &crate::solver::driver::SparseModel) -> f64 {
         let mut sum = 0.0;
         for sample in &self.ring {
             let r = sample.row();
-            let mut margin = model.intercept;
-            for (&j, &w) in model.support.iter().zip(&model.weights) {
-                if let Ok(at) = r.indices.binary_search(&j) {
-                    margin += w * r.values[at];
-                }
-            }
+            let margin = merge_dot(
+                model.intercept,
+                r.indices,
+                r.values,
+                &model.support,
+                &model.weights,
+            );
             sum += config.loss.sample(r.label, r.weight).value(margin);
         }
         sum / self.ring.len().max(1) as f64
@@ -512,19 +514,21 @@ impl StreamingLearner for AutoLambdaLearner {
     }
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
-        let learned: Vec<&SampleBlock> = match &mut self.holdout {
+        let held_back;
+        let learned: &[&SampleBlock] = match &mut self.holdout {
             Some(h) => {
                 h.split(batches);
-                vec![&h.learned]
+                held_back = [&h.learned];
+                &held_back
             }
-            None => batches.to_vec(),
+            None => batches,
         };
         if let Some(served) = &mut self.served {
             served.insert_batches(batches);
         }
         for (member, delta) in self.members.iter_mut().zip(&mut self.deltas) {
             let before = member.stats();
-            member.insert_batches(&learned);
+            member.insert_batches(learned);
             let after = member.stats();
             *delta = (
                 after.progressive_loss_sum - before.progressive_loss_sum,

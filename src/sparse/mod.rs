@@ -100,6 +100,32 @@ pub fn sparse_dot(indices: &[u32], values: &[f64], w: &[f64]) -> f64 {
     acc
 }
 
+/// `start + x . w` for a sparse row `x` and a sparse `w` (`support` with `weights` parallel to it), both
+/// with ascending indices: a merge walk, O(nnz + k), reading neither side at random. The terms are
+/// added to `start` in index order.
+#[inline]
+pub fn merge_dot(
+    start: f64,
+    indices: &[u32],
+    values: &[f64],
+    support: &[u32],
+    weights: &[f64],
+) -> f64 {
+    let (mut i, mut j, mut acc) = (0, 0, start);
+    while i < indices.len() && j < support.len() {
+        match indices[i].cmp(&support[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                acc += values[i] * weights[j];
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    acc
+}
+
 /// `w . x` for a sparse row `x` and a `w` that is zero outside the bits set in `mask` (bit `j % 64` of
 /// word `j / 64`; `mask` must cover every index of the row): the same sum as [`sparse_dot`], bit for
 /// bit, with `w` read only where its bit is set, so the 8d-byte `w` is only read on the support and
