@@ -95,10 +95,38 @@ pub fn top_k_by_magnitude(
     keys: &mut Vec<(std::cmp::Reverse<u64>, u32)>,
 ) -> usize {
     keys.clear();
-    keys.extend(candidates.iter().filter_map(|&j| {
-        let t = theta_of(j);
-        (t != 0.0 && !t.is_nan()).then_some((std::cmp::Reverse(t.abs().to_bits()), j))
-    }));
+    keys.extend(
+        candidates
+            .iter()
+            .filter_map(|&j| magnitude_key(j, theta_of(j))),
+    );
+    keep_top_k(keys, k, candidates)
+}
+
+/// [`top_k_by_magnitude`] over `(index, theta)` pairs, for a caller that holds the values beside the
+/// indices: the kept indices go to `out` (cleared first), ascending.
+pub fn top_k_of_pairs(
+    pairs: impl Iterator<Item = (u32, f64)>,
+    k: usize,
+    keys: &mut Vec<(std::cmp::Reverse<u64>, u32)>,
+    out: &mut Vec<u32>,
+) -> usize {
+    keys.clear();
+    keys.extend(pairs.filter_map(|(j, t)| magnitude_key(j, t)));
+    keep_top_k(keys, k, out)
+}
+
+/// A candidate's sort key (none for an exact zero or a NaN).
+fn magnitude_key(j: u32, theta: f64) -> Option<(std::cmp::Reverse<u64>, u32)> {
+    (theta != 0.0 && !theta.is_nan()).then_some((std::cmp::Reverse(theta.abs().to_bits()), j))
+}
+
+/// Leaves the indices of the `k` smallest `keys` in `out`, ascending.
+fn keep_top_k(
+    keys: &mut Vec<(std::cmp::Reverse<u64>, u32)>,
+    k: usize,
+    out: &mut Vec<u32>,
+) -> usize {
     // Largest magnitude first, then the lower index: a total order, so the kept set is unique.
     if keys.len() > k {
         if k == 0 {
@@ -108,8 +136,8 @@ pub fn top_k_by_magnitude(
             keys.truncate(k);
         }
     }
-    candidates.clear();
-    candidates.extend(keys.iter().map(|&(_, j)| j));
-    candidates.sort_unstable();
-    candidates.len()
+    out.clear();
+    out.extend(keys.iter().map(|&(_, j)| j));
+    out.sort_unstable();
+    out.len()
 }
