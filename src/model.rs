@@ -80,6 +80,15 @@ pub struct LambdaAuto {
     /// them (empty for `fit`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub progressive: Vec<f64>,
+    /// Criterion `"holdout"`: the held-out samples `losses` were measured on: `fit`'s held-out part, or
+    /// the daemon's held-out ring at this certificate (at most a fifth of the window; the members are
+    /// scored once it holds 50).
+    #[serde(default)]
+    pub held_out: u64,
+    /// The daemon, criterion `"holdout"`: held-out samples dropped from its full ring (the oldest
+    /// first) since it started; 0 for `fit`.
+    #[serde(default)]
+    pub held_out_dropped: u64,
 }
 
 #[derive(Debug, Error)]

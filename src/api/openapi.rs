@@ -97,6 +97,36 @@ pub struct ModelSnapshotDoc {
     scope: Option<String>,
     /// With `scope = "global"`: the cut.
     cluster: Option<ClusterCutDoc>,
+    /// With `lambda = "auto"`: the grid, the lambda served, and how the members rank.
+    lambda_auto: Option<LambdaAutoDoc>,
+}
+
+/// The record of an automatic lambda (`lambda = "auto"`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct LambdaAutoDoc {
+    /// The lambdas tried, largest first.
+    grid: Vec<f64>,
+    /// Index in `grid` of the lambda served (the model's `lambda`).
+    #[schema(minimum = 0)]
+    live: u64,
+    /// Times the served member changed.
+    #[schema(minimum = 0)]
+    switches: u64,
+    /// Each member's loss by `criterion`, parallel to `grid`.
+    losses: Vec<f64>,
+    /// `"holdout"`: mean loss of each member's current model on held-out samples; `"progressive"`:
+    /// each member's exponentially weighted progressive-validation loss.
+    #[schema(pattern = "^(holdout|holdout_error|progressive)$")]
+    criterion: String,
+    /// Each member's exponentially weighted progressive-validation loss, parallel to `grid`.
+    progressive: Option<Vec<f64>>,
+    /// Criterion `holdout`: held-out samples in the ring at this certificate.
+    #[schema(minimum = 0)]
+    held_out: u64,
+    /// Criterion `holdout`: held-out samples dropped from the full ring, oldest first.
+    #[schema(minimum = 0)]
+    held_out_dropped: u64,
 }
 
 /// The cut a global model was certified on.

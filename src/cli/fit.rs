@@ -388,6 +388,8 @@ impl Fit<'_> {
                 "holdout".into()
             },
             progressive: Vec::new(),
+            held_out: held.len() as u64,
+            held_out_dropped: 0,
         };
         Ok((record, start))
     }

@@ -237,6 +237,8 @@ struct Holdout {
     capacity: usize,
     /// Samples that arrived (which of them is held out is decided by this count).
     arrived: u64,
+    /// Held-out samples dropped from the full ring (the oldest first).
+    dropped: u64,
     /// Reused: the samples of an insert the members learn.
     learned: SampleBlock,
 }
@@ -247,6 +249,7 @@ impl Holdout {
             ring: VecDeque::new(),
             capacity: (window_capacity / HOLDOUT_EVERY as usize).max(1),
             arrived: 0,
+            dropped: 0,
             learned: SampleBlock::new(),
         }
     }
@@ -260,6 +263,7 @@ impl Holdout {
             if self.arrived.is_multiple_of(HOLDOUT_EVERY) {
                 if self.ring.len() == self.capacity {
                     self.ring.pop_front();
+                    self.dropped += 1;
                 }
                 self.ring.push_back(sample.to_sample());
             } else {
@@ -476,6 +480,8 @@ impl AutoLambdaLearner {
             losses,
             criterion: self.selector.criterion.name().into(),
             progressive,
+            held_out: self.held_out() as u64,
+            held_out_dropped: self.holdout.as_ref().map_or(0, |h| h.dropped),
         }
     }
 }
@@ -871,6 +877,9 @@ mod tests {
             l.certify();
         }
         assert_eq!(l.held_out(), 200);
+        // 600 held out, the ring holds a fifth of the window: the oldest 400 dropped, and recorded.
+        let record = l.record();
+        assert_eq!((record.held_out, record.held_out_dropped), (200, 400));
         assert_eq!(l.window().len(), 1000);
         let state = l.state();
         let before = l.certify();

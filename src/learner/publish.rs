@@ -340,14 +340,17 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         .set(capacity as f64);
     set_solver_gauges(metrics, &cell.name, gauges);
     if let Some(a) = &next.model.lambda_auto {
-        let before = previous
-            .as_ref()
-            .and_then(|p| p.model.lambda_auto.as_ref())
-            .map_or(0, |p| p.switches);
+        let before = previous.as_ref().and_then(|p| p.model.lambda_auto.as_ref());
         metrics
             .lambda_switches
             .with_label_values(&l)
-            .inc_by(a.switches.saturating_sub(before));
+            .inc_by(a.switches.saturating_sub(before.map_or(0, |p| p.switches)));
+        if a.criterion == "holdout" {
+            metrics.lambda_holdout_dropped.with_label_values(&l).inc_by(
+                a.held_out_dropped
+                    .saturating_sub(before.map_or(0, |p| p.held_out_dropped)),
+            );
+        }
     }
     let point = HistoryPoint::of(&next, churn, capacity, metrics);
     cell.set(next);
@@ -424,6 +427,12 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
                     .with_label_values(&labels)
                     .set(a.losses[i]);
             }
+        }
+        if a.criterion == "holdout" {
+            metrics
+                .lambda_holdout_samples
+                .with_label_values(&l)
+                .set(a.held_out as f64);
         }
     }
 }

@@ -20,6 +20,8 @@
 //! | `thresher_lambda_progressive_loss` | gauge | learner, lambda | `lambda = "auto"`: each grid member's exponentially weighted progressive loss |
 //! | `thresher_lambda_holdout_loss` | gauge | learner, lambda | `lambda = "auto"` with `lambda_criterion = "holdout"`: each grid member's mean loss on the held-out samples at the latest certificate |
 //! | `thresher_lambda_switches_total` | counter | learner | `lambda = "auto"`: changes of the served grid member |
+//! | `thresher_lambda_holdout_samples` | gauge | learner | `lambda = "auto"`, criterion `holdout`: held-out samples in the ring (at most a fifth of the window) |
+//! | `thresher_lambda_holdout_dropped_total` | counter | learner | `lambda = "auto"`, criterion `holdout`: held-out samples dropped from the full ring, oldest first |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
@@ -72,6 +74,8 @@ pub struct Metrics {
     pub lambda_progressive_loss: GaugeVec,
     pub lambda_holdout_loss: GaugeVec,
     pub lambda_switches: IntCounterVec,
+    pub lambda_holdout_samples: GaugeVec,
+    pub lambda_holdout_dropped: IntCounterVec,
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
     pub queue_batches: IntGauge,
@@ -246,6 +250,16 @@ impl Metrics {
             lambda_switches: counter(
                 "thresher_lambda_switches_total",
                 "lambda = auto: changes of the served grid member",
+                l,
+            ),
+            lambda_holdout_samples: gauge(
+                "thresher_lambda_holdout_samples",
+                "lambda = auto, criterion holdout: held-out samples in the ring",
+                l,
+            ),
+            lambda_holdout_dropped: counter(
+                "thresher_lambda_holdout_dropped_total",
+                "lambda = auto, criterion holdout: held-out samples dropped from the full ring, oldest first",
                 l,
             ),
             ingested: counter(
@@ -472,6 +486,10 @@ impl Metrics {
     pub fn register_lambda_grid(&self, name: &str, grid: &[f64], holdout: bool) {
         self.lambda_live.with_label_values(&[name]);
         self.lambda_switches.with_label_values(&[name]);
+        if holdout {
+            self.lambda_holdout_samples.with_label_values(&[name]);
+            self.lambda_holdout_dropped.with_label_values(&[name]);
+        }
         for &lambda in grid {
             self.lambda_progressive_loss
                 .with_label_values(&[name, &lambda_label(lambda)]);
@@ -532,6 +550,8 @@ mod tests {
             "thresher_screened_features{learner=\"primary\"} 0",
             "thresher_lambda_live{learner=\"primary\"} 0",
             "thresher_lambda_switches_total{learner=\"primary\"} 0",
+            "thresher_lambda_holdout_samples{learner=\"primary\"} 0",
+            "thresher_lambda_holdout_dropped_total{learner=\"primary\"} 0",
             "thresher_lambda_progressive_loss{lambda=\"1e-1\",learner=\"primary\"} 0",
             "thresher_lambda_holdout_loss{lambda=\"1e-5\",learner=\"primary\"} 0",
             "thresher_lambda_progressive_loss{lambda=\"1e-5\",learner=\"primary\"} 0",

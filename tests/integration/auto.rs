@@ -67,6 +67,17 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
         assert!(served > 0.0 && served.is_finite(), "{metric} = {served}");
     }
     assert!(d.metric("thresher_lambda_switches_total{learner=\"primary\"}") >= 1.0);
+    // One sample in 5 held out (800), in a ring of a fifth of the 2000-sample window: the oldest 400
+    // dropped, and counted.
+    assert_eq!(
+        (auto["held_out"].as_u64(), auto["held_out_dropped"].as_u64()),
+        (Some(400), Some(400))
+    );
+    d.wait_for("the held-out ring's metrics", |d| {
+        let ring = d.metric("thresher_lambda_holdout_samples{learner=\"primary\"}");
+        let dropped = d.metric("thresher_lambda_holdout_dropped_total{learner=\"primary\"}");
+        (ring == 400.0 && dropped == 400.0).then_some(())
+    });
     let before = d.wait_until_settled();
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");

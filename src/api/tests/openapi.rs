@@ -3,6 +3,7 @@
 //! handler (not the 404 fallback).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
@@ -211,4 +212,66 @@ async fn the_document_matches_the_server_on_empty_bodies_null_fields_and_model_e
     let (_, models) = api.json(get("/v1/models")).await;
     assert_eq!(models["models"][0]["learner"], "primary");
     assert_eq!(models["models"][1]["version"], 0);
+}
+
+/// Every field the server writes in a model, an automatic lambda's record and a cluster cut included,
+/// is a property of its schema in the document (a field added to `Model` must be documented).
+#[tokio::test]
+async fn every_field_of_a_served_model_is_in_its_schema() {
+    let doc = document().await;
+    let mut snapshot = super::snapshot("primary", 3);
+    snapshot.model.lambda_auto = Some(crate::model::LambdaAuto {
+        grid: vec![1e-2, 1e-3],
+        live: 1,
+        switches: 2,
+        losses: vec![0.4, 0.3],
+        criterion: "holdout".into(),
+        progressive: vec![0.5, 0.4],
+        held_out: 120,
+        held_out_dropped: 7,
+    });
+    snapshot.model.cluster = Some(crate::model::ClusterCut {
+        cut: 1,
+        proposer: "n1".into(),
+        nodes: vec!["n1".into()],
+        samples: vec![10],
+    });
+    let api = super::api(
+        vec![Arc::new(super::ModelCell::new("primary", Some(snapshot)))],
+        8,
+        1000,
+    );
+    let (status, model) = api.json(get("/v1/models/primary")).await;
+    assert_eq!(status, StatusCode::OK);
+    let schemas = &doc["components"]["schemas"];
+    let resolve = |schema: &Value| -> Value {
+        // An optional object is `oneOf [null, $ref]` (or a bare `$ref`).
+        let mut found = schema.clone();
+        for alternative in schema["oneOf"].as_array().into_iter().flatten() {
+            if alternative.get("$ref").is_some() {
+                found = alternative.clone();
+            }
+        }
+        match found["$ref"].as_str() {
+            Some(r) => schemas[r.trim_start_matches("#/components/schemas/")].clone(),
+            None => found,
+        }
+    };
+    let check = |body: &Value, schema: &Value, what: &str| {
+        let properties = schema["properties"].as_object().expect(what);
+        for key in body.as_object().expect(what).keys() {
+            assert!(
+                properties.contains_key(key),
+                "{what}.{key} is not documented"
+            );
+        }
+    };
+    let snapshot_schema = &schemas["ModelSnapshot"];
+    check(&model, snapshot_schema, "ModelSnapshot");
+    for nested in ["lambda_auto", "cluster", "certificate"] {
+        assert!(model[nested].is_object(), "{nested}: {model}");
+        let schema = resolve(&snapshot_schema["properties"][nested]);
+        check(&model[nested], &schema, nested);
+    }
+    assert_eq!(model["lambda_auto"]["held_out_dropped"], 7);
 }
