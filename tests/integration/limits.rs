@@ -35,27 +35,49 @@ fn samples_seen(d: &Daemon) -> Option<u64> {
 /// A regression test: the 14-byte request `1 16777215:1` took the daemon from 6 MB to ~800 MB
 /// resident, because every dense per-feature vector (z, w, the certificate's w~) was written over
 /// its whole length, the largest index seen. Now the room is lazily zeroed and stays unbacked.
+/// And a second one: the mirror learner's decay stamps were filled over the new room (+150 MB for one
+/// mirror learner, +900 MB for a `lambda = "auto"` mirror learner's grid); they are lazily zeroed too.
 #[test]
 fn a_large_feature_index_costs_little_resident_memory() {
-    let d = Daemon::start(&[]);
-    let before = d.rss_kib();
-    let (status, body, _) = d.post("/v1/samples", "text/plain", "1 16777215:1");
-    assert_eq!(status, 202, "{body}");
-    d.wait_for("the sample learned", |d| {
-        samples_seen(d).filter(|&n| n == 1)
-    });
-    let m = d.wait_until_settled();
-    assert_eq!(m["support"], serde_json::json!([16777215]), "{m}");
-    assert_eq!(
-        d.post("/v1/predict", "text/plain", "16777215:1").0,
-        200,
-        "predict at the largest index"
-    );
-    let grown = d.rss_kib().saturating_sub(before);
-    assert!(
-        grown < 50 * 1024,
-        "resident memory grew by {grown} KiB (before {before} KiB)"
-    );
+    let learners = [
+        "",
+        "k = 2\nsolver = \"mirror\"",
+        "k = 2\nsolver = \"mirror\"\nloss = \"logistic\"\nlambda = \"auto\"",
+        "k = 2\nsolver = \"smidas\"\nl1 = 0.001",
+    ];
+    for learner in learners {
+        let dir = tempfile::tempdir().unwrap();
+        let (config, data_dir) = (
+            test_config(dir.path(), learner, ""),
+            dir.path().join("data"),
+        );
+        let args: Vec<&str> = if learner.is_empty() {
+            Vec::new() // the embedded defaults
+        } else {
+            serve_args(&config, &data_dir).to_vec()
+        };
+        let d = Daemon::start(&args);
+        let before = d.rss_kib();
+        let (status, body, _) = d.post("/v1/samples", "text/plain", "1 16777215:1");
+        assert_eq!(status, 202, "{learner}: {body}");
+        d.wait_for("the sample learned", |d| {
+            samples_seen(d).filter(|&n| n == 1)
+        });
+        let m = d.wait_until_settled();
+        if learner.is_empty() {
+            assert_eq!(m["support"], serde_json::json!([16777215]), "{m}");
+        }
+        assert_eq!(
+            d.post("/v1/predict", "text/plain", "16777215:1").0,
+            200,
+            "{learner}: predict at the largest index"
+        );
+        let grown = d.rss_kib().saturating_sub(before);
+        assert!(
+            grown < 50 * 1024,
+            "{learner}: resident memory grew by {grown} KiB (before {before} KiB)"
+        );
+    }
 }
 
 /// A regression test: `1e300 1:1e300` was accepted; from then on the certificate and the progressive

@@ -271,6 +271,8 @@ pub struct MirrorLearner {
     /// ([`Memory::Dense`]).
     theta: Vec<f64>,
     /// [`Memory::Dense`]: `decay_log` when `theta[j]` was last brought up to date (empty otherwise).
+    /// Meaningful only where `theta[j] != 0`: every write of a nonzero `theta[j]` writes its stamp, so
+    /// new room is left zero and unwritten ([`grow_dense`]) like `w` and `theta`.
     stamp: Vec<f64>,
     /// [`Memory::Dense`]: `sum_s ln(1 - eta_s s_psi lambda)` over the steps taken: the ridge's shrink of
     /// an off-support coordinate between two touches is `exp(decay_log - stamp[j])`.
@@ -431,7 +433,9 @@ impl MirrorLearner {
             grow_dense(&mut self.w, dim);
             grow_dense(&mut self.theta, dim);
             if self.config.memory == Memory::Dense {
-                self.stamp.resize(dim, self.decay_log);
+                // Not `resize(dim, decay_log)`: writing the new room made one sample with a large
+                // feature index (`1 16777215:1`) cost 134 MB of resident stamps per learner.
+                grow_dense(&mut self.stamp, dim);
             }
             self.support_mask.resize(dim.div_ceil(64), 0);
         }

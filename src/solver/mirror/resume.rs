@@ -5,6 +5,7 @@
 //! `crate::solver::smidas`.
 
 use super::{Memory, MirrorLearner};
+use crate::sparse::zero_dense;
 
 /// The dimension a learner resumed from `coordinates` (`(j, w_j, theta_j)`) is sized for: `dim`, or one
 /// past the largest index the checkpoint names if that is larger (entries later skipped as zero or
@@ -69,19 +70,18 @@ impl Resumable for MirrorLearner {
     /// Restores both `w` and `theta` (with [`Memory::Dense`] also the off-support `theta`, bit for
     /// bit as exported: a dense learner resumes up to the rounding of its lazy ridge shrink).
     fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        self.w.iter_mut().for_each(|v| *v = 0.0);
-        self.theta.iter_mut().for_each(|v| *v = 0.0);
+        // Only the entries that are not zero are written: untouched room stays unbacked (`zero_dense`).
+        zero_dense(&mut self.w);
+        zero_dense(&mut self.theta);
         self.mark_support(false);
         self.support.clear();
         self.ensure_dim(checkpoint_dim(dim, coordinates));
         let dense = self.config.memory == Memory::Dense;
-        if dense {
-            let now = self.decay_log;
-            self.stamp.iter_mut().for_each(|s| *s = now);
-        }
         for &(j, w, theta) in coordinates {
             if dense && w == 0.0 && theta != 0.0 && theta.is_finite() {
                 self.theta[j as usize] = theta;
+                // A restored value is up to date now (only a nonzero `theta_j` reads its stamp).
+                self.stamp[j as usize] = self.decay_log;
             }
             if w != 0.0 && w.is_finite() && theta.is_finite() {
                 self.w[j as usize] = w;
