@@ -246,6 +246,26 @@ mod tests {
         assert!(Model::from_json("{}").is_err());
     }
 
+    /// A regression test: without serde_json's `float_roundtrip`, `7.771561172376097e-16` (a cluster
+    /// cut's gap) read back one unit in the last place higher, so a node served the same cut twice
+    /// with two certificates. Every number of a model now reads back bit for bit.
+    #[test]
+    fn every_number_reads_back_bit_for_bit() {
+        let mut m = model();
+        m.weights = vec![7.771561172376097e-16, -0.5736690596732982];
+        m.certificate = Certificate::new(0.573669059673299, 0.5736690596732982, 1400);
+        m.certificate.gap = 7.771561172376097e-16;
+        m.intercept = 0.1 + 0.2;
+        let back = Model::from_json(&serde_json::to_string(&m).unwrap()).unwrap();
+        let bits = |m: &Model| {
+            let c = m.certificate;
+            let mut v: Vec<u64> = m.weights.iter().map(|w| w.to_bits()).collect();
+            v.extend([c.primal, c.dual, c.gap, m.intercept].map(f64::to_bits));
+            v
+        };
+        assert_eq!(bits(&back), bits(&m));
+    }
+
     #[test]
     fn scores_sparse_rows() {
         let m = model();

@@ -8,10 +8,12 @@
 //! way: `"features"`, unknown or duplicate keys, escapes in keys, `null`, exponents, significands
 //! beyond `u64`, more than 22 fraction digits, malformed JSON.
 //!
-//! Numbers are converted the way `serde_json` (without its `float_roundtrip` feature) converts them, so
-//! the two paths agree to the last bit: the digits as an integer `m` (exact while it fits `u64`),
-//! then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is exact), or `m as
-//! f64` for an integer. That is correctly rounded when `m <= 2^53` and within one ulp beyond.
+//! Numbers are correctly rounded, as `serde_json` with its `float_roundtrip` feature (which the crate
+//! enables) rounds them, so the two paths agree to the last bit: the digits as an integer `m` (exact
+//! while it fits `u64`), then `m as f64 / 10^f` for `f` fraction digits (`f <= 22`, so `10^f` is
+//! exact), or `m as f64` for an integer: one rounding while `m <= 2^53`. Beyond (17-digit
+//! significands, as shortest-round-trip printers write), the standard library's parser reads the
+//! number's text.
 //!
 //! The two lists hold nearly all the bytes, so their common items have a faster reader of their own
 //! (`Cursor::plain_indices`, `Cursor::plain_values`): item ends come from bitmasks of `,` and `]`
@@ -158,6 +160,9 @@ pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<Plain
     })?;
     Some(items)
 }
+
+/// `2^53`: every integer up to it is exact as an `f64`.
+const MAX_EXACT_SIGNIFICAND: u64 = 1 << 53;
 
 /// Powers of ten exactly representable as `f64` (the first entries of `serde_json`'s table).
 const EXACT_POWERS_OF_TEN: [f64; 23] = [
@@ -523,6 +528,7 @@ impl<'a> Cursor<'a> {
     /// fraction (IEEE division rounds `-m / p` to exactly `-(m / p)`), `(the value, 1)` otherwise.
     #[inline(always)]
     fn number_parts(&mut self) -> Option<(f64, f64)> {
+        let start = self.at;
         let negative = self.eat(b'-');
         let first = self.peek()?;
         let mut significand = 0;
@@ -541,8 +547,16 @@ impl<'a> Cursor<'a> {
         if matches!(self.peek(), Some(b'e' | b'E')) {
             exponent += self.exponent()?;
         }
-        // serde_json: an integer becomes `u64`/`i64` then `as f64`; otherwise `m as f64` times or over
-        // `10^|e|`. Negation commutes with these roundings, and `-0` is `-0.0` either way.
+        // Up to 2^53 the significand is exact as an `f64`, and so is `10^|e|` (`|e| <= 22`): one IEEE
+        // multiplication or division of exact operands is correctly rounded, as serde_json (with
+        // `float_roundtrip`) rounds. Beyond, `m as f64` would round before the scaling does (two
+        // roundings, up to one ulp off): the standard library's parser rounds once. An integer
+        // becomes `u64` then `as f64` on both paths. Negation commutes with these roundings, and `-0`
+        // is `-0.0` either way.
+        if significand > MAX_EXACT_SIGNIFICAND && (exponent != 0 || fraction_digits != 0) {
+            let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
+            return Some((text.parse().ok()?, 1.0));
+        }
         let power = EXACT_POWERS_OF_TEN.get(exponent.unsigned_abs() as usize)?;
         Some(if exponent >= 0 {
             (with_sign(significand as f64 * power, negative), 1.0)
@@ -1406,7 +1420,7 @@ pub(crate) mod tests {
     }
 
     /// Exactly the `{:?}` floats the load generator writes, including 17-digit ones, small ones in
-    /// exponent form and long-mantissa cases where serde's conversion is not correctly rounded.
+    /// exponent form and long-mantissa cases where converting the significand, then scaling, would round twice.
     #[test]
     fn takes_the_common_shapes() {
         let mut scratch = Scratch::default();
