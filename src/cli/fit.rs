@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, SolverKind};
-use crate::config::log_grid;
+use crate::config::learner::log_grid;
 use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
 use crate::loss::{Loss, LossKind};

@@ -1,21 +1,7 @@
 //! The solver-specific keys of a `[[learner]]` table (`solver = "mirror" | "smidas" | "subset"`), their
-//! defaults ([`SOLVER_KEYS_TOML`]) and their validation into [`SolverOptions`].
-//!
-//! | key | solver | default | range |
-//! | --- | --- | --- | --- |
-//! | `mirror` | mirror | `euclidean` | `euclidean`, `pnorm`, `hypentropy` |
-//! | `beta` | mirror (`hypentropy`) | 1.0 | > 0 |
-//! | `p` | mirror (`pnorm`), smidas | 0 (= `max(2, 2 ln ingest.max_dim)`) | 0 or >= 2 |
-//! | `constraint` | mirror | `none` | `none`, `box:R`, `l1:R` (R > 0) |
-//! | `batch` | mirror | 1 | samples per mirror step, 1 ..= 10^6 |
-//! | `horizon` | mirror, smidas | 0 | steps after which the automatic step has halved; 0 = one pass over the window, at least 10 000 |
-//! | `memory` | mirror | `dense` | `dense` (every coordinate keeps its mirror-space value; the support is re-selected from it), `support` (the thesis's step: only the support's) |
-//! | `l1` | smidas | 0.001 | > 0 |
-//! | `lambda0`, `lambda1` | subset | 1.0, 0.0 | >= 0 (paper units: sum of losses, unit-norm columns) |
-//! | `lambda2` | subset | 0.001 | > 0 |
-//! | `resolve_interval_ms` | subset | 1000 | 0 ..= 3600000 (0 = re-solve whenever the window changed) |
-//! | `xi`, `zeta` | subset | 1e-6, 1e-6 | >= 0 (gap target; gap-change stop) |
-//! | `c` | subset | 4.0 | > 0 (inclusion adds `ceil(c ln p)` features) |
+//! defaults ([`SOLVER_KEYS_TOML`]) and their validation into [`SolverOptions`]. Each key, the solvers
+//! that read it, its default and its range: `config/thresher.toml`, at the end of its `[[learner]]`
+//! table.
 //!
 //! The shared keys keep their meaning where it applies: `k`, `lambda`, `loss`, `tol`, `seed` for every
 //! solver; `blocks` (a step is one pass over one random block of the window) and `step` (`adaptive` = the
@@ -35,13 +21,16 @@
 
 use std::time::Duration;
 
-use super::{ConfigError, LearnerLayer};
+use super::check::{count, duration, int, need, positive, range};
+use super::error::ConfigError;
+use super::raw::LearnerLayer;
 use crate::solver::mirror::{Constraint, Memory, MirrorConfig, MirrorMap, MirrorStep};
 use crate::solver::subset::{Penalty, SubsetParams};
 use crate::solver::StepRule;
 
 /// Defaults of the solver-specific keys (merged into every `[[learner]]` table), and of the keys of
-/// `lambda = "auto"` (`lambda_*`; checked in `config::read_lambda`).
+/// `lambda = "auto"` (`lambda_*`; checked in `config::learner`). `config/thresher.toml` shows the same
+/// defaults in comments (a unit test compares them).
 pub const SOLVER_KEYS_TOML: &str = r#"
 mirror = "euclidean"
 beta = 1.0
@@ -163,11 +152,11 @@ pub fn check_applicable(i: usize, solver: &str, given: &[&str]) -> Result<(), Co
     for key in given {
         if let Some((_, solvers)) = APPLIES_TO.iter().find(|(k, _)| k == key) {
             if !solvers.contains(&solver) {
-                return Err(ConfigError::Range {
-                    key: format!("learner[{i}].{key}"),
-                    value: format!("(set with solver = {solver:?})"),
-                    reason: format!("this key applies to solver {} only", solvers.join(", ")),
-                });
+                return Err(range(
+                    &LearnerLayer::key(i, key),
+                    &format!("(set with solver = {solver:?})"),
+                    &format!("this key applies to solver {} only", solvers.join(", ")),
+                ));
             }
         }
     }
@@ -183,135 +172,138 @@ pub fn read(
     step: StepRule,
     max_dim: usize,
 ) -> Result<SolverOptions, ConfigError> {
-    let key = |k: &str| format!("learner[{i}].{k}");
-    let float = |k: &str, v: &Option<f64>| super::need(v, &key(k));
-    let int = |k: &str, v: &Option<i64>, lo: i64, hi: i64| super::int(v, &key(k), lo, hi);
-    let string = |k: &str, v: &Option<String>| super::need(v, &key(k));
-    let bad = |k: &str, v: String, reason: &str| super::range(&key(k), &v, reason);
-    let positive = |k: &str, v: &Option<f64>| -> Result<f64, ConfigError> {
-        let v = float(k, v)?;
-        if v.is_finite() && v > 0.0 {
-            Ok(v)
-        } else {
-            Err(bad(k, v.to_string(), "must be finite and > 0"))
-        }
-    };
-    let nonneg = |k: &str, v: &Option<f64>| -> Result<f64, ConfigError> {
-        let v = float(k, v)?;
-        if v.is_finite() && v >= 0.0 {
-            Ok(v)
-        } else {
-            Err(bad(k, v.to_string(), "must be finite and >= 0"))
-        }
-    };
-    let p = || -> Result<f64, ConfigError> {
-        let p = float("p", &t.p)?;
-        if p == 0.0 {
-            Ok((2.0 * (max_dim as f64).ln()).max(2.0))
-        } else if p.is_finite() && p >= 2.0 {
-            Ok(p)
-        } else {
-            Err(bad(
-                "p",
-                p.to_string(),
-                "must be 0 (= 2 ln ingest.max_dim) or >= 2",
-            ))
-        }
-    };
     let mirror_step = match step {
         StepRule::Constant(eta) => MirrorStep::Constant(eta),
         _ => MirrorStep::Auto,
     };
-    let horizon = || int("horizon", &t.horizon, 0, i64::MAX).map(|h| h as u64);
     Ok(match solver {
-        "mirror" => {
-            let map = match string("mirror", &t.mirror)?.as_str() {
-                "euclidean" => MirrorMap::Euclidean,
-                "pnorm" => MirrorMap::PNorm { p: p()? },
-                "hypentropy" => MirrorMap::HypEntropy {
-                    beta: positive("beta", &t.beta)?,
-                },
-                other => {
-                    return Err(bad(
-                        "mirror",
-                        other.to_string(),
-                        "expected euclidean, pnorm or hypentropy",
-                    ))
-                }
-            };
-            let text = string("constraint", &t.constraint)?;
-            let constraint: Constraint =
-                text.parse()
-                    .map_err(|e: crate::solver::mirror::MirrorError| {
-                        bad("constraint", text.clone(), &e.to_string())
-                    })?;
-            let memory = match string("memory", &t.memory)?.as_str() {
-                "dense" => Memory::Dense,
-                "support" => Memory::Support,
-                other => {
-                    return Err(bad(
-                        "memory",
-                        other.to_string(),
-                        "expected dense or support",
-                    ))
-                }
-            };
-            let config = MirrorConfig {
-                constraint,
-                step: mirror_step,
-                batch: int("batch", &t.batch, 1, 1_000_000)? as usize,
-                horizon: horizon()?,
-                memory,
-                ..MirrorConfig::new(map)
-            };
-            config
-                .validate()
-                .map_err(|e| bad("mirror", format!("{map:?}"), &e.to_string()))?;
-            SolverOptions::Mirror(config)
-        }
+        "mirror" => SolverOptions::Mirror(read_mirror(t, i, mirror_step, max_dim)?),
         "smidas" => SolverOptions::Smidas {
-            l1: positive("l1", &t.l1)?,
-            p: p()?,
+            l1: positive(&t.l1, &LearnerLayer::key(i, "l1"))?,
+            p: read_p(t, i, max_dim)?,
             step: mirror_step,
-            horizon: horizon()?,
+            horizon: read_horizon(t, i)?,
         },
-        "subset" => {
-            let lambda0 = nonneg("lambda0", &t.lambda0)?;
-            let lambda1 = nonneg("lambda1", &t.lambda1)?;
-            let lambda2 = positive("lambda2", &t.lambda2)?;
-            let penalty = Penalty::new(lambda0, lambda1, lambda2)
-                .map_err(|e| bad("lambda2", lambda2.to_string(), &e.to_string()))?;
-            let params = SubsetParams {
-                xi: nonneg("xi", &t.xi)?,
-                zeta: nonneg("zeta", &t.zeta)?,
-                c: positive("c", &t.c)?,
-                ..SubsetParams::new(penalty)
-            };
-            SolverOptions::Subset {
-                params,
-                resolve_interval: Duration::from_millis(int(
-                    "resolve_interval_ms",
-                    &t.resolve_interval_ms,
-                    0,
-                    3_600_000,
-                )? as u64),
-            }
-        }
+        "subset" => read_subset(t, i)?,
         _ => SolverOptions::Sdiht,
     })
+}
+
+/// `mirror`, `beta`, `p`, `constraint`, `memory`, `batch`, `horizon`.
+fn read_mirror(
+    t: &LearnerLayer,
+    i: usize,
+    step: MirrorStep,
+    max_dim: usize,
+) -> Result<MirrorConfig, ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    let map = match need(&t.mirror, &key("mirror"))?.as_str() {
+        "euclidean" => MirrorMap::Euclidean,
+        "pnorm" => MirrorMap::PNorm {
+            p: read_p(t, i, max_dim)?,
+        },
+        "hypentropy" => MirrorMap::HypEntropy {
+            beta: positive(&t.beta, &key("beta"))?,
+        },
+        other => {
+            return Err(range(
+                &key("mirror"),
+                other,
+                "expected euclidean, pnorm or hypentropy",
+            ))
+        }
+    };
+    let text = need(&t.constraint, &key("constraint"))?;
+    let constraint: Constraint =
+        text.parse()
+            .map_err(|e: crate::solver::mirror::MirrorError| {
+                range(&key("constraint"), &text, &e.to_string())
+            })?;
+    let memory = match need(&t.memory, &key("memory"))?.as_str() {
+        "dense" => Memory::Dense,
+        "support" => Memory::Support,
+        other => return Err(range(&key("memory"), other, "expected dense or support")),
+    };
+    let config = MirrorConfig {
+        constraint,
+        step,
+        batch: count(&t.batch, &key("batch"), 1, 1_000_000)?,
+        horizon: read_horizon(t, i)?,
+        memory,
+        ..MirrorConfig::new(map)
+    };
+    config
+        .validate()
+        .map_err(|e| range(&key("mirror"), &format!("{map:?}"), &e.to_string()))?;
+    Ok(config)
+}
+
+/// `lambda0`, `lambda1`, `lambda2`, `xi`, `zeta`, `c`, `resolve_interval_ms`.
+fn read_subset(t: &LearnerLayer, i: usize) -> Result<SolverOptions, ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    let lambda0 = nonneg(&t.lambda0, &key("lambda0"))?;
+    let lambda1 = nonneg(&t.lambda1, &key("lambda1"))?;
+    let lambda2 = positive(&t.lambda2, &key("lambda2"))?;
+    let penalty = Penalty::new(lambda0, lambda1, lambda2)
+        .map_err(|e| range(&key("lambda2"), &lambda2.to_string(), &e.to_string()))?;
+    let params = SubsetParams {
+        xi: nonneg(&t.xi, &key("xi"))?,
+        zeta: nonneg(&t.zeta, &key("zeta"))?,
+        c: positive(&t.c, &key("c"))?,
+        ..SubsetParams::new(penalty)
+    };
+    Ok(SolverOptions::Subset {
+        params,
+        resolve_interval: duration(
+            &t.resolve_interval_ms,
+            &key("resolve_interval_ms"),
+            (0, 3_600_000),
+            Duration::from_millis,
+        )?,
+    })
+}
+
+/// `p`, the p-norm link's exponent: 0 resolves to `max(2, 2 ln max_dim)`.
+fn read_p(t: &LearnerLayer, i: usize, max_dim: usize) -> Result<f64, ConfigError> {
+    let key = LearnerLayer::key(i, "p");
+    let p = need(&t.p, &key)?;
+    if p == 0.0 {
+        Ok((2.0 * (max_dim as f64).ln()).max(2.0))
+    } else if p.is_finite() && p >= 2.0 {
+        Ok(p)
+    } else {
+        Err(range(
+            &key,
+            &p.to_string(),
+            "must be 0 (= 2 ln ingest.max_dim) or >= 2",
+        ))
+    }
+}
+
+/// `horizon`, steps.
+fn read_horizon(t: &LearnerLayer, i: usize) -> Result<u64, ConfigError> {
+    Ok(int(&t.horizon, &LearnerLayer::key(i, "horizon"), 0, i64::MAX)? as u64)
+}
+
+/// A finite number, zero or above.
+fn nonneg(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
+    let v = need(value, key)?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(range(key, &v.to_string(), "must be finite and >= 0"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::tests::load_text;
     use crate::config::{Config, Overrides, StreamSolverKind};
     use crate::loss::LossKind;
 
     fn load(text: &str) -> Result<Config, ConfigError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.toml");
-        std::fs::write(&path, text).unwrap();
-        Config::load(Some(&path), Vec::new(), &Overrides::default())
+        load_text(text, &[])
     }
 
     #[test]

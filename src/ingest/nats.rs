@@ -37,6 +37,7 @@ use thiserror::Error;
 
 use super::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use super::{is_skippable, Admission, Source};
+use crate::config::NatsConfig;
 use crate::metrics::{nats_outcome, reason, Metrics};
 
 /// Messages asked for per fetch at most (fewer when the ledger has less room).
@@ -49,27 +50,6 @@ const ACK_TICK: Duration = Duration::from_millis(50);
 const RETRY: Duration = Duration::from_millis(500);
 /// How long admission waits between checks for shutdown while the ingest queue is full.
 const ADMIT_POLL: Duration = Duration::from_millis(20);
-
-/// The NATS JetStream source's settings (the `[nats]` table, validated by `config`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NatsConfig {
-    /// Server addresses, tried in turn (the client reconnects to any of them).
-    pub servers: Vec<String>,
-    pub stream: String,
-    pub subject: String,
-    pub consumer: String,
-    pub node: String,
-    pub credentials_file: Option<PathBuf>,
-    pub replicas: usize,
-    pub duplicate_window: Duration,
-    pub ack_wait: Duration,
-    pub ack_interval: Duration,
-    pub max_pending_batches: usize,
-    /// How long a node stays listed after its last announcement (`crate::cluster`).
-    pub member_ttl: Duration,
-    /// SDIHT learners learn one exact model across the nodes (`crate::cluster::global`).
-    pub global_model: bool,
-}
 
 /// Why the NATS source could not start or set up its stream.
 #[derive(Debug, Error)]

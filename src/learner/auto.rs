@@ -598,7 +598,7 @@ impl StreamingLearner for AutoLambdaLearner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{log_grid, Config};
+    use crate::config::{learner::log_grid, Config};
     use crate::loss::{Loss, LossKind};
     use crate::sample::SampleSet;
     use crate::synth::sparse_stream;

@@ -1,0 +1,624 @@
+//! The `[[learner]]` tables: the types a streaming learner is configured by ([`LearnerConfig`],
+//! [`StreamSolverKind`], [`AutoLambda`], [`Criterion`], [`log_grid`]) and their readers. Each table is
+//! the default learner (`config/thresher.toml`'s `[[learner]]` and the solver-specific defaults of
+//! [`super::solvers`]) overlaid with the keys it sets, checked into a [`LearnerConfig`]; a key of a
+//! solver the learner does not run is an error naming it.
+
+use super::check::{count, int, is_name, need, positive, range};
+use super::error::ConfigError;
+use super::raw::{LambdaValue, LearnerLayer, RawConfig};
+use super::solvers::{self, SolverOptions};
+use crate::loss::{Loss, LossKind};
+use crate::solver::StepRule;
+
+/// Which streaming solver a learner runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamSolverKind {
+    /// Stochastic DIHT over the window (`blocks = 1` is DIHT).
+    Sdiht,
+    /// Stochastic sparse mirror descent (options in [`LearnerConfig::options`]).
+    Mirror,
+    /// SMIDAS, the l1 prior art (not k-sparse).
+    Smidas,
+    /// Best subset (l0 + l1 + l2), re-solved on the window every `resolve_interval_ms`.
+    Subset,
+}
+
+impl StreamSolverKind {
+    pub fn name(self, blocks: usize) -> &'static str {
+        match self {
+            StreamSolverKind::Sdiht if blocks == 1 => "diht",
+            StreamSolverKind::Sdiht => "sdiht",
+            StreamSolverKind::Mirror => "mirror",
+            StreamSolverKind::Smidas => "smidas",
+            StreamSolverKind::Subset => "subset",
+        }
+    }
+}
+
+/// One `[[learner]]` table, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnerConfig {
+    pub name: String,
+    pub solver: StreamSolverKind,
+    pub loss: Loss,
+    pub k: usize,
+    pub lambda: f64,
+    pub blocks: usize,
+    pub step: StepRule,
+    pub recompute_every: usize,
+    pub tol: f64,
+    pub seed: u64,
+    /// Fit an unpenalised, never-thresholded intercept `b` (the model scores `w.x + b`).
+    pub intercept: bool,
+    /// The solver-specific keys ([`super::solvers`]).
+    pub options: SolverOptions,
+    /// `lambda = "auto"`: the grid and switching rule (`lambda` is then the grid member served first).
+    pub lambda_auto: Option<AutoLambda>,
+}
+
+/// `lambda = "auto"`, validated: the grid of lambdas the learner runs side by side and the rule that
+/// picks the one it serves ([`crate::learner::auto`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoLambda {
+    /// Log-spaced from `lambda_max` down to `lambda_min`, largest first.
+    pub grid: Vec<f64>,
+    /// A challenger replaces the served member only when its progressive loss is below
+    /// `(1 - margin)` times the served member's. Why 1% by default: the members are scored on the same
+    /// samples, so the noise of their difference is far below that of either loss; on the text sets
+    /// (`docs/benchmarks/learners.md`) the better lambda led by 1.5-1.7% and 2% kept the worse one.
+    pub margin: f64,
+    /// Samples over which a member's progressive loss halves its weight; also the fewest samples a
+    /// served member keeps the place before another may replace it (`criterion = progressive`).
+    pub half_life: u64,
+    /// What ranks the members ([`crate::learner::auto`]).
+    pub criterion: Criterion,
+}
+
+/// What ranks the members of `lambda = "auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Criterion {
+    /// Each member's current model scored on held-out samples (one in
+    /// [`crate::learner::auto::HOLDOUT_EVERY`], learned only by the served learner), re-scored at every
+    /// certificate: it ranks the members as they are now, converged or not.
+    Holdout,
+    /// Each member's exponentially weighted progressive-validation loss over every sample: the loss
+    /// of each sample when it arrived, by the model of that moment.
+    Progressive,
+}
+
+impl Criterion {
+    pub fn name(self) -> &'static str {
+        match self {
+            Criterion::Holdout => "holdout",
+            Criterion::Progressive => "progressive",
+        }
+    }
+}
+
+/// The keys that only `lambda = "auto"` reads.
+pub const LAMBDA_AUTO_KEYS: &[&str] = &[
+    "lambda_grid",
+    "lambda_min",
+    "lambda_max",
+    "lambda_margin",
+    "lambda_half_life",
+    "lambda_criterion",
+];
+
+/// `n` lambdas log-spaced from `max` down to `min` (both included, exactly), largest first.
+pub fn log_grid(max: f64, min: f64, n: usize) -> Vec<f64> {
+    if n <= 1 {
+        return vec![max];
+    }
+    let ratio = min / max;
+    (0..n)
+        .map(|i| match i {
+            0 => max,
+            i if i == n - 1 => min,
+            i => max * ratio.powf(i as f64 / (n - 1) as f64),
+        })
+        .collect()
+}
+
+/// The default learner: every learner key with its default (the shared keys from the embedded
+/// defaults, the solver-specific ones from [`solvers::SOLVER_KEYS_TOML`]).
+pub(super) fn default_learner() -> LearnerLayer {
+    let mut learner = solvers::defaults();
+    let shipped = RawConfig::defaults()
+        .learner
+        .and_then(|mut l| (!l.is_empty()).then(|| l.remove(0)))
+        .expect("config/thresher.toml has a [[learner]] table");
+    learner.overlay(shipped);
+    learner
+}
+
+/// The `[[learner]]` tables: at least one, with unique names.
+pub(super) fn read_learners(
+    layers: &Option<Vec<LearnerLayer>>,
+    max_dim: usize,
+) -> Result<Vec<LearnerConfig>, ConfigError> {
+    let layers = match layers {
+        Some(l) if !l.is_empty() => l,
+        Some(_) => {
+            return Err(range(
+                "learner",
+                "[]",
+                "at least one [[learner]] table is needed",
+            ))
+        }
+        None => return Err(ConfigError::Missing("learner".into())),
+    };
+    let mut learners = Vec::new();
+    for (i, given) in layers.iter().enumerate() {
+        let learner = read_learner(given, i, max_dim)?;
+        if learners
+            .iter()
+            .any(|l: &LearnerConfig| l.name == learner.name)
+        {
+            return Err(range(
+                &format!("learner[{i}].name"),
+                &learner.name,
+                "learner names must be unique",
+            ));
+        }
+        learners.push(learner);
+    }
+    Ok(learners)
+}
+
+/// Learner `i`: the keys `given` sets over the default learner.
+fn read_learner(
+    given: &LearnerLayer,
+    i: usize,
+    max_dim: usize,
+) -> Result<LearnerConfig, ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    let mut t = default_learner();
+    t.overlay(given.clone());
+    let name = need(&t.name, &key("name"))?;
+    if !is_name(&name) {
+        return Err(range(
+            &key("name"),
+            &name,
+            "use letters, digits, '_' and '-'",
+        ));
+    }
+    let (solver_name, solver) = read_solver(&t, i)?;
+    solvers::check_applicable(i, &solver_name, &given.given())?;
+    let loss = read_loss(&t, i, solver)?;
+    let k = count(&t.k, &key("k"), 1, max_dim as i64)?;
+    let (lambda, lambda_auto) = read_lambda(&t, given, i, solver)?;
+    let mut blocks = count(&t.blocks, &key("blocks"), 1, 1_000_000)?;
+    if solver_name == "diht" {
+        blocks = 1;
+    }
+    let step = read_step(&t, i, solver, loss.kind())?;
+    let tol = need(&t.tol, &key("tol"))?;
+    if !(tol.is_finite() && tol >= 0.0) {
+        return Err(range(
+            &key("tol"),
+            &tol.to_string(),
+            "must be finite and >= 0",
+        ));
+    }
+    let options = solvers::read(&t, i, &solver_name, step, max_dim)?;
+    let intercept = read_intercept(&t, i, solver, &loss)?;
+    Ok(LearnerConfig {
+        intercept,
+        options,
+        name,
+        solver,
+        loss,
+        k,
+        lambda,
+        lambda_auto,
+        blocks,
+        step,
+        recompute_every: count(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)?,
+        tol,
+        seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
+    })
+}
+
+/// `solver`: its name as given (`diht` is SDIHT with one block) and its kind.
+fn read_solver(t: &LearnerLayer, i: usize) -> Result<(String, StreamSolverKind), ConfigError> {
+    let key = LearnerLayer::key(i, "solver");
+    let name = need(&t.solver, &key)?;
+    let solver = match name.as_str() {
+        "sdiht" | "diht" => StreamSolverKind::Sdiht,
+        "mirror" => StreamSolverKind::Mirror,
+        "smidas" => StreamSolverKind::Smidas,
+        "subset" => StreamSolverKind::Subset,
+        other => {
+            return Err(range(
+                &key,
+                other,
+                "the streaming solvers are: sdiht, diht, mirror, smidas, subset",
+            ))
+        }
+    };
+    Ok((name, solver))
+}
+
+/// `loss` (the subset solver implements squared and logistic only) and `gamma`.
+fn read_loss(t: &LearnerLayer, i: usize, solver: StreamSolverKind) -> Result<Loss, ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    let loss_name = need(&t.loss, &key("loss"))?;
+    let kind = match loss_name.as_str() {
+        "squared" => LossKind::Squared,
+        "huber" => LossKind::Huber,
+        "hinge" => LossKind::Hinge,
+        "logistic" => LossKind::Logistic,
+        other => {
+            return Err(range(
+                &key("loss"),
+                other,
+                "expected squared, huber, hinge or logistic",
+            ))
+        }
+    };
+    if solver == StreamSolverKind::Subset && !matches!(kind, LossKind::Squared | LossKind::Logistic)
+    {
+        return Err(range(
+            &key("loss"),
+            &loss_name,
+            "solver = \"subset\" supports loss = \"squared\" or \"logistic\" only",
+        ));
+    }
+    let gamma = need(&t.gamma, &key("gamma"))?;
+    Loss::new(kind, gamma).map_err(|e| range(&key("gamma"), &gamma.to_string(), &e.to_string()))
+}
+
+/// `step`. Unset, SDIHT with a classification loss steps by coordinates: on the text sets the adaptive
+/// rule's block-wide Jacobi step idled at a relative gap of 0.18 where the coordinate rule reached
+/// 0.006 (`docs/benchmarks/quality.md`), and the duals' bounded domain keeps the coordinate rule
+/// stable in a sliding window; squared loss keeps `adaptive` (`learner::sdiht::small_lambda_stream`).
+fn read_step(
+    t: &LearnerLayer,
+    i: usize,
+    solver: StreamSolverKind,
+    kind: LossKind,
+) -> Result<StepRule, ConfigError> {
+    let step_text = match &t.step {
+        Some(text) => text.clone(),
+        None if solver == StreamSolverKind::Sdiht && kind != LossKind::Squared => {
+            "coordinate".into()
+        }
+        None => "adaptive".into(),
+    };
+    Ok(match step_text.as_str() {
+        "coordinate" => StepRule::Coordinate,
+        "adaptive" => StepRule::Adaptive,
+        other => match other.parse::<f64>() {
+            Ok(eta) if eta.is_finite() && eta > 0.0 => StepRule::Constant(eta),
+            _ => {
+                return Err(range(
+                    &LearnerLayer::key(i, "step"),
+                    other,
+                    "expected \"coordinate\", \"adaptive\" or a constant eta > 0",
+                ))
+            }
+        },
+    })
+}
+
+/// `intercept`. Unset, the classification losses (logistic, hinge, Huber = smoothed hinge) get an
+/// intercept (an unbalanced stream otherwise costs its prior); squared does not, nor does subset (its
+/// dual has no intercept).
+fn read_intercept(
+    t: &LearnerLayer,
+    i: usize,
+    solver: StreamSolverKind,
+    loss: &Loss,
+) -> Result<bool, ConfigError> {
+    match t.intercept {
+        Some(true) if solver == StreamSolverKind::Subset => Err(range(
+            &LearnerLayer::key(i, "intercept"),
+            "true",
+            "solver = \"subset\" does not fit an intercept",
+        )),
+        Some(given) => Ok(given),
+        None => Ok(solver != StreamSolverKind::Subset && loss.is_classification()),
+    }
+}
+
+/// `learner.lambda`: a number > 0, or `"auto"` with the grid keys; the grid keys set with a numeric
+/// lambda are an error naming the key.
+fn read_lambda(
+    t: &LearnerLayer,
+    given: &LearnerLayer,
+    i: usize,
+    solver: StreamSolverKind,
+) -> Result<(f64, Option<AutoLambda>), ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    match need(&t.lambda, &key("lambda"))? {
+        LambdaValue::Number(lambda) => {
+            if !(lambda.is_finite() && lambda > 0.0) {
+                return Err(range(
+                    &key("lambda"),
+                    &lambda.to_string(),
+                    "must be finite and > 0, or \"auto\"",
+                ));
+            }
+            if let Some(k) = given
+                .given()
+                .into_iter()
+                .find(|k| LAMBDA_AUTO_KEYS.contains(k))
+            {
+                return Err(range(
+                    &key(k),
+                    &format!("(set with lambda = {lambda})"),
+                    "this key applies to lambda = \"auto\" only",
+                ));
+            }
+            Ok((lambda, None))
+        }
+        LambdaValue::Text(text) if text == "auto" => {
+            if solver == StreamSolverKind::Subset {
+                return Err(range(
+                    &key("lambda"),
+                    "\"auto\"",
+                    "solver = \"subset\" is set by lambda0, lambda1, lambda2, not lambda",
+                ));
+            }
+            let auto = read_auto(t, i)?;
+            Ok((auto.grid[auto.grid.len() / 2], Some(auto)))
+        }
+        LambdaValue::Text(text) => Err(range(
+            &key("lambda"),
+            &format!("{text:?}"),
+            "expected a number > 0 or \"auto\"",
+        )),
+    }
+}
+
+/// The keys of `lambda = "auto"` (`lambda_*`).
+fn read_auto(t: &LearnerLayer, i: usize) -> Result<AutoLambda, ConfigError> {
+    let key = |k: &str| LearnerLayer::key(i, k);
+    let max = positive(&t.lambda_max, &key("lambda_max"))?;
+    let min = positive(&t.lambda_min, &key("lambda_min"))?;
+    if min >= max {
+        return Err(range(
+            &key("lambda_min"),
+            &min.to_string(),
+            &format!("must be below lambda_max = {max}"),
+        ));
+    }
+    let n = count(&t.lambda_grid, &key("lambda_grid"), 2, 16)?;
+    let margin = need(&t.lambda_margin, &key("lambda_margin"))?;
+    if !(0.0..1.0).contains(&margin) {
+        return Err(range(
+            &key("lambda_margin"),
+            &margin.to_string(),
+            "must be in [0, 1)",
+        ));
+    }
+    let half_life = int(
+        &t.lambda_half_life,
+        &key("lambda_half_life"),
+        1,
+        1_000_000_000,
+    )? as u64;
+    let criterion = match need(&t.lambda_criterion, &key("lambda_criterion"))?.as_str() {
+        "holdout" => Criterion::Holdout,
+        "progressive" => Criterion::Progressive,
+        other => {
+            return Err(range(
+                &key("lambda_criterion"),
+                &format!("{other:?}"),
+                "expected \"holdout\" or \"progressive\"",
+            ))
+        }
+    };
+    Ok(AutoLambda {
+        grid: log_grid(max, min, n),
+        margin,
+        half_life,
+        criterion,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::raw::DEFAULT_TOML;
+    use crate::config::tests::load_text;
+    use crate::config::Config;
+
+    #[test]
+    fn log_grid_is_log_spaced_largest_first_with_exact_ends() {
+        let g = log_grid(0.1, 1e-5, 5);
+        assert_eq!((g.len(), g[0], g[4]), (5, 0.1, 1e-5));
+        for (a, b) in g.iter().zip([0.1, 1e-2, 1e-3, 1e-4, 1e-5]) {
+            assert!((a / b - 1.0).abs() < 1e-12, "{g:?}");
+        }
+        let g = log_grid(1.0, 1e-2, 3);
+        assert!((g[1] - 0.1).abs() < 1e-15, "{g:?}");
+        assert_eq!(log_grid(2.0, 1.0, 2), [2.0, 1.0]);
+    }
+
+    #[test]
+    fn the_step_rule_defaults_by_solver_and_loss() {
+        let step_of = |table: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("c.toml");
+            std::fs::write(&path, format!("[[learner]]\n{table}")).unwrap();
+            Config::load(Some(&path), std::iter::empty(), &Default::default())
+                .unwrap()
+                .learners[0]
+                .step
+        };
+        assert_eq!(step_of("loss = \"logistic\"\n"), StepRule::Coordinate);
+        assert_eq!(step_of("loss = \"hinge\"\n"), StepRule::Coordinate);
+        assert_eq!(step_of("loss = \"squared\"\n"), StepRule::Adaptive);
+        assert_eq!(
+            step_of("solver = \"mirror\"\nloss = \"logistic\"\n"),
+            StepRule::Adaptive
+        );
+        assert_eq!(
+            step_of("loss = \"logistic\"\nstep = \"adaptive\"\n"),
+            StepRule::Adaptive
+        );
+    }
+
+    #[test]
+    fn lambda_auto_parses_from_the_file_and_the_environment() {
+        let c = load_text("[[learner]]\nlambda = \"auto\"\nlambda_grid = 3\nlambda_max = 1.0\nlambda_min = 0.01\n", &[])
+            .unwrap();
+        let a = c.learners[0].lambda_auto.as_ref().expect("auto");
+        assert_eq!(a.grid.len(), 3);
+        assert_eq!((a.grid[0], a.grid[2]), (1.0, 0.01));
+        assert_eq!((a.margin, a.half_life), (0.01, 2000));
+        assert_eq!(
+            c.learners[0].lambda, a.grid[1],
+            "the middle member is served first"
+        );
+        let c = load_text(
+            "",
+            &[
+                ("THRESHER_LEARNER_LAMBDA", "auto"),
+                ("THRESHER_LEARNER_LAMBDA_MARGIN", "0.1"),
+                ("THRESHER_LEARNER_LAMBDA_HALF_LIFE", "50"),
+            ],
+        )
+        .unwrap();
+        let a = c.learners[0].lambda_auto.as_ref().expect("auto");
+        assert_eq!(a.grid, log_grid(0.1, 1e-5, 5));
+        assert_eq!((a.margin, a.half_life), (0.1, 50));
+        // Numbers keep working, as TOML integers, floats and environment text.
+        let c = load_text("[[learner]]\nlambda = 1\n", &[]).unwrap();
+        assert_eq!(
+            (c.learners[0].lambda, &c.learners[0].lambda_auto),
+            (1.0, &None)
+        );
+        let c = load_text("", &[("THRESHER_LEARNER_LAMBDA", "0.003")]).unwrap();
+        assert_eq!(c.learners[0].lambda, 0.003);
+        assert_eq!(Config::defaults().learners[0].lambda_auto, None);
+    }
+
+    #[test]
+    fn bad_lambda_auto_values_are_refused_naming_the_key() {
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case] = &[
+            (
+                "[[learner]]\nlambda = \"automatic\"\n",
+                &[],
+                "`learner[0].lambda` = \"automatic\"",
+            ),
+            ("[[learner]]\nlambda = 0\n", &[], "`learner[0].lambda` = 0"),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA", "nan")],
+                "`learner[0].lambda` = NaN",
+            ),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA", "Auto")],
+                "`learner[0].lambda` = \"Auto\"",
+            ),
+            (
+                "[[learner]]\nlambda = true\n",
+                &[],
+                "a number > 0 or \"auto\"",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_grid = 1\n",
+                &[],
+                "`learner[0].lambda_grid` = 1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_grid = 17\n",
+                &[],
+                "`learner[0].lambda_grid` = 17",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_min = 0.5\n",
+                &[],
+                "must be below lambda_max",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_max = -1\n",
+                &[],
+                "`learner[0].lambda_max` = -1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_margin = 1.0\n",
+                &[],
+                "`learner[0].lambda_margin` = 1",
+            ),
+            (
+                "[[learner]]\nlambda = \"auto\"\nlambda_half_life = 0\n",
+                &[],
+                "`learner[0].lambda_half_life` = 0",
+            ),
+            (
+                "[[learner]]\nlambda_grid = 3\n",
+                &[],
+                "`learner[0].lambda_grid`",
+            ),
+            (
+                "",
+                &[("THRESHER_LEARNER_LAMBDA_MIN", "0.001")],
+                "applies to lambda = \"auto\" only",
+            ),
+            (
+                "[[learner]]\nsolver = \"subset\"\nlambda = \"auto\"\n",
+                &[],
+                "lambda0, lambda1, lambda2",
+            ),
+        ];
+        for (text, env, expected) in cases {
+            let e = load_text(text, env).unwrap_err().to_string();
+            assert!(e.contains(expected), "{text} {env:?}: {e}");
+        }
+    }
+
+    /// Every learner key has a default, and `config/thresher.toml` documents each once: the shared keys
+    /// set in its `[[learner]]` table, the others in commented `# key = value` lines, whose values are
+    /// the code's defaults (but for `step` and `intercept`, whose defaults depend on the loss: their
+    /// lines are examples).
+    #[test]
+    fn every_learner_key_has_a_default_documented_in_the_shipped_file() {
+        let learner = default_learner();
+        // `intercept`'s and `step`'s defaults depend on the loss, so they are the keys left unset.
+        let defaulted: Vec<&str> = LearnerLayer::KEYS
+            .iter()
+            .copied()
+            .filter(|&k| k != "intercept" && k != "step")
+            .collect();
+        assert_eq!(
+            learner.given(),
+            defaulted,
+            "every learner key has a default"
+        );
+        let table = &DEFAULT_TOML[DEFAULT_TOML.find("[[learner]]").unwrap()..];
+        let is_key = |k: &str| {
+            k.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        };
+        let commented: String = table
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| is_key(k)))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let mut commented: LearnerLayer =
+            toml::from_str(&commented).expect("the commented keys are learner keys");
+        let mut documented = RawConfig::defaults().learner.unwrap().remove(0).given();
+        documented.extend(commented.given());
+        documented.sort_unstable();
+        let mut keys = LearnerLayer::KEYS.to_vec();
+        keys.sort_unstable();
+        assert_eq!(
+            documented, keys,
+            "config/thresher.toml documents every learner key once"
+        );
+        assert!(commented.step.take().is_some() && commented.intercept.take().is_some());
+        assert_eq!(
+            commented,
+            solvers::defaults(),
+            "the commented defaults in config/thresher.toml are the code's"
+        );
+    }
+}

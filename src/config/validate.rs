@@ -1,0 +1,167 @@
+//! Phase two: [`RawConfig::validate`] checks every key of the layered configuration against its range
+//! and builds the [`Config`], section by section; the `[server]`, `[nats]` and `[[learner]]` readers
+//! are in their own files.
+
+use std::time::Duration;
+
+use super::check::{count, duration, int, need, path_key, positive};
+use super::error::ConfigError;
+use super::learner::read_learners;
+use super::nats::read_nats;
+use super::raw::RawConfig;
+use super::server::{read_auth, read_limits, read_listen, read_tls};
+use super::Config;
+
+impl RawConfig {
+    /// Phase two: checks every key's range and builds the [`Config`]. The keys are read in a fixed
+    /// order, so of two bad keys the same one is named.
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let (server, ingest) = (&self.server, &self.ingest);
+        let listen = read_listen(server)?;
+        let max_dim = count(&ingest.max_dim, "ingest.max_dim", 1, 1 << 30)?;
+        let data_dir = path_key(&self.checkpoint.data_dir, "checkpoint.data_dir")?;
+        let learners = read_learners(&self.learner, max_dim)?;
+        let nats = read_nats(&self.nats, data_dir.is_some())?;
+        let (snapshot, checkpoint) = (&self.snapshot, &self.checkpoint);
+        Ok(Config {
+            listen,
+            body_limit_bytes: count(
+                &server.body_limit_bytes,
+                "server.body_limit_bytes",
+                1,
+                1 << 32,
+            )?,
+            worker_slice_ns: int(
+                &server.worker_slice_us,
+                "server.worker_slice_us",
+                0,
+                100_000,
+            )? as u64
+                * 1000,
+            yield_interval: duration(
+                &server.yield_interval_us,
+                "server.yield_interval_us",
+                (0, 100_000),
+                Duration::from_micros,
+            )?,
+            queue_capacity: count(
+                &ingest.queue_capacity,
+                "ingest.queue_capacity",
+                1,
+                1_000_000,
+            )?,
+            queue_samples: count(
+                &ingest.queue_samples,
+                "ingest.queue_samples",
+                1,
+                1_000_000_000,
+            )?,
+            max_dim,
+            // Capped at `max_dim` (a name needs an index below it), so lowering `max_dim` alone is
+            // a valid configuration.
+            max_named_features: count(
+                &ingest.max_named_features,
+                "ingest.max_named_features",
+                0,
+                1 << 32,
+            )?
+            .min(max_dim),
+            max_feature_name_bytes: count(
+                &ingest.max_feature_name_bytes,
+                "ingest.max_feature_name_bytes",
+                1,
+                1 << 16,
+            )?,
+            max_new_names_per_request: count(
+                &ingest.max_new_names_per_request,
+                "ingest.max_new_names_per_request",
+                1,
+                1 << 30,
+            )?,
+            max_abs_value: positive(&ingest.max_abs_value, "ingest.max_abs_value")?,
+            drain: need(&ingest.drain, "ingest.drain")?,
+            window_capacity: count(&self.window.capacity, "window.capacity", 1, 100_000_000)?,
+            snapshot_interval: duration(
+                &snapshot.interval_ms,
+                "snapshot.interval_ms",
+                (1, 3_600_000),
+                Duration::from_millis,
+            )?,
+            history_points: count(
+                &snapshot.history_points,
+                "snapshot.history_points",
+                1,
+                100_000,
+            )?,
+            data_dir,
+            checkpoint_interval: duration(
+                &checkpoint.interval_s,
+                "checkpoint.interval_s",
+                (1, 86_400),
+                Duration::from_secs,
+            )?,
+            learners,
+            auth: read_auth(server)?,
+            tls: read_tls(server)?,
+            limits: read_limits(server)?,
+            nats,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::tests::load_text;
+    use crate::config::Config;
+
+    /// The ingest limits: defaults, file and environment, and their ranges (finite, positive).
+    #[test]
+    fn ingest_limits_are_read_and_validated() {
+        let c = Config::defaults();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (1e6, 256, 10_000)
+        );
+        let c = load_text(
+            "[ingest]\nmax_abs_value = 2.5\nmax_feature_name_bytes = 8\n",
+            &[("THRESHER_INGEST_MAX_NEW_NAMES_PER_REQUEST", "3")],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.max_abs_value,
+                c.max_feature_name_bytes,
+                c.max_new_names_per_request
+            ),
+            (2.5, 8, 3)
+        );
+        let c = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", "1e300")]).unwrap();
+        assert_eq!(c.max_abs_value, 1e300);
+        for bad in ["0", "-1", "inf", "nan", "1e309"] {
+            let e = load_text("", &[("THRESHER_INGEST_MAX_ABS_VALUE", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("ingest.max_abs_value"), "{bad}: {e}");
+        }
+        for key in ["max_feature_name_bytes", "max_new_names_per_request"] {
+            let e = load_text(&format!("[ingest]\n{key} = 0\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`ingest.{key}` = 0")), "{e}");
+        }
+    }
+
+    /// Regression: lowering `ingest.max_dim` alone was refused, since the dictionary's default limit
+    /// (2^20 names) exceeded it; the limit is now capped at `max_dim`.
+    #[test]
+    fn a_smaller_max_dim_alone_is_a_valid_configuration() {
+        let c = load_text("[ingest]\nmax_dim = 1000\n", &[]).unwrap();
+        assert_eq!((c.max_dim, c.max_named_features), (1000, 1000));
+        let c = load_text("[ingest]\nmax_dim = 1000\nmax_named_features = 10\n", &[]).unwrap();
+        assert_eq!(c.max_named_features, 10);
+    }
+}
