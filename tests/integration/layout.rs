@@ -1,7 +1,8 @@
 //! The crate's layout rules, checked on its source: no import cycles between top-level modules or
 //! between files, and no scheduling calls, `libc` or system calls in the numerical modules
 //! (`solver`, `sparse`, `loss`, `sample`, `ring`). A reference is a `crate::a::b` or `super::b` path
-//! outside `#[cfg(test)]` code; a file is a module (`a/b.rs` or `a/b/mod.rs` is `a::b`).
+//! outside test code (`#[cfg(test)]` code and the files of `tests` modules); a file is a module
+//! (`a/b.rs` or `a/b/mod.rs` is `a::b`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -179,6 +180,7 @@ impl Crate {
         sources(&src, &mut paths);
         let files = paths
             .into_iter()
+            .filter(|p| !module_of(&src, p).iter().any(|m| m == "tests"))
             .map(|p| {
                 let text = std::fs::read_to_string(&p).expect("read source");
                 (module_of(&src, &p), (p, code(&text)))
