@@ -1,6 +1,6 @@
 //! The environment layer: `THRESHER_<SECTION>_<KEY>` variables (section and key in any case), e.g.
 //! `THRESHER_WINDOW_CAPACITY`, each setting one key of a [`RawConfig`], its text parsed as the key's type
-//! ([`FromEnv`]); `THRESHER_LEARNER_<KEY>` sets a key of the primary (first) learner, solver-specific
+//! (`FromEnv`); `THRESHER_LEARNER_<KEY>` sets a key of the primary (first) learner, solver-specific
 //! keys included. A `THRESHER_*` variable that matches no key stops the start naming it
 //! (`THRESHER_LEARNER_KK=1`), unless it is one of [`ENV_NOT_CONFIG`], the variables read elsewhere.
 

@@ -2,7 +2,7 @@
 //!
 //! 1. the embedded defaults ([`raw::DEFAULT_TOML`], `config/thresher.toml` byte for byte),
 //! 2. the TOML file of `--config FILE`,
-//! 3. the `THRESHER_<SECTION>_<KEY>` environment variables ([`env`]),
+//! 3. the `THRESHER_<SECTION>_<KEY>` environment variables ([`env`](mod@env)),
 //! 4. the flags `--listen`, `--data-dir`, `--auth-tokens-file` ([`Overrides`]),
 //!
 //! each a [`raw::RawConfig`] overlaid on the one before (later wins), then

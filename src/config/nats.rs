@@ -1,5 +1,5 @@
-//! The `[nats]` section: [`NatsConfig`], the settings of the NATS JetStream source
-//! (`crate::ingest::nats`), and its reader. The source is off while `nats.url` is empty.
+//! The `[nats]` section: [`NatsConfig`], the settings of the NATS JetStream source (in `ingest`),
+//! and its reader. The source is off while `nats.url` is empty.
 
 use std::path::PathBuf;
 use std::time::Duration;
