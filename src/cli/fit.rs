@@ -20,7 +20,7 @@ use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
-use crate::solver::sdiht::{default_blocks, Sdiht};
+use crate::solver::sdiht::offline::{default_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule, WarmStart};
 

@@ -18,7 +18,7 @@
 //! its optimum for the current `w` over the window at every certificate. The certificate is `P(w, b)` against `D` at the window's duals projected
 //! exactly onto `sum alpha = 0` and at the dual point of `(w, b)` (also projected): both feasible.
 
-use super::global::{PartialSums, RemoteSums};
+use super::global::{replace_remote, PartialSums, RemoteSums};
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::config::LearnerConfig;
 use crate::model::Model;
@@ -28,9 +28,8 @@ use crate::solver::objective::{
     conjugate_sum, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
     project_with_sum, CertificateScratch, DualScratch,
 };
-use crate::solver::sdiht::{
-    newton_intercept, prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK,
-};
+use crate::solver::sdiht::intercept::newton_intercept;
+use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate, MAX_BACKTRACK};
 use crate::solver::{Certificate, ModelView, StepRule};
 use crate::sparse::{
     extend_with_top_k_candidates, grow_dense, masked_dot, prefetch, sparse_axpy, top_k_indices,
@@ -602,9 +601,7 @@ impl StreamingLearner for StreamSdiht {
         if let (Some(b), true) = (remote.intercept, self.core.config.intercept) {
             self.it.intercept = b;
         }
-        let changed = self
-            .it
-            .set_remote(&remote.z, remote.samples, remote.conj_sum);
+        let changed = replace_remote(&mut self.it, &remote.z, remote.samples, remote.conj_sum);
         // A new local subproblem: the adaptive rule's step scale, learned against the previous one,
         // starts again at 1 (left as it was, it collapsed towards 0 on the other nodes' first changes
         // and every node stalled with its duals far from the fixed point).

@@ -3,7 +3,7 @@
 use super::driver::{run, StopRule};
 use super::objective::primal_value;
 use super::primal::{cholesky_solve, Htp, Iht};
-use super::sdiht::Sdiht;
+use super::sdiht::offline::Sdiht;
 use super::{Problem, Solver, StepRule};
 use crate::loss::{Loss, LossKind};
 use crate::sample::{Dataset, Sample, SampleSet};
