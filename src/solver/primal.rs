@@ -220,16 +220,25 @@ pub(crate) fn power_iteration<S: SampleSet>(
         }
         // Over all `d` the other terms are `+0.0`, which change no sum of squares but an empty one
         // (`-0.0`); its root compares equal to 0 either way.
-        let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if norm == 0.0 {
+        let Some(norm) = normalise_into(&next, &mut v) else {
             return 0.0;
-        }
+        };
         estimate = norm;
-        for (a, b) in v.iter_mut().zip(&next) {
-            *a = b / norm;
-        }
     }
     estimate * 1.01
+}
+
+/// One power iteration's normalisation: `v = next / ||next||`, returning `||next||`; `None` (and `v`
+/// unchanged) when `next` is zero.
+fn normalise_into(next: &[f64], v: &mut [f64]) -> Option<f64> {
+    let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if norm == 0.0 {
+        return None;
+    }
+    for (a, b) in v.iter_mut().zip(next) {
+        *a = b / norm;
+    }
+    Some(norm)
 }
 
 /// Iterative hard thresholding.
@@ -445,14 +454,10 @@ mod tests {
                     let u = crate::sparse::sparse_dot(r.indices, r.values, &v);
                     sparse_axpy(r.weight * u / rows, r.indices, r.values, &mut next);
                 }
-                let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
-                if norm == 0.0 {
+                let Some(norm) = normalise_into(&next, &mut v) else {
                     return 0.0;
-                }
+                };
                 estimate = norm;
-                for (a, b) in v.iter_mut().zip(&next) {
-                    *a = b / norm;
-                }
             }
             estimate * 1.01
         }
