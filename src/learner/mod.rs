@@ -130,8 +130,8 @@ pub struct LearnerState {
     /// function of the window's duals.
     pub primal: Option<PrimalState>,
     /// `lambda = "auto"`: the grid member the rest of this state belongs to, and the selection state
-    /// ([`auto::AutoState`]); `None` for a learner with a fixed lambda.
-    pub auto: Option<auto::AutoState>,
+    /// ([`auto::selector::AutoState`]); `None` for a learner with a fixed lambda.
+    pub auto: Option<auto::selector::AutoState>,
 }
 
 /// A primal learner's model and schedule position: enough to resume it exactly.
