@@ -275,7 +275,7 @@ impl SmidasState {
 
 /// The exact export and restore of the state, in the format of the mirror state
 /// ([`crate::solver::mirror::state::MirrorState::coordinates`]), sized by the same rule
-/// ([`checkpoint_dim`]): what a checkpoint of a streaming learner is made of.
+/// (`checkpoint_dim`): what a checkpoint of a streaming learner is made of.
 impl SmidasState {
     /// `(j, w_j, theta_j)` for every nonzero weight, in the state's internal order: `||theta||_p` is a
     /// sum over that order, so keeping it makes a resumed state identical to the last bit.
@@ -299,9 +299,9 @@ impl SmidasState {
         self.row_sq_max
     }
 
-    /// Sizes the state for features `0..dim` (or more: [`checkpoint_dim`]) and restores `theta` from
-    /// the coordinates (weights are recomputed from it), dropping the model it held; zero or
-    /// non-finite entries are skipped.
+    /// Sizes the state for features `0..dim` (or more: one past the largest index `coordinates`
+    /// names) and restores `theta` from the coordinates (weights are recomputed from it), dropping the
+    /// model it held; zero or non-finite entries are skipped.
     pub fn resume(
         &mut self,
         dim: usize,

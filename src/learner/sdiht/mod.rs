@@ -5,7 +5,7 @@
 //! eq. 4.4 and S2.2) with `N` the current window size — keeping `z` unscaled makes a change of `N` free
 //! ([`DualIterate`]). A new sample enters with the warm-start dual `alpha_i = P_F(l'(w.x_i + b))` (Thm 1(b):
 //! the optimal dual for the current primal); a batch of them is scaled by the largest `t` in
-//! `1, 1/2, ...` that does not lower `D` ([`warm`] says why); an evicted sample's
+//! `1, 1/2, ...` that does not lower `D` (`warm.rs` says why); an evicted sample's
 //! `alpha_i x_i` is subtracted from `z`. Every `recompute_every` steps `z` and `sum_i l_i*(alpha_i)` are
 //! rebuilt from the window so rounding cannot drift. A step is the offline solver's block step
 //! ([`DualIterate::block_step`], the same code, with the configured step rule) on a random one of

@@ -437,11 +437,11 @@ impl MirrorState {
         self.row_sq_max
     }
 
-    /// Sizes the state for features `0..dim` (or more: [`checkpoint_dim`]) and restores what
-    /// [`MirrorState::coordinates`], [`MirrorState::steps`] and [`MirrorState::row_sq_max`] exported,
-    /// dropping the model it held; zero or non-finite entries are skipped. Restores both `w` and
-    /// `theta` (with [`Memory::Dense`] also the off-support `theta`, bit for bit as exported: a dense
-    /// state resumes up to the rounding of its lazy ridge shrink).
+    /// Sizes the state for features `0..dim` (or more: one past the largest index `coordinates`
+    /// names) and restores what [`MirrorState::coordinates`], [`MirrorState::steps`] and
+    /// [`MirrorState::row_sq_max`] exported, dropping the model it held; zero or non-finite entries are
+    /// skipped. Restores both `w` and `theta` (with [`Memory::Dense`] also the off-support `theta`, bit
+    /// for bit as exported: a dense state resumes up to the rounding of its lazy ridge shrink).
     pub fn resume(
         &mut self,
         dim: usize,

@@ -8,7 +8,7 @@
 //! vector, or the window's duals stored beside its samples), the *unscaled* accumulation
 //! `z = sum_i alpha_i x_i` (so `w~ = -z / (lambda N)`, eq. 4.4, and a change of `N` costs nothing), the
 //! primal `w = H_k(w~)` (S2.2) and the intercept `b`. One block step updates the duals of one block,
-//! then `z += sum (delta_j) x_j` and re-thresholds. `blocks = 1` is DIHT; an epoch of [`Sdiht`] is `m`
+//! then `z += sum (delta_j) x_j` and re-thresholds. `blocks = 1` is DIHT; an epoch of [`offline::Sdiht`] is `m`
 //! block steps.
 //!
 //! # The coordinate rule (default): SDCA on the block
