@@ -32,7 +32,7 @@ use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
 use thresher::solver::primal::Iht;
-use thresher::solver::sdiht::Sdiht;
+use thresher::solver::sdiht::offline::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
 use thresher::synth::sparse_stream;

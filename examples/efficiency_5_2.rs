@@ -24,7 +24,7 @@ use thresher::loss::{Loss, LossKind};
 use thresher::sample::{Dataset, SampleSet};
 use thresher::solver::objective::primal_value;
 use thresher::solver::primal::{Htp, Iht};
-use thresher::solver::sdiht::Sdiht;
+use thresher::solver::sdiht::offline::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 
 const DATASETS: [&str; 2] = ["rotten_tomatoes", "trump_tweets"];

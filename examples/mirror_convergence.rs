@@ -18,7 +18,7 @@ use thresher::sample::{Dataset, SampleSet};
 use thresher::solver::driver::{run, StopRule};
 use thresher::solver::mirror::{MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use thresher::solver::primal::Iht;
-use thresher::solver::sdiht::Sdiht;
+use thresher::solver::sdiht::offline::Sdiht;
 use thresher::solver::smidas::Smidas;
 use thresher::solver::{Problem, Solver, StepRule};
 

@@ -14,8 +14,9 @@ use clap::Parser;
 use thresher::ingest::{read_file, Format};
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::{Row, Sample};
-use thresher::solver::mirror::{MirrorConfig, MirrorLearner, MirrorMap, MirrorStep};
-use thresher::solver::smidas::SmidasLearner;
+use thresher::solver::mirror::state::MirrorState;
+use thresher::solver::mirror::{MirrorConfig, MirrorMap, MirrorStep};
+use thresher::solver::smidas::SmidasState;
 
 #[derive(Parser)]
 struct Args {
@@ -68,7 +69,7 @@ fn main() -> anyhow::Result<()> {
                 batch,
                 ..MirrorConfig::new(map)
             };
-            let mut learner = MirrorLearner::new(config, loss, args.lambda, args.k, true, DIM)?;
+            let mut learner = MirrorState::new(config, loss, args.lambda, args.k, true, DIM)?;
             let started = Instant::now();
             // Fed one sample at a time, as a daemon would; the learner steps every `batch` samples.
             for row in stream() {
@@ -91,7 +92,7 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .filter(|_| args.only.iter().any(|o| o == "smidas"))
     {
-        let mut learner = SmidasLearner::new(l1, MirrorStep::Auto, loss, args.lambda, true, DIM)?;
+        let mut learner = SmidasState::new(l1, MirrorStep::Auto, loss, args.lambda, true, DIM)?;
         learner.set_sparsity_hint(args.k);
         let started = Instant::now();
         for row in stream() {

@@ -19,7 +19,7 @@ use std::time::Instant;
 use thresher::loss::{Loss, LossKind};
 use thresher::sample::Dataset;
 use thresher::solver::primal::{Htp, Iht};
-use thresher::solver::sdiht::Sdiht;
+use thresher::solver::sdiht::offline::Sdiht;
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::synth::{paper_ridge, to_libsvm};
 

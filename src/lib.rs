@@ -19,10 +19,12 @@
 //! - [`sample`] — the sparse sample type, the in-memory CSR data set, and the [`sample::SampleSet`] /
 //!   [`sample::DualRows`] views solvers read.
 //! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
-//! - [`loss`] — losses as types with their convex conjugates, in the DIHT paper's conventions.
+//! - [`loss`] — losses as types with their convex conjugates and each loss's dual coordinate maximiser,
+//!   in the DIHT paper's conventions.
 //! - [`ring`] — the bounded window of the last samples with their duals (drop-oldest).
-//! - [`solver`] — pure solver steps (SDIHT, IHT/HTP, sparse mirror descent, SMIDAS, best subset), the
-//!   certificate, and the offline driver loop: no threads, no config, no file formats.
+//! - [`solver`] — pure solver steps (SDIHT's block step, IHT/HTP, the per-sample states of sparse mirror
+//!   descent and SMIDAS, best subset), the offline solvers around them, the certificate, and the
+//!   offline driver loop: no threads, no config, no file formats.
 //! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon.
 //! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated
 //!   [`Config`].
@@ -30,8 +32,9 @@
 //! - [`ingest`] — LIBSVM and JSON readers (every bad line an error naming its line), validated
 //!   batches, and [`ingest::Admission`], the one door from a parsed body to the learners.
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
-//!   core, one adapter per solver family, the worker threads (router, learners, panic guard, publish
-//!   cadence) and publishing ([`learner::publish`]).
+//!   core, one adapter per solver family (with the streaming state and its checkpoint export),
+//!   `lambda = "auto"`, the mathematics of a cluster's global model ([`learner::global`]), the worker
+//!   threads (router, learners, panic guard, publish cadence) and publishing ([`learner::publish`]).
 //! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL), and the
 //!   exchange of partial sums by which their SDIHT learners learn one exact global model
 //!   ([`cluster::global`]; the mathematics in [`learner::global`]).

@@ -20,7 +20,7 @@ use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
-use crate::solver::sdiht::{default_blocks, Sdiht};
+use crate::solver::sdiht::offline::{default_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule, WarmStart};
 
@@ -272,24 +272,7 @@ impl Fit<'_> {
         samples: &[Sample],
     ) -> Result<(LambdaAuto, Option<WarmStart>), CliError> {
         let args = self.args;
-        let n = args.lambda_grid;
-        if !(2..=16).contains(&n) {
-            return Err(CliError::Argument(format!(
-                "--lambda-grid must be between 2 and 16, got {n}"
-            )));
-        }
-        let (max, min) = (args.lambda_max, args.lambda_min);
-        if !(min.is_finite() && max.is_finite() && min > 0.0 && min < max) {
-            return Err(CliError::Argument(format!(
-                "--lambda-min and --lambda-max must be finite with 0 < min < max, got {min} and {max}"
-            )));
-        }
-        if !(args.holdout > 0.0 && args.holdout < 1.0) {
-            return Err(CliError::Argument(format!(
-                "--holdout must be in (0, 1), got {}",
-                args.holdout
-            )));
-        }
+        check_lambda_auto(args)?;
         let (train, held, order) =
             holdout_split(samples, args.holdout, args.seed).ok_or_else(|| {
                 CliError::Argument(format!(
@@ -301,12 +284,52 @@ impl Fit<'_> {
             Dataset::from_samples(&train, 0),
             Dataset::from_samples(&held, 0),
         );
-        let grid = log_grid(max, min, n);
+        let grid = log_grid(args.lambda_max, args.lambda_min, args.lambda_grid);
         let criterion = if ranks_by_errors(self.loss.kind()) {
             "error"
         } else {
             "loss"
         };
+        let (losses, mut states) = self.score_grid(&grid, &train, &held, criterion)?;
+        let n = grid.len();
+        let live = (0..n).fold(0, |best, i| if losses[i] < losses[best] { i } else { best });
+        eprintln!(
+            "lambda auto: chose lambda={:e} (holdout {criterion} {:.6e}); refitting on all {} samples",
+            grid[live],
+            losses[live],
+            samples.len()
+        );
+        let start = states[live]
+            .take()
+            .map(|state| in_file_order(state, &order, samples.len()));
+        let record = LambdaAuto {
+            grid,
+            live,
+            switches: 0,
+            losses,
+            criterion: if criterion == "error" {
+                "holdout_error".into()
+            } else {
+                "holdout".into()
+            },
+            progressive: Vec::new(),
+            held_out: held.len() as u64,
+            held_out_dropped: 0,
+        };
+        Ok((record, start))
+    }
+
+    /// Fits every lambda of `grid` (largest first) on `train`, each from the previous one's duals, and
+    /// scores it on `held` by `criterion` (`error` or `loss`), printing one line per lambda to stderr;
+    /// the scores and each fit's dual state.
+    fn score_grid(
+        &self,
+        grid: &[f64],
+        train: &Dataset,
+        held: &Dataset,
+        criterion: &str,
+    ) -> Result<(Vec<f64>, Vec<Option<WarmStart>>), CliError> {
+        let n = grid.len();
         let grid_stop = StopRule {
             tol: self.stop.tol.max(GRID_TOL),
             patience: GRID_PATIENCE,
@@ -327,7 +350,7 @@ impl Fit<'_> {
                 }
             });
             let (report, name, state) =
-                self.solve(&train, lambda, start.as_ref(), &grid_stop, &mut |_| {})?;
+                self.solve(train, lambda, start.as_ref(), &grid_stop, &mut |_| {})?;
             states.push(state);
             let model = Model::from_sparse(
                 &report.model,
@@ -341,9 +364,9 @@ impl Fit<'_> {
             let loss = if report.stop_reason == driver::StopReason::Diverged {
                 NON_FINITE_LOSS
             } else if ranks_by_errors(self.loss.kind()) {
-                holdout_error(&model, &held)
+                holdout_error(&model, held)
             } else {
-                holdout_loss(&self.loss, &model, &held)
+                holdout_loss(&self.loss, &model, held)
             };
             eprintln!(
                 "lambda auto: lambda={lambda:e} holdout_{criterion}={loss:.6e} support={} epochs={} seconds={:.3} stop={} train={} holdout={}",
@@ -356,42 +379,47 @@ impl Fit<'_> {
             );
             losses.push(loss);
         }
-        let live = (0..n).fold(0, |best, i| if losses[i] < losses[best] { i } else { best });
-        eprintln!(
-            "lambda auto: chose lambda={:e} (holdout {criterion} {:.6e}); refitting on all {} samples",
-            grid[live],
-            losses[live],
-            samples.len()
-        );
-        // The winner's duals in the file's row order; the held-out rows start fresh.
-        let start = states[live].take().map(|state| {
-            let mut alpha = vec![0.0; samples.len()];
-            let mut fresh = vec![true; samples.len()];
-            for (&row, &a) in order.iter().zip(&state.alpha) {
-                alpha[row] = a;
-                fresh[row] = false;
-            }
-            WarmStart {
-                alpha,
-                fresh,
-                intercept: state.intercept,
-            }
-        });
-        let record = LambdaAuto {
-            grid,
-            live,
-            switches: 0,
-            losses,
-            criterion: if criterion == "error" {
-                "holdout_error".into()
-            } else {
-                "holdout".into()
-            },
-            progressive: Vec::new(),
-            held_out: held.len() as u64,
-            held_out_dropped: 0,
-        };
-        Ok((record, start))
+        Ok((losses, states))
+    }
+}
+
+/// The `--lambda auto` flags are valid: a grid of 2 to 16 lambdas between finite `0 < min < max`, and a
+/// held-out fraction in `(0, 1)`.
+fn check_lambda_auto(args: &FitArgs) -> Result<(), CliError> {
+    let n = args.lambda_grid;
+    if !(2..=16).contains(&n) {
+        return Err(CliError::Argument(format!(
+            "--lambda-grid must be between 2 and 16, got {n}"
+        )));
+    }
+    let (max, min) = (args.lambda_max, args.lambda_min);
+    if !(min.is_finite() && max.is_finite() && min > 0.0 && min < max) {
+        return Err(CliError::Argument(format!(
+            "--lambda-min and --lambda-max must be finite with 0 < min < max, got {min} and {max}"
+        )));
+    }
+    if !(args.holdout > 0.0 && args.holdout < 1.0) {
+        return Err(CliError::Argument(format!(
+            "--holdout must be in (0, 1), got {}",
+            args.holdout
+        )));
+    }
+    Ok(())
+}
+
+/// A grid fit's duals on the training rows, put back in the file's row order (`order`: the training
+/// rows' positions among `samples` rows) for the refit on all of them; the held-out rows start fresh.
+fn in_file_order(state: WarmStart, order: &[usize], samples: usize) -> WarmStart {
+    let mut alpha = vec![0.0; samples];
+    let mut fresh = vec![true; samples];
+    for (&row, &a) in order.iter().zip(&state.alpha) {
+        alpha[row] = a;
+        fresh[row] = false;
+    }
+    WarmStart {
+        alpha,
+        fresh,
+        intercept: state.intercept,
     }
 }
 

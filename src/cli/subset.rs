@@ -53,6 +53,49 @@ pub struct SubsetArgs {
 
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let s = &args.subset;
+    let (loss, lambda0, params) = params_of(args)?;
+    let data = load(&args.data, args.format)?;
+    let mut solver = SubsetSolver::new(&data, params)?;
+    let name = if args.solver == SolverKind::DualAst {
+        "dual-ast"
+    } else {
+        "subset"
+    };
+    let mut run = Run::default();
+    let stop = if s.path {
+        run.path(&mut solver, s, lambda0)?
+    } else {
+        run.single(&mut solver)
+    };
+    let certificate = solver.certificate();
+    let model = model_of(&solver, loss, name);
+    let last = run.last.expect("solve takes at least one outer step");
+    eprintln!(
+        "solver={name} epochs={} seconds={:.4} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
+        last.row.epoch,
+        last.row.seconds,
+        certificate.primal,
+        certificate.dual,
+        certificate.gap,
+        model.support.len(),
+        last.active_set_size,
+        last.screened,
+        data.len(),
+        data.dim(),
+    );
+    // A path run has printed its table on stdout: the model goes only to `--out`.
+    let x_label = if s.path {
+        "outer step (along the lambda0 path)"
+    } else {
+        "outer step"
+    };
+    write_results(args, &model, &run.trace, !s.path, (&run.rows, x_label))
+}
+
+/// The loss, the last `lambda0` and the solver's parameters the flags ask for, or why they are not valid
+/// for the subset solvers.
+fn params_of(args: &FitArgs) -> Result<(SubsetLoss, f64, SubsetParams), CliError> {
+    let s = &args.subset;
     let loss = match args.loss {
         None | Some(LossKind::Squared) => SubsetLoss::Squared,
         Some(LossKind::Logistic) => SubsetLoss::Logistic,
@@ -100,27 +143,35 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     params.omega = s.omega;
     params.screening = !s.no_screening;
     params.max_outer = args.epochs.max(1);
-    let data = load(&args.data, args.format)?;
-    let mut solver = SubsetSolver::new(&data, params)?;
-    let name = if args.solver == SolverKind::DualAst {
-        "dual-ast"
-    } else {
-        "subset"
-    };
+    Ok((loss, lambda0, params))
+}
 
-    let mut trace = String::new();
-    let mut last: Option<OuterStep> = None;
-    let mut rows: Vec<TraceRow> = Vec::new();
-    let stop;
-    if s.path {
+/// What a run records as its outer steps go: the CSV trace, the last step, the plot's rows.
+#[derive(Default)]
+struct Run {
+    trace: String,
+    last: Option<OuterStep>,
+    rows: Vec<TraceRow>,
+}
+
+impl Run {
+    /// `--path`: the warm-started sequence of lambda0 from `lambda0_max` down to `lambda0`, its table
+    /// on stdout; returns the last point's stop reason.
+    fn path(
+        &mut self,
+        solver: &mut SubsetSolver,
+        s: &SubsetArgs,
+        lambda0: f64,
+    ) -> Result<String, CliError> {
         let from = solver.lambda0_max().max(lambda0);
         let lambdas = geometric_path(from, lambda0, s.path_steps);
+        let (trace, last, rows) = (&mut self.trace, &mut self.last, &mut self.rows);
         trace.push_str("lambda0,");
         trace.push_str(OuterStep::CSV_HEADER);
         trace.push('\n');
         let points = solver.path(&lambdas, &mut |l0, step| {
             trace.push_str(&format!("{l0:.6e},{}\n", step.csv()));
-            last = Some(*step);
+            *last = Some(*step);
             // Outer steps restart with each lambda0: the plot numbers them along the whole path.
             rows.push(TraceRow {
                 epoch: rows.len() + 1,
@@ -147,22 +198,29 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
                 p.stop
             );
         }
-        stop = points
+        Ok(points
             .last()
             .map(|p| p.stop.to_string())
-            .unwrap_or_default();
-    } else {
+            .unwrap_or_default())
+    }
+
+    /// One solve at the configured penalty; returns its stop reason.
+    fn single(&mut self, solver: &mut SubsetSolver) -> String {
+        let (trace, last, rows) = (&mut self.trace, &mut self.last, &mut self.rows);
         trace.push_str(OuterStep::CSV_HEADER);
         trace.push('\n');
         let report = solver.solve(&mut |step| {
             trace.push_str(&step.csv());
             trace.push('\n');
-            last = Some(*step);
+            *last = Some(*step);
             rows.push(step.row);
         });
-        stop = report.stop.to_string();
+        report.stop.to_string()
     }
-    let certificate = solver.certificate();
+}
+
+/// The model file of a subset fit, with its penalty's three lambdas.
+fn model_of(solver: &SubsetSolver, loss: SubsetLoss, name: &str) -> Model {
     let final_penalty = solver.params().penalty;
     let mut model = Model::from_sparse(
         &SparseModel::from_view(solver.model()),
@@ -174,30 +232,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         name,
         solver.model().support.len(),
         final_penalty.lambda2,
-        certificate,
+        solver.certificate(),
     );
     model.lambda0 = Some(final_penalty.lambda0);
     model.lambda1 = Some(final_penalty.lambda1);
     model.lambda2 = Some(final_penalty.lambda2);
-    let last = last.expect("solve takes at least one outer step");
-    eprintln!(
-        "solver={name} epochs={} seconds={:.4} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
-        last.row.epoch,
-        last.row.seconds,
-        certificate.primal,
-        certificate.dual,
-        certificate.gap,
-        model.support.len(),
-        last.active_set_size,
-        last.screened,
-        data.len(),
-        data.dim(),
-    );
-    // A path run has printed its table on stdout: the model goes only to `--out`.
-    let x_label = if s.path {
-        "outer step (along the lambda0 path)"
-    } else {
-        "outer step"
-    };
-    write_results(args, &model, &trace, !s.path, (&rows, x_label))
+    model
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::learner::auto::AutoState;
+use crate::learner::auto::selector::AutoState;
 use crate::learner::publish::Snapshot;
 use crate::learner::{LearnerState, LearnerStats, PrimalState};
 use crate::sample::Sample;

@@ -1,5 +1,6 @@
 //! A cluster's one exact SDIHT model (`nats.global_model`, `docs/cluster.md`): what one node
-//! contributes to a *cut*, and the certificate every node computes from the same contributions.
+//! contributes to a *cut*, the certificate every node computes from the same contributions, and how a
+//! node takes the other nodes' summed parts into its own iterate ([`replace_remote`]).
 //!
 //! SDIHT's model and both its objectives are sums over samples (dual-iht.md eq. 4.4 and Lemma 1):
 //!
@@ -37,8 +38,9 @@
 //! and threshold bit for bit.
 
 use crate::solver::driver::SparseModel;
+use crate::solver::sdiht::DualIterate;
 use crate::solver::Certificate;
-use crate::sparse::{top_k_of_pairs, ThresholdScratch};
+use crate::sparse::{grow_dense, top_k_of_pairs, ThresholdScratch};
 
 /// One node's part of a cut (module docs), taken over its window at one instant.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -139,6 +141,39 @@ pub fn cut_certificate(
         .sum();
     let dual = -conj_sum / n - 0.5 * lambda * threshold_sq;
     Certificate::new(primal, dual, samples)
+}
+
+/// Replaces the other nodes' part of a node's SDIHT iterate (their sums, [`RemoteSums`]): `z` loses the
+/// previous `sum alpha_i x_i` of theirs and gains `z_remote` (sparse, ascending indices), which count
+/// `n` samples with `sum l* = conj`. `w` and `D` follow at the next [`DualIterate::rethreshold`].
+/// Returns whether anything changed (the local optimum moved: the caller should step again).
+pub fn replace_remote(it: &mut DualIterate, z_remote: &[(u32, f64)], n: usize, conj: f64) -> bool {
+    let d = z_remote.last().map_or(0, |&(j, _)| j as usize + 1);
+    it.ensure_dim(d);
+    grow_dense(&mut it.remote_z, it.z.len());
+    let mut changed = n != it.remote_n || conj.to_bits() != it.remote_conj.to_bits();
+    changed |= z_remote.len() != it.remote_support.len()
+        || z_remote
+            .iter()
+            .zip(&it.remote_support)
+            .any(|(&(j, v), &old)| j != old || v.to_bits() != it.remote_z[j as usize].to_bits());
+    if !changed {
+        return false;
+    }
+    for &j in &it.remote_support {
+        let j = j as usize;
+        it.z[j] -= it.remote_z[j];
+        it.remote_z[j] = 0.0;
+    }
+    it.remote_support.clear();
+    for &(j, v) in z_remote {
+        it.z[j as usize] += v;
+        it.remote_z[j as usize] = v;
+        it.remote_support.push(j);
+    }
+    it.remote_n = n;
+    it.remote_conj = conj;
+    true
 }
 
 #[cfg(test)]

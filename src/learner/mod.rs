@@ -22,12 +22,16 @@
 //! # Layout
 //!
 //! - [`auto`] — `lambda = "auto"`: one learner per grid lambda on the same stream, serving the one
-//!   with the lowest progressive loss;
-//! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`);
-//! - [`mirror`] — sparse mirror descent and SMIDAS, over [`crate::solver::mirror`] and
-//!   [`crate::solver::smidas`] (`"mirror"`, `"smidas"`);
-//! - [`global`] — a cluster's one exact SDIHT model: the partial sums a node contributes to a cut, and
-//!   the cut's certificate over the union of the nodes' windows;
+//!   that ranks best on held-out samples or by progressive loss (the selection in [`auto::selector`],
+//!   the held-out ring in [`auto::holdout`]);
+//! - [`sdiht`] — SDIHT on the window, over [`crate::solver::sdiht`]'s block step (`solver = "sdiht"`),
+//!   with the warm start of an insert;
+//! - [`mirror`] — sparse mirror descent and SMIDAS, driving the per-sample states of
+//!   [`crate::solver::mirror`] and [`crate::solver::smidas`] on the window (`"mirror"`, `"smidas"`),
+//!   with the states' checkpoint export and restore ([`mirror::resume`]);
+//! - [`global`] — a cluster's one exact SDIHT model: the partial sums a node contributes to a cut, the
+//!   cut's certificate over the union of the nodes' windows, and the other nodes' part in a node's
+//!   iterate;
 //! - [`subset`] — best subset re-solved on the window, over [`crate::solver::subset`] (`"subset"`);
 //! - [`worker`] — the router and learner threads, the panic guard and the publish cadence;
 //! - [`publish`] — immutable [`publish::Snapshot`]s behind per-learner [`publish::ModelCell`]s.
@@ -130,8 +134,8 @@ pub struct LearnerState {
     /// function of the window's duals.
     pub primal: Option<PrimalState>,
     /// `lambda = "auto"`: the grid member the rest of this state belongs to, and the selection state
-    /// ([`auto::AutoState`]); `None` for a learner with a fixed lambda.
-    pub auto: Option<auto::AutoState>,
+    /// ([`auto::selector::AutoState`]); `None` for a learner with a fixed lambda.
+    pub auto: Option<auto::selector::AutoState>,
 }
 
 /// A primal learner's model and schedule position: enough to resume it exactly.

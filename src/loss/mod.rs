@@ -11,6 +11,11 @@
 //!
 //! A per-sample weight `c > 0` scales the loss, `l_c(u) = c l(u)`; then `l_c*(a) = c l*(a / c)` and
 //! `F_c = c F`. [`Loss::sample`] builds the weighted view once so the kernels stay branch-light.
+//!
+//! [`dual`] holds each loss's dual coordinate maximiser ([`SampleLoss::coordinate_maximiser`]), the
+//! per-row step of SDIHT's coordinate rule.
+
+pub mod dual;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -187,7 +187,7 @@ pub trait SampleSet {
 }
 
 /// Samples with a dual variable each: what SDIHT's block step reads and updates. An in-memory data set
-/// with its dual vector (`solver::sdiht::Sdiht`) and the daemon's window (which stores each sample's
+/// with its dual vector (`solver::sdiht::offline::Sdiht`) and the daemon's window (which stores each sample's
 /// dual beside it) both implement it, so offline and streaming SDIHT run the same step.
 pub trait DualRows: SampleSet {
     /// `alpha_i`, parallel to [`SampleSet::row`].

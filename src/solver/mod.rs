@@ -1,10 +1,13 @@
 //! Solvers for the k-sparse problem, each a *step* (one epoch of its algorithm) kept apart from the loop
 //! that drives it ([`driver`]), in the style of argmin.
 //!
-//! - [`sdiht::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of the DIHT paper;
+//! - [`sdiht::offline::Sdiht`] — DIHT (Alg. 1, `blocks = 1`) and SDIHT (Alg. 2, `m` random blocks) of
+//!   the DIHT paper, around the block step ([`sdiht`]) the streaming learner runs too;
 //! - [`primal::Iht`], [`primal::Htp`] — the primal baselines the paper compares against;
 //! - [`mirror::MirrorDescent`] — stochastic sparse mirror descent (Guha 2022, Ch. 5) with a choice of
-//!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse;
+//!   mirror map and convex set; [`smidas::Smidas`] — its l1 prior art (Alg. 4.1), not k-sparse; both
+//!   over a per-sample state ([`mirror::state::MirrorState`], [`smidas::SmidasState`]) that the
+//!   streaming learners drive too;
 //! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
 //!   conventions, driven by its own outer loop;
 //!

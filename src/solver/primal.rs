@@ -220,16 +220,25 @@ pub(crate) fn power_iteration<S: SampleSet>(
         }
         // Over all `d` the other terms are `+0.0`, which change no sum of squares but an empty one
         // (`-0.0`); its root compares equal to 0 either way.
-        let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if norm == 0.0 {
+        let Some(norm) = normalise_into(&next, &mut v) else {
             return 0.0;
-        }
+        };
         estimate = norm;
-        for (a, b) in v.iter_mut().zip(&next) {
-            *a = b / norm;
-        }
     }
     estimate * 1.01
+}
+
+/// One power iteration's normalisation: `v = next / ||next||`, returning `||next||`; `None` (and `v`
+/// unchanged) when `next` is zero.
+fn normalise_into(next: &[f64], v: &mut [f64]) -> Option<f64> {
+    let norm = next.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if norm == 0.0 {
+        return None;
+    }
+    for (a, b) in v.iter_mut().zip(next) {
+        *a = b / norm;
+    }
+    Some(norm)
 }
 
 /// Iterative hard thresholding.
@@ -412,5 +421,84 @@ impl<S: SampleSet> Solver<S> for Htp {
     }
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
         self.state.certificate(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::{Loss, LossKind};
+    use crate::sample::{Dataset, Sample};
+    use crate::sparse::sparse_axpy;
+    use crate::synth;
+
+    /// The power iteration over the features the sampled rows use is the one over all `d` features, bit
+    /// for bit: the dense iteration it replaced, written out here, on full and sampled rows, with unused
+    /// features at either end, with weights, and with no features at all.
+    #[test]
+    fn the_compact_power_iteration_is_the_dense_one() {
+        fn dense(p: &Problem<Dataset>, max_rows: usize) -> f64 {
+            let (d, n) = (p.data.dim(), p.data.len());
+            if d == 0 || n == 0 {
+                return 0.0;
+            }
+            let stride = n.div_ceil(max_rows.max(1));
+            let rows = n.div_ceil(stride) as f64;
+            let mut v = vec![1.0 / (d as f64).sqrt(); d];
+            let mut next = vec![0.0; d];
+            let mut estimate = 0.0;
+            for _ in 0..30 {
+                next.iter_mut().for_each(|x| *x = 0.0);
+                for i in (0..n).step_by(stride) {
+                    let r = p.data.row(i);
+                    let u = crate::sparse::sparse_dot(r.indices, r.values, &v);
+                    sparse_axpy(r.weight * u / rows, r.indices, r.values, &mut next);
+                }
+                let Some(norm) = normalise_into(&next, &mut v) else {
+                    return 0.0;
+                };
+                estimate = norm;
+            }
+            estimate * 1.01
+        }
+        let loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+        let mut weighted = synth::sparse_stream(900, 5000, 10, 7, 0.1, true, 8).samples;
+        for (i, s) in weighted.iter_mut().enumerate() {
+            s.weight = Some(0.5 + (i % 5) as f64);
+        }
+        let sets = [
+            Dataset::from_samples(
+                &synth::sparse_stream(3000, 400, 10, 12, 0.1, true, 2).samples,
+                0,
+            ),
+            Dataset::from_samples(
+                &synth::sparse_stream(700, 300, 5, 9, 0.1, true, 3).samples,
+                9000,
+            ),
+            Dataset::from_samples(&weighted, 0),
+            Dataset::from_samples(
+                &vec![Sample::new(vec![], vec![], 1.0, None).unwrap(); 3],
+                50,
+            ),
+        ];
+        for (at, set) in sets.iter().enumerate() {
+            let p = Problem::new(set, loss, 0.01, 5, false).unwrap();
+            for max_rows in [usize::MAX, 1000, 64, 1] {
+                let reference = dense(&p, max_rows);
+                let compact = crate::solver::primal::sigma_max_sq_sampled(&p, max_rows);
+                assert_eq!(
+                    compact.to_bits(),
+                    reference.to_bits(),
+                    "set {at}, {max_rows} rows"
+                );
+                // Places found again at each iteration.
+                let again = crate::solver::primal::power_iteration(&p, max_rows, 0);
+                assert_eq!(
+                    again.to_bits(),
+                    reference.to_bits(),
+                    "set {at}, {max_rows} rows"
+                );
+            }
+        }
     }
 }

@@ -16,12 +16,11 @@
 //! term), with the dual's `H_k` taken at `k' = max(k, |supp w|)`: weak duality holds for `k'`-sparse models,
 //! so the gap stays a valid bound for the sparsity SMIDAS actually uses.
 //!
-//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for the p-norm mirror learner, with the
+//! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for p-norm mirror descent, with the
 //! link's gain taken at the problem's `k`: the support size the l1 strength is meant to produce).
 
-mod resume;
-
 use super::mirror::maps::{lp_norm, soft};
+use super::mirror::state::checkpoint_dim;
 use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, DEFAULT_HORIZON};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
@@ -30,7 +29,7 @@ use crate::sparse::{grow_dense, sparse_sq_norm};
 
 /// The SMIDAS state, advanced one sample at a time.
 #[derive(Debug, Clone)]
-pub struct SmidasLearner {
+pub struct SmidasState {
     p: f64,
     l1: f64,
     step: MirrorStep,
@@ -46,10 +45,10 @@ pub struct SmidasLearner {
     intercept: f64,
     steps: u64,
     horizon: u64,
-    /// The link's gain the `Auto` step divides by (see [`SmidasLearner::set_sparsity_hint`]).
+    /// The link's gain the `Auto` step divides by (see [`SmidasState::set_sparsity_hint`]).
     gain: f64,
     row_sq_max: f64,
-    /// `grad psi*(theta)` materialised for [`SmidasLearner::model`]; refreshed by [`SmidasLearner::sync`].
+    /// `grad psi*(theta)` materialised for [`SmidasState::model`]; refreshed by [`SmidasState::sync`].
     w: Vec<f64>,
     support: Vec<u32>,
     active_values: Vec<f64>,
@@ -57,8 +56,8 @@ pub struct SmidasLearner {
     numeric_faults: u64,
 }
 
-impl SmidasLearner {
-    /// A learner at `theta = 0` for features `0..dim`, with `p = max(2, 2 ln dim)`.
+impl SmidasState {
+    /// A state at `theta = 0` for features `0..dim`, with `p = max(2, 2 ln dim)`.
     pub fn new(
         l1: f64,
         step: MirrorStep,
@@ -66,14 +65,14 @@ impl SmidasLearner {
         lambda: f64,
         fit_intercept: bool,
         dim: usize,
-    ) -> Result<SmidasLearner, MirrorError> {
+    ) -> Result<SmidasState, MirrorError> {
         if !(l1.is_finite() && l1 > 0.0) {
             return Err(MirrorError::BadL1(l1));
         }
         let MirrorMap::PNorm { p } = MirrorMap::pnorm_for_dim(dim) else {
             unreachable!()
         };
-        let learner = SmidasLearner {
+        let state = SmidasState {
             p,
             l1,
             step,
@@ -99,7 +98,7 @@ impl SmidasLearner {
             ..crate::solver::mirror::MirrorConfig::new(MirrorMap::PNorm { p })
         }
         .validate()?;
-        Ok(learner)
+        Ok(state)
     }
 
     pub fn p(&self) -> f64 {
@@ -115,7 +114,7 @@ impl SmidasLearner {
         self.row_sq_max = self.row_sq_max.max(sq_norm);
     }
 
-    /// `eta_t` of the next step: the p-norm mirror learner's schedule.
+    /// `eta_t` of the next step: the p-norm mirror state's schedule.
     pub fn step_size(&self) -> f64 {
         let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
         self.step
@@ -123,7 +122,7 @@ impl SmidasLearner {
     }
 
     /// Scales the `Auto` step to the p-norm link's gain at `k` nonzero weights
-    /// ([`MirrorMap::dual_scale`]); without a hint the learner assumes the worst case `k = 1` (gain `p - 1`).
+    /// ([`MirrorMap::dual_scale`]); without a hint the state assumes the worst case `k = 1` (gain `p - 1`).
     pub fn set_sparsity_hint(&mut self, k: usize) {
         self.gain = MirrorMap::PNorm { p: self.p }.dual_scale(k);
     }
@@ -170,7 +169,7 @@ impl SmidasLearner {
 
     /// One step of Alg. 4.1 on one sample. A sample whose step would write a non-finite mirror-space
     /// value or intercept is rejected before anything changes and counted in
-    /// [`SmidasLearner::numeric_faults`].
+    /// [`SmidasState::numeric_faults`].
     pub fn step_sample(&mut self, row: Row<'_>) {
         if let Some(&last) = row.indices.last() {
             self.ensure_dim(last as usize + 1);
@@ -234,7 +233,7 @@ impl SmidasLearner {
         self.steps += 1;
     }
 
-    /// Materialises `w = grad psi*(theta)` and its support for [`SmidasLearner::model`].
+    /// Materialises `w = grad psi*(theta)` and its support for [`SmidasState::model`].
     pub fn sync(&mut self) {
         for &j in &self.support {
             self.w[j as usize] = 0.0;
@@ -248,7 +247,7 @@ impl SmidasLearner {
         }
     }
 
-    /// The model as of the last [`SmidasLearner::sync`].
+    /// The model as of the last [`SmidasState::sync`].
     pub fn model(&self) -> ModelView<'_> {
         ModelView {
             weights: &self.w,
@@ -262,10 +261,87 @@ impl SmidasLearner {
     }
 }
 
+impl SmidasState {
+    /// The state with the p-norm link exponent `p >= 2` given explicitly (it replaces the `p` that
+    /// [`SmidasState::new`] derived from `dim`).
+    pub fn with_p(mut self, p: f64) -> Result<SmidasState, MirrorError> {
+        if !(p.is_finite() && p >= 2.0) {
+            return Err(MirrorError::BadP(p));
+        }
+        self.p = p;
+        Ok(self)
+    }
+}
+
+/// The exact export and restore of the state, in the format of the mirror state
+/// ([`crate::solver::mirror::state::MirrorState::coordinates`]), sized by the same rule
+/// (`checkpoint_dim`): what a checkpoint of a streaming learner is made of.
+impl SmidasState {
+    /// `(j, w_j, theta_j)` for every nonzero weight, in the state's internal order: `||theta||_p` is a
+    /// sum over that order, so keeping it makes a resumed state identical to the last bit.
+    pub fn coordinates(&self) -> Vec<(u32, f64, f64)> {
+        self.active
+            .iter()
+            .map(|&j| {
+                let t = self.theta[j as usize];
+                (j, self.weight(t), t)
+            })
+            .collect()
+    }
+
+    /// Steps taken (the `t` of the step schedule).
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// The running `max_i c_i ||x_i||^2` over the rows seen.
+    pub fn row_sq_max(&self) -> f64 {
+        self.row_sq_max
+    }
+
+    /// Sizes the state for features `0..dim` (or more: one past the largest index `coordinates`
+    /// names) and restores `theta` from the coordinates (weights are recomputed from it), dropping the
+    /// model it held; zero or non-finite entries are skipped.
+    pub fn resume(
+        &mut self,
+        dim: usize,
+        coordinates: &[(u32, f64, f64)],
+        steps: u64,
+        row_sq_max: f64,
+    ) {
+        for &j in &self.active {
+            self.theta[j as usize] = 0.0;
+            self.is_active[j as usize] = false;
+        }
+        self.active.clear();
+        self.ensure_dim(checkpoint_dim(dim, coordinates));
+        for &(j, _, theta) in coordinates {
+            if theta != 0.0 && theta.is_finite() && !self.is_active[j as usize] {
+                self.theta[j as usize] = theta;
+                self.is_active[j as usize] = true;
+                self.active.push(j);
+            }
+        }
+        self.active_values.clear();
+        self.active_values
+            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
+        self.norm = lp_norm(&self.active_values, self.p);
+        self.steps = steps;
+        self.row_sq_max = row_sq_max;
+        self.sync();
+    }
+
+    /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), as
+    /// [`crate::solver::mirror::state::MirrorState::rewind_schedule`].
+    pub fn rewind_schedule(&mut self) {
+        self.steps = self.steps.min(self.horizon);
+    }
+}
+
 /// SMIDAS as a [`Solver`]: one epoch is one pass in a seeded random order.
 #[derive(Debug, Clone)]
 pub struct Smidas {
-    learner: SmidasLearner,
+    state: SmidasState,
     pass: PrimalPass,
 }
 
@@ -276,7 +352,7 @@ impl Smidas {
         step: MirrorStep,
         seed: u64,
     ) -> Result<Smidas, MirrorError> {
-        let mut learner = SmidasLearner::new(
+        let mut state = SmidasState::new(
             l1,
             step,
             problem.loss,
@@ -286,18 +362,18 @@ impl Smidas {
         )?;
         for i in 0..problem.data.len() {
             let r = problem.data.row(i);
-            learner.observe_row_bound(r.weight * sparse_sq_norm(r.values));
+            state.observe_row_bound(r.weight * sparse_sq_norm(r.values));
         }
-        learner.set_horizon(problem.data.len() as u64);
-        learner.set_sparsity_hint(problem.k);
+        state.set_horizon(problem.data.len() as u64);
+        state.set_sparsity_hint(problem.k);
         Ok(Smidas {
-            learner,
+            state,
             pass: PrimalPass::new(problem.data.len(), seed),
         })
     }
 
-    pub fn learner(&self) -> &SmidasLearner {
-        &self.learner
+    pub fn state(&self) -> &SmidasState {
+        &self.state
     }
 }
 
@@ -308,21 +384,70 @@ impl<S: SampleSet> Solver<S> for Smidas {
 
     fn epoch(&mut self, p: &Problem<S>) {
         for &i in self.pass.shuffled() {
-            self.learner.step_sample(p.data.row(i));
+            self.state.step_sample(p.data.row(i));
         }
-        self.learner.sync();
+        self.state.sync();
         if p.intercept {
-            self.learner.intercept = self.pass.best_intercept(p, &self.learner.w);
+            self.state.intercept = self.pass.best_intercept(p, &self.state.w);
         }
     }
 
     fn model(&self) -> ModelView<'_> {
-        self.learner.model()
+        self.state.model()
     }
 
     /// Certified at `k' = max(k, |supp w|)` (see the module docs).
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        let k = p.k.max(self.learner.support.len());
-        self.pass.certify(p, k, self.learner.model())
+        let k = p.k.max(self.state.support.len());
+        self.pass.certify(p, k, self.state.model())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::LossKind;
+    use crate::sample::Dataset;
+    use crate::solver::tests::{gap_trace, row};
+    use crate::synth;
+
+    #[test]
+    fn smidas_is_sparse_certified_and_finds_the_truth() {
+        let problem = synth::sparse_stream(1500, 200, 8, 16, 0.05, false, 21);
+        let truth = problem.true_support();
+        let data = Dataset::from_samples(&problem.samples, 200);
+        let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
+        let p = Problem::new(&data, loss, 1e-3, truth.len(), false).unwrap();
+        let mut solver = Smidas::new(&p, 0.5, MirrorStep::Auto, 3).unwrap();
+        let trace = gap_trace(&p, &mut solver, 15);
+        let support = Solver::<Dataset>::model(&solver).support.to_vec();
+        assert!(
+            trace[trace.len() - 1].0 < 0.5 * trace[0].0,
+            "gap {:?}",
+            trace
+        );
+        assert!(
+            truth.iter().all(|j| support.contains(j)),
+            "truth {truth:?} not in {support:?}"
+        );
+        assert!(
+            support.len() < 200 / 2,
+            "SMIDAS support {} is not sparse",
+            support.len()
+        );
+        assert!(Smidas::new(&p, 0.0, MirrorStep::Auto, 0).is_err());
+    }
+
+    /// A sample whose step would write a non-finite value is rejected with the state unchanged, and
+    /// counted.
+    #[test]
+    fn a_non_finite_sample_is_rejected_and_counted() {
+        let loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+        let mut s = SmidasState::new(1e-3, MirrorStep::Constant(1.0), loss, 0.01, true, 4).unwrap();
+        s.step_sample(row(&[0], &[1.0], 1.0));
+        let before = (s.coordinates(), s.steps());
+        s.step_sample(row(&[2], &[1e300], 1e300));
+        assert_eq!(s.numeric_faults(), 1);
+        assert_eq!((s.coordinates(), s.steps()), before);
     }
 }

@@ -141,3 +141,146 @@ fn keep_top_k(
     out.sort_unstable();
     out.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+    use crate::solver::mirror::tests::{dot, make_feasible, maps, CONSTRAINTS};
+    use crate::solver::mirror::MirrorMap;
+    use crate::solver::tests::all_supports;
+
+    /// The step objective of (5.15) in its original form, `<x, g> + B_psi(x, w) / eta`.
+    fn original_objective(map: MirrorMap, g: &[f64], w: &[f64], eta: f64, x: &[f64]) -> f64 {
+        dot(x, g) + map.bregman(x, w) / eta
+    }
+
+    #[test]
+    fn greedy_support_selection_equals_brute_force_and_top_k() {
+        let (d, k) = (10, 3);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let supports = all_supports(d, k);
+        assert_eq!(supports.len(), 120);
+        let mut worst_pnorm_ratio: f64 = 1.0;
+        for map in maps(d) {
+            for constraint in CONSTRAINTS {
+                for _ in 0..25 {
+                    // A k-sparse feasible current iterate w_t, a gradient and a step.
+                    let mut w = vec![0.0; d];
+                    for j in rand::seq::index::sample(&mut rng, d, k) {
+                        w[j] = rng.gen_range(-1.0..1.0);
+                    }
+                    make_feasible(constraint, &mut w);
+                    let g: Vec<f64> = (0..d).map(|_| rng.gen_range(-2.0..2.0)).collect();
+                    let eta = rng.gen_range(0.05..0.5);
+                    let mut theta = vec![0.0; d];
+                    map.grad_psi(&w, &mut theta);
+                    theta.iter_mut().zip(&g).for_each(|(t, gj)| *t -= eta * gj);
+
+                    let mut x = Vec::new();
+                    let zero = original_objective(map, &g, &w, eta, &vec![0.0; d]);
+                    let (mut brute_value, mut brute_support) = (f64::INFINITY, Vec::new());
+                    for s in &supports {
+                        support_value(map, constraint, &theta, s, &mut x);
+                        let v = original_objective(map, &g, &w, eta, &x);
+                        if v < brute_value {
+                            (brute_value, brute_support) = (v, s.clone());
+                        }
+                    }
+                    let (greedy, _) = greedy_support(map, constraint, &theta, k);
+                    support_value(map, constraint, &theta, &greedy, &mut x);
+                    let greedy_value = original_objective(map, &g, &w, eta, &x);
+                    let mut top: Vec<u32> = (0..d as u32).collect();
+                    top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut Vec::new());
+                    let top: Vec<usize> = top.iter().map(|&j| j as usize).collect();
+                    let mut x_top = Vec::new();
+                    support_value(map, constraint, &theta, &top, &mut x_top);
+                    let mut x_brute = Vec::new();
+                    support_value(map, constraint, &theta, &brute_support, &mut x_brute);
+
+                    // Decrease of the step objective achieved, greedy over optimal (1 = exact).
+                    let ratio = (zero - greedy_value) / (zero - brute_value);
+                    let tol = 1e-9 * (1.0 + brute_value.abs());
+                    assert!(
+                        greedy_value <= brute_value + tol,
+                        "{map:?} {constraint:?}: greedy {greedy:?} = {greedy_value}, brute {brute_support:?} = {brute_value}"
+                    );
+                    // Greedy may stop early when a further coordinate would be 0 at the optimum (l1 ball):
+                    // it must then be a prefix of the top-k set, and all three must give the same step.
+                    assert!(
+                        greedy.iter().all(|j| top.contains(j)),
+                        "{map:?} {constraint:?}: {greedy:?} vs top {top:?}"
+                    );
+                    for j in 0..d {
+                        assert!(
+                            (x[j] - x_top[j]).abs() <= 1e-9,
+                            "{map:?} {constraint:?}: greedy and top-k steps differ"
+                        );
+                        if map.is_separable() {
+                            assert!(
+                                (x[j] - x_brute[j]).abs() <= 1e-9,
+                                "{map:?} {constraint:?}: greedy {x:?} brute {x_brute:?}"
+                            );
+                        }
+                    }
+                    if !map.is_separable() {
+                        worst_pnorm_ratio = worst_pnorm_ratio.min(ratio);
+                    }
+                }
+            }
+        }
+        eprintln!("p-norm greedy / brute-force decrease of the step objective, worst over 150 instances: {worst_pnorm_ratio:.12}");
+        assert!(
+            worst_pnorm_ratio > 1.0 - 1e-9,
+            "p-norm greedy ratio {worst_pnorm_ratio}"
+        );
+    }
+
+    /// The selection on precomputed keys keeps the set the comparator on `theta` kept (the order it
+    /// replaced, written out here): largest magnitude, ties to the lower index, zeros (of either sign)
+    /// and NaN never, for every `k`.
+    #[test]
+    fn top_k_by_magnitude_on_keys_is_the_comparator_selection() {
+        fn by_comparator(candidates: &[u32], k: usize, theta: &[f64]) -> Vec<u32> {
+            let mut kept: Vec<u32> = candidates
+                .iter()
+                .copied()
+                .filter(|&j| theta[j as usize] != 0.0 && !theta[j as usize].is_nan())
+                .collect();
+            kept.sort_by(|a, b| {
+                let (ma, mb) = (theta[*a as usize].abs(), theta[*b as usize].abs());
+                mb.partial_cmp(&ma).unwrap().then(a.cmp(b))
+            });
+            kept.truncate(k);
+            kept.sort_unstable();
+            kept
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let mut keys = Vec::new();
+        for round in 0..200 {
+            let d = 1 + round % 60;
+            // Few distinct magnitudes, so ties are common; some zeros, negative zeros and NaN.
+            let theta: Vec<f64> = (0..d)
+                .map(|_| match rng.gen_range(0..10) {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => f64::NAN,
+                    m => (m as f64 - 6.0) * 0.25,
+                })
+                .collect();
+            let candidates: Vec<u32> = (0..d as u32).filter(|_| rng.gen_bool(0.7)).collect();
+            for k in 0..=d + 1 {
+                let mut top = candidates.clone();
+                let kept = top_k_by_magnitude(&mut top, k, |j| theta[j as usize], &mut keys);
+                assert_eq!(
+                    top,
+                    by_comparator(&candidates, k, &theta),
+                    "round {round}, k {k}"
+                );
+                assert_eq!(kept, top.len());
+            }
+        }
+    }
+}

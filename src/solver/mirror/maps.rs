@@ -347,3 +347,110 @@ fn pnorm_box(p: f64, radius: f64, theta: &[f64], out: &mut [f64]) {
     }
     fill((0.5 * (lo + hi)).exp(), out);
 }
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use crate::solver::mirror::tests::{dot, make_feasible, maps, random_vector, CONSTRAINTS};
+
+    #[test]
+    fn bregman_is_nonnegative_and_zero_only_at_equality() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for map in maps(10) {
+            for _ in 0..200 {
+                let x = random_vector(&mut rng, 10);
+                let mut y = random_vector(&mut rng, 10);
+                assert_eq!(map.bregman(&x, &x), 0.0, "{map:?}");
+                let b = map.bregman(&x, &y);
+                assert!(b > 0.0, "{map:?}: B(x, y) = {b} for x != y");
+                // A single small perturbation is still strictly positive.
+                let j = rng.gen_range(0..10);
+                y.clone_from(&x);
+                y[j] += 1e-3;
+                assert!(
+                    map.bregman(&x, &y) > 0.0 && map.bregman(&y, &x) > 0.0,
+                    "{map:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn grad_psi_star_inverts_grad_psi_and_fenchel_young_is_tight() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        for map in maps(10) {
+            for _ in 0..200 {
+                let x = random_vector(&mut rng, 10);
+                let (mut theta, mut back) = (vec![0.0; 10], vec![0.0; 10]);
+                map.grad_psi(&x, &mut theta);
+                map.grad_psi_star(&theta, &mut back);
+                let scale = x.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                for j in 0..10 {
+                    assert!(
+                        (back[j] - x[j]).abs() <= 1e-10 * scale,
+                        "{map:?}: x {} -> {}",
+                        x[j],
+                        back[j]
+                    );
+                }
+                let theta2 = random_vector(&mut rng, 10);
+                let mut x2 = vec![0.0; 10];
+                map.grad_psi_star(&theta2, &mut x2);
+                map.grad_psi(&x2, &mut back);
+                let scale = theta2.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                for j in 0..10 {
+                    // Coordinates the p-norm link crushes below 1e-300 cannot come back; all others must.
+                    if x2[j].abs() > 1e-280 || theta2[j] == 0.0 {
+                        assert!(
+                            (back[j] - theta2[j]).abs() <= 1e-10 * scale,
+                            "{map:?}: theta {} -> {}",
+                            theta2[j],
+                            back[j]
+                        );
+                    }
+                }
+                // psi(x) + psi*(grad psi(x)) = <x, grad psi(x)>.
+                let gap = map.psi(&x) + map.psi_star(&theta) - dot(&x, &theta);
+                assert!(
+                    gap.abs() <= 1e-9 * (1.0 + dot(&x, &theta).abs()),
+                    "{map:?}: Fenchel-Young gap {gap}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn restricted_solve_is_feasible_and_beats_every_random_competitor() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for map in maps(10) {
+            for constraint in CONSTRAINTS {
+                for _ in 0..40 {
+                    let theta: Vec<f64> = (0..3).map(|_| rng.gen_range(-3.0..3.0)).collect();
+                    let mut x = vec![0.0; 3];
+                    map.solve_restricted(constraint, &theta, &mut x);
+                    assert!(
+                        constraint.contains(&x),
+                        "{map:?} {constraint:?}: infeasible {x:?}"
+                    );
+                    let best = map.step_objective(&theta, &x);
+                    for scale in [1e-1, 1e-3, 1e-5] {
+                        for _ in 0..50 {
+                            let mut other: Vec<f64> = x
+                                .iter()
+                                .map(|v| v + scale * rng.gen_range(-1.0..1.0))
+                                .collect();
+                            make_feasible(constraint, &mut other);
+                            let value = map.step_objective(&theta, &other);
+                            assert!(
+                                value >= best - 1e-11 * (1.0 + best.abs()),
+                                "{map:?} {constraint:?}: {other:?} gives {value} < {best} at {x:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

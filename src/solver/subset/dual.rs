@@ -147,11 +147,56 @@ pub fn squared_coordinate_sweep(
     resid: &mut [f64],
 ) {
     for &j in active {
-        let old = beta[j];
-        let new = penalty.coordinate(cols.dot(j, resid) + old);
-        if new != old {
-            cols.axpy(j, old - new, resid);
-            beta[j] = new;
+        let new = penalty.coordinate(cols.dot(j, resid) + beta[j]);
+        set_coordinate(cols, j, new, beta, resid);
+    }
+}
+
+/// `beta_j = new`, keeping `resid = y - X beta` (`resid -= (new - beta_j) x_j`); nothing when `beta_j`
+/// does not change.
+pub fn set_coordinate(cols: &Columns, j: usize, new: f64, beta: &mut [f64], resid: &mut [f64]) {
+    let old = beta[j];
+    if new != old {
+        cols.axpy(j, old - new, resid);
+        beta[j] = new;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_psi_and_coordinate_step_are_the_scalar_minimisers() {
+        let pen = Penalty::new(0.3, 0.2, 0.7).unwrap();
+        let g = |b: f64| pen.value(b);
+        let grid: Vec<f64> = (-40_000..=40_000).map(|i| i as f64 * 1e-4).collect();
+        for k in -30..=30 {
+            let eta = k as f64 * 0.05;
+            // Psi(eta) = min_b -2 lambda2 eta b + g(b), attained at B(eta).
+            let brute = grid
+                .iter()
+                .map(|&b| -2.0 * pen.lambda2 * eta * b + g(b))
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                (pen.psi(eta) - brute).abs() < 1e-6,
+                "eta {eta}: psi {} brute {brute}",
+                pen.psi(eta)
+            );
+            let at_link = -2.0 * pen.lambda2 * eta * pen.link(eta) + g(pen.link(eta));
+            assert!((at_link - pen.psi(eta)).abs() < 1e-12);
+            // T (13) = argmin (1/2)(b~ - b)^2 + g(b).
+            let bt = k as f64 * 0.1;
+            let brute = grid
+                .iter()
+                .map(|&b| 0.5 * (bt - b) * (bt - b) + g(b))
+                .fold(f64::INFINITY, f64::min);
+            let c = pen.coordinate(bt);
+            assert!(
+                (0.5 * (bt - c) * (bt - c) + g(c) - brute).abs() < 1e-6,
+                "b~ {bt}"
+            );
         }
+        assert!((pen.eta0() - (2.0 * (0.3f64 * 0.7).sqrt() + 0.2) / 1.4).abs() < 1e-15);
     }
 }

@@ -178,6 +178,40 @@ pub(super) fn sigma_max_sq(cols: &Columns, active: &[usize], scratch: &mut Scrat
     estimate
 }
 
+/// The sub-problem Alg. 1 solves: `loss` and `penalty` on the columns `active`.
+#[derive(Clone, Copy)]
+struct SubProblem<'a> {
+    cols: &'a Columns,
+    loss: SubsetLoss,
+    penalty: &'a Penalty,
+    active: &'a [usize],
+}
+
+impl SubProblem<'_> {
+    /// [`sub_primal`] at `state`'s primal iterate.
+    fn primal(&self, state: &State) -> f64 {
+        sub_primal(
+            self.cols,
+            self.loss,
+            self.penalty,
+            self.active,
+            &state.beta,
+            &state.resid,
+        )
+    }
+
+    /// [`sub_dual`] at `alpha`.
+    fn dual(&self, alpha: &[f64]) -> f64 {
+        sub_dual(self.cols, self.loss, self.penalty, self.active, alpha)
+    }
+}
+
+/// The best sub-problem primal and dual values found so far (their points are in [`Scratch`]).
+struct Best {
+    primal: f64,
+    dual: f64,
+}
+
 /// Runs Alg. 1 for `loss` on `active` from `state`; leaves the best primal in `state.beta`/`state.resid`
 /// and the best sub-problem dual point in `state.alpha`.
 pub fn solve(
@@ -189,95 +223,28 @@ pub fn solve(
     state: &mut State,
     scratch: &mut Scratch,
 ) -> InnerOutcome {
-    let y = cols.y();
+    let sub = SubProblem {
+        cols,
+        loss,
+        penalty,
+        active,
+    };
     let omega = options.omega.unwrap_or_else(|| {
         1.0 / (loss.gamma() + 1.1 * sigma_max_sq(cols, active, scratch) / (2.0 * penalty.lambda2))
     });
-    let mut best_primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
-    let mut best_dual = sub_dual(cols, loss, penalty, active, &state.alpha);
-    scratch.best_alpha.clear();
-    scratch.best_alpha.extend_from_slice(&state.alpha);
-    scratch.best_beta.clear();
-    scratch
-        .best_beta
-        .extend(active.iter().map(|&j| state.beta[j]));
-    scratch.best_resid.clear();
-    scratch.best_resid.extend_from_slice(&state.resid);
-    scratch.ascent.clear();
-    scratch.ascent.extend_from_slice(&state.alpha);
-    scratch.point.resize(cols.n(), 0.0);
-    scratch.linked.resize(active.len(), 0.0);
-    scratch.link_resid.clear();
-    scratch.link_resid.extend_from_slice(&state.resid);
-    let mut previous_gap = best_primal - best_dual;
+    let mut best = begin(&sub, state, scratch);
+    let mut previous_gap = best.primal - best.dual;
     let mut iterations = 0;
     let mut stale = 0;
     while iterations < options.max_iterations {
         iterations += 1;
-        // 1-2. Projected super-gradient ascent, at the link's residual or at the CD iterate's.
-        let toward: &[f64] = if options.exact_supergradient {
-            &scratch.link_resid
-        } else {
-            &state.resid
-        };
-        loss.ascend(y, toward, omega, &mut scratch.ascent);
-        // 3. The link, and D_A of the ascent iterate from the same products x_j . alpha.
-        let mut psi_sum = 0.0;
-        for (a, &j) in active.iter().enumerate() {
-            let eta = penalty.eta(cols.dot(j, &scratch.ascent));
-            scratch.linked[a] = penalty.link(eta);
-            psi_sum += penalty.psi(eta);
-        }
-        let ascent_dual = -loss.conjugate_sum(y, &scratch.ascent) + psi_sum;
-        if ascent_dual > best_dual {
-            best_dual = ascent_dual;
-            scratch.best_alpha.copy_from_slice(&scratch.ascent);
-        }
-        scratch.linked_resid.clear();
-        scratch.linked_resid.extend_from_slice(y);
-        for (a, &j) in active.iter().enumerate() {
-            if scratch.linked[a] != 0.0 {
-                cols.axpy(j, -scratch.linked[a], &mut scratch.linked_resid);
-            }
-        }
-        scratch.link_resid.copy_from_slice(&scratch.linked_resid);
-        let linked_primal = loss.loss_of_residual(y, &scratch.linked_resid)
-            + scratch
-                .linked
-                .iter()
-                .map(|&b| penalty.value(b))
-                .sum::<f64>();
-        let current_primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
-        let take_link = match options.variant {
-            Variant::DualAst => true,
-            Variant::PrimDual => linked_primal < current_primal,
-        };
-        if take_link {
-            for (a, &j) in active.iter().enumerate() {
-                state.beta[j] = scratch.linked[a];
-            }
-            std::mem::swap(&mut state.resid, &mut scratch.linked_resid);
-        }
+        ascend_and_link(&sub, options, omega, state, scratch, &mut best);
         // 4. Primal coordinate descent.
         if options.variant == Variant::PrimDual {
             loss.coordinate_sweep(cols, penalty, active, &mut state.beta, &mut state.resid);
         }
-        // 5. Scores: the primal iterate, and its dual point l'(X beta) (Remark E.3).
-        let primal = sub_primal(cols, loss, penalty, active, &state.beta, &state.resid);
-        if primal < best_primal {
-            best_primal = primal;
-            for (a, &j) in active.iter().enumerate() {
-                scratch.best_beta[a] = state.beta[j];
-            }
-            scratch.best_resid.copy_from_slice(&state.resid);
-        }
-        loss.dual_point(y, &state.resid, &mut scratch.point);
-        let primal_point_dual = sub_dual(cols, loss, penalty, active, &scratch.point);
-        if primal_point_dual > best_dual {
-            best_dual = primal_point_dual;
-            scratch.best_alpha.copy_from_slice(&scratch.point);
-        }
-        let gap = best_primal - best_dual;
+        keep_best(&sub, state, scratch, &mut best);
+        let gap = best.primal - best.dual;
         if gap <= options.xi {
             break;
         }
@@ -298,7 +265,110 @@ pub fn solve(
     state.alpha.copy_from_slice(&scratch.best_alpha);
     InnerOutcome {
         iterations,
-        primal: best_primal,
-        dual: best_dual,
+        primal: best.primal,
+        dual: best.dual,
+    }
+}
+
+/// The values at the start (`state`), which is the best point so far, and the scratch set up from it.
+fn begin(sub: &SubProblem, state: &State, scratch: &mut Scratch) -> Best {
+    let (cols, active) = (sub.cols, sub.active);
+    let best = Best {
+        primal: sub.primal(state),
+        dual: sub.dual(&state.alpha),
+    };
+    scratch.best_alpha.clear();
+    scratch.best_alpha.extend_from_slice(&state.alpha);
+    scratch.best_beta.clear();
+    scratch
+        .best_beta
+        .extend(active.iter().map(|&j| state.beta[j]));
+    scratch.best_resid.clear();
+    scratch.best_resid.extend_from_slice(&state.resid);
+    scratch.ascent.clear();
+    scratch.ascent.extend_from_slice(&state.alpha);
+    scratch.point.resize(cols.n(), 0.0);
+    scratch.linked.resize(active.len(), 0.0);
+    scratch.link_resid.clear();
+    scratch.link_resid.extend_from_slice(&state.resid);
+    best
+}
+
+/// Steps 1-3 of an iteration (module docs): the projected super-gradient ascent, the link `beta'` and
+/// `D_A` of the ascent iterate (kept if best); then `beta'` replaces the primal iterate (always for
+/// DualAst, when it does not increase `P_A` for PrimDual).
+fn ascend_and_link(
+    sub: &SubProblem,
+    options: &InnerOptions,
+    omega: f64,
+    state: &mut State,
+    scratch: &mut Scratch,
+    best: &mut Best,
+) {
+    let (cols, loss, penalty, active) = (sub.cols, sub.loss, sub.penalty, sub.active);
+    let y = cols.y();
+    // 1-2. Projected super-gradient ascent, at the link's residual or at the CD iterate's.
+    let toward: &[f64] = if options.exact_supergradient {
+        &scratch.link_resid
+    } else {
+        &state.resid
+    };
+    loss.ascend(y, toward, omega, &mut scratch.ascent);
+    // 3. The link, and D_A of the ascent iterate from the same products x_j . alpha.
+    let mut psi_sum = 0.0;
+    for (a, &j) in active.iter().enumerate() {
+        let eta = penalty.eta(cols.dot(j, &scratch.ascent));
+        scratch.linked[a] = penalty.link(eta);
+        psi_sum += penalty.psi(eta);
+    }
+    let ascent_dual = -loss.conjugate_sum(y, &scratch.ascent) + psi_sum;
+    if ascent_dual > best.dual {
+        best.dual = ascent_dual;
+        scratch.best_alpha.copy_from_slice(&scratch.ascent);
+    }
+    scratch.linked_resid.clear();
+    scratch.linked_resid.extend_from_slice(y);
+    for (a, &j) in active.iter().enumerate() {
+        if scratch.linked[a] != 0.0 {
+            cols.axpy(j, -scratch.linked[a], &mut scratch.linked_resid);
+        }
+    }
+    scratch.link_resid.copy_from_slice(&scratch.linked_resid);
+    let linked_primal = loss.loss_of_residual(y, &scratch.linked_resid)
+        + scratch
+            .linked
+            .iter()
+            .map(|&b| penalty.value(b))
+            .sum::<f64>();
+    let current_primal = sub.primal(state);
+    let take_link = match options.variant {
+        Variant::DualAst => true,
+        Variant::PrimDual => linked_primal < current_primal,
+    };
+    if take_link {
+        for (a, &j) in active.iter().enumerate() {
+            state.beta[j] = scratch.linked[a];
+        }
+        std::mem::swap(&mut state.resid, &mut scratch.linked_resid);
+    }
+}
+
+/// Step 5 (module docs): scores the primal iterate and its dual point `l'(X beta)` (Remark E.3), keeping
+/// each if best.
+fn keep_best(sub: &SubProblem, state: &State, scratch: &mut Scratch, best: &mut Best) {
+    let (cols, loss, active) = (sub.cols, sub.loss, sub.active);
+    let primal = sub.primal(state);
+    if primal < best.primal {
+        best.primal = primal;
+        for (a, &j) in active.iter().enumerate() {
+            scratch.best_beta[a] = state.beta[j];
+        }
+        scratch.best_resid.copy_from_slice(&state.resid);
+    }
+    loss.dual_point(cols.y(), &state.resid, &mut scratch.point);
+    let primal_point_dual = sub.dual(&scratch.point);
+    if primal_point_dual > best.dual {
+        best.dual = primal_point_dual;
+        scratch.best_alpha.copy_from_slice(&scratch.point);
     }
 }

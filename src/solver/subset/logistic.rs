@@ -15,7 +15,7 @@
 //! the bound touches `f` there, no step increases `P`.
 
 use super::columns::Columns;
-use super::dual::Penalty;
+use super::dual::{set_coordinate, Penalty};
 use crate::loss::{Logistic, Loss};
 
 /// `gamma = mu = 4`: `l*''(a) = 1 / (b (1 - b)) >= 4` on `F`, so `l*` is 4-strongly convex there.
@@ -99,11 +99,52 @@ pub fn coordinate_sweep(
                 x * LOSS.derivative(y[i] - resid[i], y[i])
             })
             .sum();
-        let old = beta[j];
-        let new = coordinate(penalty, old - grad / CURVATURE_BOUND);
-        if new != old {
-            cols.axpy(j, old - new, resid);
-            beta[j] = new;
+        let new = coordinate(penalty, beta[j] - grad / CURVATURE_BOUND);
+        set_coordinate(cols, j, new, beta, resid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::solver::subset::logistic as lg;
+    use crate::solver::subset::tests::log1pexp;
+    use crate::solver::subset::Penalty;
+
+    #[test]
+    fn conjugate_dual_point_and_coordinate_step_are_the_scalar_definitions() {
+        for &y in &[1.0, -1.0] {
+            // l*(a) = sup_u a u - l(u), by a fine grid, at feasible a = -y b.
+            for &b in &[0.1, 0.3, 0.5, 0.8, 0.95] {
+                let a = -y * b;
+                let sup = (-40_000..40_000)
+                    .map(|t| {
+                        let u = t as f64 * 1e-3;
+                        a * u - log1pexp(y * u)
+                    })
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let ours = lg::conjugate_sum(&[y], &[a]);
+                assert!((ours - sup).abs() < 1e-6, "y {y} b {b}: {ours} vs {sup}");
+            }
+            // Fenchel equality at the dual point of a margin: l(u) + l*(l'(u)) = u l'(u).
+            for &u in &[-3.0, -0.5, 0.0, 0.7, 4.0] {
+                let mut alpha = [0.0];
+                lg::dual_point(&[y], &[y - u], &mut alpha);
+                let lhs = log1pexp(y * u) + lg::conjugate_sum(&[y], &alpha);
+                assert!((lhs - u * alpha[0]).abs() < 1e-12, "y {y} u {u}");
+                assert!((-y * alpha[0]) > 0.0 && (-y * alpha[0]) < 1.0);
+            }
+        }
+        // The majorised step minimises (1/8)(b - b~)^2 + g(b).
+        let pen = Penalty::new(0.05, 0.1, 0.3).unwrap();
+        for &bt in &[-3.0, -1.0, -0.4, 0.0, 0.2, 0.6, 1.5, 4.0] {
+            let obj = |b: f64| (b - bt) * (b - bt) / 8.0 + pen.value(b);
+            let ours = lg::coordinate(&pen, bt);
+            let brute = (-500_000..=500_000)
+                .map(|t| t as f64 * 1e-5)
+                .map(obj)
+                .fold(f64::INFINITY, f64::min)
+                .min(obj(0.0));
+            assert!(obj(ours) <= brute + 1e-9, "b~ {bt}: {ours}");
         }
     }
 }

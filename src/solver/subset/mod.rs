@@ -584,82 +584,11 @@ impl SubsetSolver {
             &mut self.state,
             &mut self.scratch,
         );
-        // Full certificate: the better of the sub-problem's dual point and l'(X beta).
-        let primal = loss.loss_of_residual(self.cols.y(), &self.state.resid)
-            + self
-                .active
-                .iter()
-                .map(|&j| penalty.value(self.state.beta[j]))
-                .sum::<f64>();
-        // The best full dual point so far (for this penalty): the sub-problem's, or X beta - y (Remark E.3).
-        // Any feasible alpha certifies, so keeping the best makes the full gap monotone.
-        let sub_dual = Self::full_dual(
-            &self.cols,
-            loss,
-            &penalty,
-            &self.state.alpha,
-            &mut self.alt_scores,
-        );
-        if sub_dual > self.best_dual {
-            self.best_dual = sub_dual;
-            self.best_alpha.copy_from_slice(&self.state.alpha);
-            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
-        }
-        loss.dual_point(self.cols.y(), &self.state.resid, &mut self.alt_alpha);
-        let primal_point_dual = Self::full_dual(
-            &self.cols,
-            loss,
-            &penalty,
-            &self.alt_alpha,
-            &mut self.alt_scores,
-        );
-        if primal_point_dual > self.best_dual {
-            self.best_dual = primal_point_dual;
-            self.best_alpha.copy_from_slice(&self.alt_alpha);
-            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
-        }
-        let dual = self.best_dual;
-        self.state.alpha.copy_from_slice(&self.best_alpha);
-        self.scores.clone_from(&self.best_scores);
+        let (primal, dual) = self.certify_full(&penalty);
         let gap = primal - dual;
         let radius = ball_radius(gap, loss.gamma());
-        // Screening (16), never of a feature that is currently nonzero.
-        let mut newly_screened = 0;
-        if self.params.screening {
-            for j in 0..self.cols.p() {
-                if self.cols.usable(j)
-                    && !self.screened[j]
-                    && self.state.beta[j] == 0.0
-                    && screens_out(&penalty, self.scores[j], radius)
-                {
-                    self.screened[j] = true;
-                    newly_screened += 1;
-                }
-            }
-            if newly_screened > 0 {
-                let screened = &self.screened;
-                let in_active = &mut self.in_active;
-                self.active.retain(|&j| {
-                    if screened[j] {
-                        in_active[j] = false;
-                    }
-                    !screened[j]
-                });
-                self.screened_count += newly_screened;
-            }
-        }
-        // Inclusion (Alg. 3) until every remaining feature passes the screening test.
-        let mut added = 0;
-        if self.do_add {
-            let all_pass = (0..self.cols.p())
-                .filter(|&j| self.cols.usable(j) && !self.in_active[j] && !self.screened[j])
-                .all(|j| screens_out(&penalty, self.scores[j], radius));
-            if all_pass {
-                self.do_add = false;
-            } else {
-                added = self.include(self.h());
-            }
-        }
+        let newly_screened = self.screen(&penalty, radius);
+        let added = self.include_until_passing(&penalty, radius);
         self.seconds += started.elapsed().as_secs_f64();
         self.outer += 1;
         self.gaps.push(gap);
@@ -682,6 +611,98 @@ impl SubsetSolver {
             inner_iterations: outcome.iterations,
             radius,
         }
+    }
+
+    /// The full problem's certificate after a sub-problem solve: `P` at the primal iterate and the best
+    /// full dual value so far, of the sub-problem's dual point, `l'(X beta)` and the best before; leaves
+    /// that dual point in `state.alpha` and its `x_j . alpha` in `scores`.
+    fn certify_full(&mut self, penalty: &Penalty) -> (f64, f64) {
+        let loss = self.params.loss;
+        // Full certificate: the better of the sub-problem's dual point and l'(X beta).
+        let primal = loss.loss_of_residual(self.cols.y(), &self.state.resid)
+            + self
+                .active
+                .iter()
+                .map(|&j| penalty.value(self.state.beta[j]))
+                .sum::<f64>();
+        // The best full dual point so far (for this penalty): the sub-problem's, or X beta - y (Remark E.3).
+        // Any feasible alpha certifies, so keeping the best makes the full gap monotone.
+        let sub_dual = Self::full_dual(
+            &self.cols,
+            loss,
+            penalty,
+            &self.state.alpha,
+            &mut self.alt_scores,
+        );
+        if sub_dual > self.best_dual {
+            self.best_dual = sub_dual;
+            self.best_alpha.copy_from_slice(&self.state.alpha);
+            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
+        }
+        loss.dual_point(self.cols.y(), &self.state.resid, &mut self.alt_alpha);
+        let primal_point_dual = Self::full_dual(
+            &self.cols,
+            loss,
+            penalty,
+            &self.alt_alpha,
+            &mut self.alt_scores,
+        );
+        if primal_point_dual > self.best_dual {
+            self.best_dual = primal_point_dual;
+            self.best_alpha.copy_from_slice(&self.alt_alpha);
+            std::mem::swap(&mut self.best_scores, &mut self.alt_scores);
+        }
+        let dual = self.best_dual;
+        self.state.alpha.copy_from_slice(&self.best_alpha);
+        self.scores.clone_from(&self.best_scores);
+        (primal, dual)
+    }
+
+    /// Screening (16) with the gap ball of `radius`, never of a feature that is currently nonzero; the
+    /// screened features leave the active set. Returns how many were newly screened.
+    fn screen(&mut self, penalty: &Penalty, radius: f64) -> usize {
+        let mut newly_screened = 0;
+        if self.params.screening {
+            for j in 0..self.cols.p() {
+                if self.cols.usable(j)
+                    && !self.screened[j]
+                    && self.state.beta[j] == 0.0
+                    && screens_out(penalty, self.scores[j], radius)
+                {
+                    self.screened[j] = true;
+                    newly_screened += 1;
+                }
+            }
+            if newly_screened > 0 {
+                let screened = &self.screened;
+                let in_active = &mut self.in_active;
+                self.active.retain(|&j| {
+                    if screened[j] {
+                        in_active[j] = false;
+                    }
+                    !screened[j]
+                });
+                self.screened_count += newly_screened;
+            }
+        }
+        newly_screened
+    }
+
+    /// Inclusion (Alg. 3) until every remaining feature passes the screening test with the gap ball of
+    /// `radius`; returns how many features this step added.
+    fn include_until_passing(&mut self, penalty: &Penalty, radius: f64) -> usize {
+        let mut added = 0;
+        if self.do_add {
+            let all_pass = (0..self.cols.p())
+                .filter(|&j| self.cols.usable(j) && !self.in_active[j] && !self.screened[j])
+                .all(|j| screens_out(penalty, self.scores[j], radius));
+            if all_pass {
+                self.do_add = false;
+            } else {
+                added = self.include(self.h());
+            }
+        }
+        added
     }
 
     /// The outer loop of Alg. 2: steps until the gap is below `xi`, or the gap changed by less than `zeta`

@@ -3,10 +3,10 @@
 use super::driver::{run, StopRule};
 use super::objective::primal_value;
 use super::primal::{cholesky_solve, Htp, Iht};
-use super::sdiht::Sdiht;
+use super::sdiht::offline::Sdiht;
 use super::{Problem, Solver, StepRule};
 use crate::loss::{Loss, LossKind};
-use crate::sample::{Dataset, Sample, SampleSet};
+use crate::sample::{Dataset, Row, Sample, SampleSet};
 use crate::synth;
 
 fn classify(samples: &[Sample]) -> Vec<Sample> {
@@ -171,6 +171,37 @@ pub(crate) fn all_supports(d: usize, k: usize) -> Vec<Vec<usize>> {
         for m in i..k {
             s[m] = s[m - 1] + 1;
         }
+    }
+}
+
+/// Runs `solver` for `epochs` certified epochs, asserting a non-negative gap at each; the gaps and
+/// support sizes.
+pub(crate) fn gap_trace(
+    p: &Problem<Dataset>,
+    solver: &mut dyn Solver<Dataset>,
+    epochs: usize,
+) -> Vec<(f64, usize)> {
+    let stop = untimed(0.0, epochs, 1);
+    let mut trace = Vec::new();
+    run(p, solver, &stop, &mut |row| {
+        assert!(
+            row.gap >= -1e-9 * row.primal.abs().max(1.0),
+            "negative gap {} at epoch {}",
+            row.gap,
+            row.epoch
+        );
+        trace.push((row.gap, row.support_size));
+    });
+    trace
+}
+
+/// A row of unit weight.
+pub(crate) fn row<'a>(indices: &'a [u32], values: &'a [f64], label: f64) -> Row<'a> {
+    Row {
+        indices,
+        values,
+        label,
+        weight: 1.0,
     }
 }
 

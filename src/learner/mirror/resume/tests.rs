@@ -4,8 +4,11 @@
 //! the checkpoint names.
 
 use super::*;
+use crate::loss::{Loss, LossKind};
 use crate::sample::Sample;
-use crate::solver::smidas::SmidasLearner;
+use crate::solver::mirror::{MirrorConfig, MirrorMap, MirrorStep};
+use crate::solver::ModelView;
+use crate::synth;
 
 type Coordinates = Vec<(u32, f64, f64)>;
 
@@ -45,13 +48,13 @@ trait Checkpointed: Resumable + Sized {
     fn model(&self) -> ModelView<'_>;
 }
 
-impl Checkpointed for MirrorLearner {
+impl Checkpointed for MirrorState {
     fn fresh() -> Self {
         let config = MirrorConfig {
             batch: 10,
             ..MirrorConfig::new(MirrorMap::HypEntropy { beta: 0.5 })
         };
-        MirrorLearner::new(config, squared(), 0.01, 5, false, 0).unwrap()
+        MirrorState::new(config, squared(), 0.01, 5, false, 0).unwrap()
     }
     fn learn(&mut self, samples: &[Sample]) {
         for chunk in samples.chunks(10) {
@@ -59,13 +62,13 @@ impl Checkpointed for MirrorLearner {
         }
     }
     fn model(&self) -> ModelView<'_> {
-        MirrorLearner::model(self)
+        MirrorState::model(self)
     }
 }
 
-impl Checkpointed for SmidasLearner {
+impl Checkpointed for SmidasState {
     fn fresh() -> Self {
-        SmidasLearner::new(1e-3, MirrorStep::Auto, squared(), 0.01, false, 0)
+        SmidasState::new(1e-3, MirrorStep::Auto, squared(), 0.01, false, 0)
             .and_then(|learner| learner.with_p(2.0 * 60f64.ln()))
             .unwrap()
     }
@@ -76,7 +79,7 @@ impl Checkpointed for SmidasLearner {
         self.sync();
     }
     fn model(&self) -> ModelView<'_> {
-        SmidasLearner::model(self)
+        SmidasState::model(self)
     }
 }
 
@@ -121,10 +124,10 @@ fn check_round_trip<L: Checkpointed>(seed: u64) {
 
 #[test]
 fn mirror_learner_resumes_bit_for_bit() {
-    check_round_trip::<MirrorLearner>(21);
+    check_round_trip::<MirrorState>(21);
 }
 
 #[test]
 fn smidas_learner_resumes_bit_for_bit() {
-    check_round_trip::<SmidasLearner>(31);
+    check_round_trip::<SmidasState>(31);
 }

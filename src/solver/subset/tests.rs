@@ -1,5 +1,6 @@
-//! Checks of the best-subset solver against references that know nothing of it: brute-force minimisers
-//! of the scalar pieces, a plain coordinate-descent elastic net, and exhaustive enumeration of supports.
+//! Checks of the best-subset solver against references that know nothing of it: a plain
+//! coordinate-descent elastic net and exhaustive enumeration of supports; its recorded outputs bit for
+//! bit ([`golden`]); the same with the logistic loss ([`logistic`]).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -7,9 +8,6 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::*;
 use crate::sample::{Dataset, Sample};
-
-mod golden;
-mod logistic;
 
 /// A dense problem: `X` (row-major, `n x p`) with AR(rho) correlated columns, `y = X w + noise`, with
 /// `k` nonzero weights of magnitude in [1, 2].
@@ -82,8 +80,27 @@ impl Dense {
     }
 }
 
+/// `ln(1 + exp(-m))`, written independently of `crate::loss`.
+pub(super) fn log1pexp(m: f64) -> f64 {
+    if m > 0.0 {
+        (-m).exp().ln_1p()
+    } else {
+        -m + m.exp().ln_1p()
+    }
+}
+
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Soft-thresholding, `sign(z) max(0, |z| - t)`.
+fn soft(z: f64, t: f64) -> f64 {
+    z.signum() * (z.abs() - t).max(0.0)
+}
+
+/// `lambda1 |b|_1 + lambda2 |b|^2`, written independently of [`Penalty`].
+fn l1_l2(b: &[f64], l1: f64, l2: f64) -> f64 {
+    b.iter().map(|v| l1 * v.abs() + l2 * v * v).sum::<f64>()
 }
 
 /// Plain cyclic coordinate descent for `(1/2)||y - X_S b||^2 + lambda1 |b|_1 + lambda2 |b|^2` on the
@@ -102,7 +119,7 @@ fn elastic_net(
         let mut moved = 0.0f64;
         for &j in support {
             let z = dot(&cols[j], &r) + b[j];
-            let new = z.signum() * (z.abs() - l1).max(0.0) / (1.0 + 2.0 * l2);
+            let new = soft(z, l1) / (1.0 + 2.0 * l2);
             let delta = new - b[j];
             if delta != 0.0 {
                 for (ri, xi) in r.iter_mut().zip(&cols[j]) {
@@ -116,7 +133,7 @@ fn elastic_net(
             break;
         }
     }
-    let obj = 0.5 * dot(&r, &r) + b.iter().map(|v| l1 * v.abs() + l2 * v * v).sum::<f64>();
+    let obj = 0.5 * dot(&r, &r) + l1_l2(&b, l1, l2);
     (b, obj)
 }
 
@@ -284,40 +301,6 @@ fn assert_convex_solution(
 
 fn support_of(s: &SubsetSolver) -> Vec<usize> {
     s.model().support.iter().map(|&j| j as usize).collect()
-}
-
-#[test]
-fn link_psi_and_coordinate_step_are_the_scalar_minimisers() {
-    let pen = Penalty::new(0.3, 0.2, 0.7).unwrap();
-    let g = |b: f64| pen.value(b);
-    let grid: Vec<f64> = (-40_000..=40_000).map(|i| i as f64 * 1e-4).collect();
-    for k in -30..=30 {
-        let eta = k as f64 * 0.05;
-        // Psi(eta) = min_b -2 lambda2 eta b + g(b), attained at B(eta).
-        let brute = grid
-            .iter()
-            .map(|&b| -2.0 * pen.lambda2 * eta * b + g(b))
-            .fold(f64::INFINITY, f64::min);
-        assert!(
-            (pen.psi(eta) - brute).abs() < 1e-6,
-            "eta {eta}: psi {} brute {brute}",
-            pen.psi(eta)
-        );
-        let at_link = -2.0 * pen.lambda2 * eta * pen.link(eta) + g(pen.link(eta));
-        assert!((at_link - pen.psi(eta)).abs() < 1e-12);
-        // T (13) = argmin (1/2)(b~ - b)^2 + g(b).
-        let bt = k as f64 * 0.1;
-        let brute = grid
-            .iter()
-            .map(|&b| 0.5 * (bt - b) * (bt - b) + g(b))
-            .fold(f64::INFINITY, f64::min);
-        let c = pen.coordinate(bt);
-        assert!(
-            (0.5 * (bt - c) * (bt - c) + g(c) - brute).abs() < 1e-6,
-            "b~ {bt}"
-        );
-    }
-    assert!((pen.eta0() - (2.0 * (0.3f64 * 0.7).sqrt() + 0.2) / 1.4).abs() < 1e-15);
 }
 
 #[test]
@@ -539,4 +522,311 @@ fn warm_start_from_a_published_model_resumes_where_it_left_off() {
     moved.warm_start(&published, &active);
     let report = moved.solve(&mut |s| assert!(s.row.gap >= -1e-9 * s.row.primal.abs()));
     assert!(report.certificate.gap.is_finite());
+}
+
+/// Exact outputs of the subset solver, recorded so refactors of Alg. 1 / Alg. 2 can prove they change
+/// nothing: every case runs seeded problems through [`SubsetSolver`] (the public entry, so the record
+/// survives internal reshuffles) and folds the bits of every outer step (primal, dual, gap, inner
+/// iteration count, active-set size) and of the final weights into one FNV-1a fingerprint. The final
+/// objective and the total inner-iteration count are also checked in plain numbers, so a failure shows
+/// what moved. Squared and logistic losses, both inner variants, both super-gradient choices, the default
+/// and a fixed `omega`, and a warm-started path.
+mod golden {
+    use super::*;
+    use Variant::{DualAst, PrimDual};
+
+    /// FNV-1a over 64-bit words.
+    struct Fingerprint(u64);
+
+    impl Fingerprint {
+        fn new() -> Fingerprint {
+            Fingerprint(0xcbf29ce484222325)
+        }
+
+        fn word(&mut self, w: u64) {
+            for byte in w.to_le_bytes() {
+                self.0 ^= byte as u64;
+                self.0 = self.0.wrapping_mul(0x00000100000001b3);
+            }
+        }
+
+        fn float(&mut self, v: f64) {
+            self.word(v.to_bits());
+        }
+    }
+
+    /// What one case produced: the fingerprint, `P` of the final model (bits), the total inner iterations.
+    #[derive(Debug, PartialEq)]
+    struct Record {
+        fingerprint: u64,
+        objective_bits: u64,
+        inner_iterations: usize,
+    }
+
+    fn record_solve(solver: &mut SubsetSolver, print: &mut Fingerprint, inner: &mut usize) {
+        solver.solve(&mut |s| {
+            print.float(s.row.primal);
+            print.float(s.row.dual);
+            print.float(s.row.gap);
+            print.word(s.inner_iterations as u64);
+            print.word(s.active_set_size as u64);
+            print.word(s.newly_screened as u64);
+            print.word(s.added as u64);
+            *inner += s.inner_iterations;
+        });
+        let model = solver.model();
+        for &w in model.weights {
+            print.float(w);
+        }
+        for &j in model.support {
+            print.word(j as u64);
+        }
+    }
+
+    fn run_case(
+        loss: SubsetLoss,
+        variant: Variant,
+        exact: bool,
+        omega: Option<f64>,
+        seed: u64,
+    ) -> Record {
+        let mut prob = dense_problem(40, 30, 4, 0.5, 0.3, seed);
+        if loss == SubsetLoss::Logistic {
+            prob.y
+                .iter_mut()
+                .for_each(|v| *v = if *v > 0.0 { 1.0 } else { -1.0 });
+        }
+        let data = prob.dataset();
+        let mut par = SubsetParams::new(Penalty::new(0.2, 0.1, 0.5).unwrap());
+        par.loss = loss;
+        par.variant = variant;
+        par.exact_supergradient = exact;
+        par.omega = omega;
+        par.max_outer = 60;
+        par.max_inner = 400;
+        let mut solver = SubsetSolver::new(&data, par).unwrap();
+        let mut print = Fingerprint::new();
+        let mut inner = 0;
+        record_solve(&mut solver, &mut print, &mut inner);
+        // A warm-started second penalty (set_penalty keeps the solution and the dual point).
+        solver
+            .set_penalty(Penalty::new(0.05, 0.05, 0.3).unwrap())
+            .unwrap();
+        record_solve(&mut solver, &mut print, &mut inner);
+        let objective = solver.objective_of(solver.model().weights);
+        Record {
+            fingerprint: print.0,
+            objective_bits: objective.to_bits(),
+            inner_iterations: inner,
+        }
+    }
+
+    /// One case: variant, exact super-gradient, omega, seed, and the record it must reproduce.
+    type Case = (Variant, bool, Option<f64>, u64, Record);
+
+    fn check(loss: SubsetLoss, cases: &[Case]) {
+        let mut failures = Vec::new();
+        for (variant, exact, omega, seed, expected) in cases {
+            let got = run_case(loss, *variant, *exact, *omega, *seed);
+            if &got != expected {
+                failures.push(format!(
+                    "{loss:?} {variant:?} exact={exact} omega={omega:?} seed={seed}: got {got:#x?} \
+                     (objective {}), expected {expected:#x?} (objective {})",
+                    f64::from_bits(got.objective_bits),
+                    f64::from_bits(expected.objective_bits)
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// `Record` from the fingerprint, the objective's bits and the inner-iteration total.
+    const fn rec(fingerprint: u64, objective_bits: u64, inner_iterations: usize) -> Record {
+        Record {
+            fingerprint,
+            objective_bits,
+            inner_iterations,
+        }
+    }
+
+    #[rustfmt::skip]
+    const SQUARED: [Case; 5] = [
+        (PrimDual, true, None, 3100, rec(0x91ef66eee9db951f, 0x405d2ed4a7f12a41, 154)),
+        (PrimDual, false, None, 3101, rec(0x850e4714ca0ef084, 0x40661ac5d2e17cc6, 94)),
+        (DualAst, true, None, 3102, rec(0x4d9136b9e8ba0bc5, 0x405aa7d3330da743, 167)),
+        (DualAst, false, Some(0.05), 3103, rec(0xeaf6fe722b0846fc, 0x40658be78aa40ea6, 309)),
+        (PrimDual, true, Some(0.0005), 3104, rec(0xe159609b5de40159, 0x405f31755937707a, 1219)),
+    ];
+
+    #[rustfmt::skip]
+    const LOGISTIC: [Case; 5] = [
+        (PrimDual, true, None, 3200, rec(0x9f475a698fa7a263, 0x4034acadbd46d7ae, 118)),
+        (PrimDual, false, None, 3201, rec(0x2468d509a07c96d6, 0x403690fbf19db105, 68)),
+        (DualAst, true, None, 3202, rec(0x241ff091d32afb26, 0x40380608d2fb61ae, 117)),
+        (DualAst, false, Some(0.05), 3203, rec(0xff6feec2ad864a92, 0x4036dbfc91ad2fc1, 125)),
+        (PrimDual, true, Some(0.0005), 3204, rec(0xba0551749c55c718, 0x40377c4dc77db116, 611)),
+    ];
+
+    #[test]
+    fn squared_loss_outputs_are_bit_for_bit_the_recorded_ones() {
+        check(SubsetLoss::Squared, &SQUARED);
+    }
+
+    #[test]
+    fn logistic_loss_outputs_are_bit_for_bit_the_recorded_ones() {
+        check(SubsetLoss::Logistic, &LOGISTIC);
+    }
+}
+
+/// The best-subset solver with the logistic loss against references that know nothing of it: a plain
+/// proximal-gradient l1 + l2 logistic regression, enumeration of supports.
+mod logistic {
+    use super::*;
+
+    /// `dense_problem` with labels `sign(X w + noise)`.
+    fn logistic_problem(n: usize, p: usize, k: usize, noise: f64, seed: u64) -> Dense {
+        let mut prob = dense_problem(n, p, k, noise, 0.3, seed);
+        prob.y
+            .iter_mut()
+            .for_each(|v| *v = if *v > 0.0 { 1.0 } else { -1.0 });
+        prob
+    }
+
+    fn logistic_params(l0: f64, l1: f64, l2: f64) -> SubsetParams {
+        let mut p = params(l0, l1, l2);
+        p.loss = SubsetLoss::Logistic;
+        p
+    }
+
+    /// Proximal gradient for `sum_i ln(1 + exp(-y_i x_i.b)) + lambda1 |b|_1 + lambda2 |b|^2` over the unit
+    /// columns `support`, run to a fixed point. Returns (b over all p, objective without lambda0).
+    fn logistic_reference(
+        cols: &[Vec<f64>],
+        y: &[f64],
+        support: &[usize],
+        l1: f64,
+        l2: f64,
+    ) -> (Vec<f64>, f64) {
+        let p = cols.len();
+        let n = y.len();
+        let mut b = vec![0.0; p];
+        // sigma_max(X_S)^2 <= |S| for unit columns; l'' <= 1/4.
+        let step = 1.0 / (support.len().max(1) as f64 / 4.0 + 2.0 * l2);
+        let mut u = vec![0.0; n];
+        for _ in 0..200_000 {
+            let mut moved = 0.0f64;
+            let lp: Vec<f64> = (0..n)
+                .map(|i| -y[i] / (1.0 + (y[i] * u[i]).exp()))
+                .collect();
+            let mut next = b.clone();
+            for &j in support {
+                let g = dot(&cols[j], &lp) + 2.0 * l2 * b[j];
+                let z = b[j] - step * g;
+                next[j] = soft(z, step * l1);
+                moved = moved.max((next[j] - b[j]).abs());
+            }
+            b = next;
+            for (i, ui) in u.iter_mut().enumerate() {
+                *ui = support.iter().map(|&j| cols[j][i] * b[j]).sum();
+            }
+            if moved < 1e-15 {
+                break;
+            }
+        }
+        let obj = (0..n).map(|i| log1pexp(y[i] * u[i])).sum::<f64>() + l1_l2(&b, l1, l2);
+        (b, obj)
+    }
+
+    /// The logistic optimum by enumeration, with proximal gradient as the per-support reference.
+    fn enumerate_logistic(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
+        enumerate_supports(cols.len(), pen, |support| {
+            logistic_reference(cols, y, support, pen.lambda1, pen.lambda2)
+        })
+    }
+    #[test]
+    fn lambda0_zero_matches_a_proximal_gradient_logistic_reference() {
+        for seed in 0..4u64 {
+            let prob = logistic_problem(40, 8, 3, 0.8, 300 + seed);
+            let (cols, norms) = prob.normalised();
+            let (l1, l2) = (0.2 + 0.1 * seed as f64, 0.05 * (seed + 1) as f64);
+            let all: Vec<usize> = (0..prob.p).collect();
+            let (reference, objective) = logistic_reference(&cols, &prob.y, &all, l1, l2);
+            let mut solver =
+                SubsetSolver::new(&prob.dataset(), logistic_params(0.0, l1, l2)).unwrap();
+            let report = solver.solve(&mut |_| {});
+            assert_convex_solution(&solver, &report, &reference, &norms, seed);
+            assert!(
+                (report.certificate.primal - objective).abs() < 1e-8 * objective.max(1.0),
+                "seed {seed}: P {} vs reference {objective}",
+                report.certificate.primal
+            );
+        }
+    }
+
+    /// Alg. 2 is a heuristic for the l0 problem (the paper's too): it reaches the enumerated optimum on most
+    /// small problems, never goes below it, and on a miss stays within a few percent of it.
+    #[test]
+    fn small_logistic_problems_match_enumeration() {
+        let mut missed = Vec::new();
+        for seed in 0..10u64 {
+            let prob = logistic_problem(30, 7, 2, 0.5, 700 + seed);
+            let (cols, _) = prob.normalised();
+            let pen = Penalty::new(0.8, 0.01, 0.05).unwrap();
+            let (best, best_support) = enumerate_logistic(&cols, &prob.y, &pen);
+            let par = logistic_params(pen.lambda0, pen.lambda1, pen.lambda2);
+            let (ours, solver) = solve_above_enumeration(&prob, par, best, seed);
+            assert!(
+                ours <= best * 1.02,
+                "seed {seed}: P = {ours} far above the enumerated {best}"
+            );
+            if (ours - best).abs() <= 1e-6 * best.abs().max(1.0) {
+                assert_eq!(support_of(&solver), best_support, "seed {seed}");
+            } else {
+                missed.push((seed, ours, best, support_of(&solver), best_support));
+            }
+        }
+        assert!(
+            missed.len() <= 1,
+            "missed the enumerated optimum: {missed:?}"
+        );
+    }
+
+    #[test]
+    fn logistic_weak_duality_and_monotone_primal_at_every_outer_step() {
+        let mut total_steps = 0;
+        for seed in 0..6u64 {
+            let prob = logistic_problem(50, 60, 4, 0.5, 900 + seed);
+            let data = prob.dataset();
+            for variant in [Variant::PrimDual, Variant::DualAst] {
+                let mut par = SubsetParams::new(Penalty::new(0.3, 0.2, 0.5).unwrap());
+                par.loss = SubsetLoss::Logistic;
+                par.variant = variant;
+                par.max_outer = 200;
+                total_steps += check_every_outer_step(&data, par, seed);
+            }
+        }
+        // Meaningful only if the incremental loop takes several outer steps.
+        assert!(total_steps >= 30, "only {total_steps} outer steps in all");
+    }
+
+    #[test]
+    fn logistic_screening_never_removes_a_feature_selected_without_screening() {
+        let lambdas = [(0.05, 0.1, 1.0), (0.5, 0.05, 0.2), (1.0, 0.5, 0.5)];
+        screening_spares_the_unscreened_support_over_seeds(16, 50, |seed| {
+            let (n, p) = if seed % 2 == 0 { (40, 60) } else { (60, 25) };
+            let prob = logistic_problem(n, p, 4, 0.5, 1500 + seed);
+            let (l0, l1, l2) = lambdas[(seed % 3) as usize];
+            (prob.dataset(), p, logistic_params(l0, l1, l2))
+        });
+    }
+
+    #[test]
+    fn logistic_rejects_labels_other_than_plus_minus_one() {
+        let prob = dense_problem(10, 3, 1, 0.1, 0.0, 1);
+        let err = SubsetSolver::new(&prob.dataset(), logistic_params(0.1, 0.0, 1.0)).unwrap_err();
+        assert!(
+            matches!(err, SubsetError::LogisticLabel { index: 0, .. }),
+            "{err}"
+        );
+    }
 }
