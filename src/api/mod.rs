@@ -40,8 +40,8 @@ use axum::Extension;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::{Admission, AdmitError, Source};
+use crate::ingest::batch::{parse_segments, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::{Admission, AdmitError, BatchError, Source};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;

@@ -105,7 +105,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use thiserror::Error;
 
-pub use crate::ingest::nats::NatsConfig;
+pub use crate::ingest::source::nats::NatsConfig;
 use crate::loss::{Loss, LossKind};
 use crate::solver::StepRule;
 

@@ -46,9 +46,9 @@ use crate::config::ConnectionLimits;
 use crate::config::{Config, LearnerConfig, StreamSolverKind};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
-use crate::ingest::nats::{AckLedger, NatsError, Sink};
+use crate::ingest::source::nats::{AckLedger, Sink};
 use crate::ingest::Batch;
-use crate::ingest::{Admission, Source};
+use crate::ingest::{Admission, NatsError, Source};
 use crate::learner::build;
 use crate::learner::publish::{
     run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
@@ -437,7 +437,10 @@ pub async fn run(
                 metrics: metrics.clone(),
             };
             tracing::info!(servers = ?nats.servers, node = %nats.node, "NATS source starting");
-            Some(crate::ingest::nats::start(nats.clone(), sink, ledger.clone(), replay).await?)
+            Some(
+                crate::ingest::source::nats::start(nats.clone(), sink, ledger.clone(), replay)
+                    .await?,
+            )
         }
         _ => None,
     };

@@ -10,18 +10,15 @@
 //! object);
 //! a stream should use either numeric indices or names, not both.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use parking_lot::RwLock;
-use serde::Deserialize;
 
-use super::json_plain;
-use super::segments;
-pub use super::BatchError;
-use super::{
-    count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
-    LineError,
-};
+use super::json::{plain, WireSample};
+use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
+use super::lines::is_skippable;
+use super::simd::count_byte;
+use super::{segments, BatchError, LineError};
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
 
@@ -68,18 +65,22 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// The rules with the default limits ([`super::DEFAULT_MAX_ABS_VALUE`] and the name limits).
+    /// The rules with the default limits ([`DEFAULT_MAX_ABS_VALUE`] and the name limits).
     pub fn new(losses: Vec<Loss>, max_dim: usize, predict: bool) -> Rules {
         Rules {
             losses,
             max_dim,
             predict,
-            max_abs_value: super::DEFAULT_MAX_ABS_VALUE,
+            max_abs_value: DEFAULT_MAX_ABS_VALUE,
             max_name_bytes: DEFAULT_MAX_NAME_BYTES,
             max_new_names: DEFAULT_MAX_NEW_NAMES,
         }
     }
 }
+
+/// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted
+/// by the daemon, `fit` and `predict`.
+pub const DEFAULT_MAX_ABS_VALUE: f64 = 1e6;
 
 /// `ingest.max_feature_name_bytes`'s default.
 pub const DEFAULT_MAX_NAME_BYTES: usize = 256;
@@ -171,17 +172,6 @@ impl FeatureDictionary {
     }
 }
 
-/// One sample object as `serde` reads it (the reference for the fast reader in `json_plain`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct WireSample {
-    pub(super) label: Option<f64>,
-    pub(super) indices: Option<Vec<u32>>,
-    pub(super) values: Option<Vec<f64>>,
-    pub(super) features: Option<BTreeMap<String, f64>>,
-    pub(super) weight: Option<f64>,
-}
-
 /// A sample whose named features are not resolved yet.
 enum Pending {
     Ready(Sample),
@@ -253,14 +243,14 @@ impl Parsed {
         self.lines.push(line);
     }
 
-    /// One plain JSON object (read by [`json_plain::parse_line_fields`]) copied from the scratch lists
+    /// One plain JSON object (read by [`plain::parse_line_fields`]) copied from the scratch lists
     /// into the block's columns, with the checks and errors of the wire path ([`wire_to_pending`] with
     /// `"indices"`/`"values"`), but no vectors of its own.
     fn push_plain_json(
         &mut self,
         line_number: usize,
-        fields: json_plain::PlainFields,
-        scratch: &json_plain::Scratch,
+        fields: plain::PlainFields,
+        scratch: &plain::Scratch,
         predict: bool,
     ) -> Result<(), LineError> {
         let label = match fields.label {
@@ -378,7 +368,7 @@ fn read_body(
     fast: bool,
     parsed: &mut Parsed,
 ) -> Result<(), BatchError> {
-    let mut scratch = json_plain::Scratch::default();
+    let mut scratch = plain::Scratch::default();
     let fail = |line: usize, message: String, samples: usize| BatchError {
         line: Some(line),
         message,
@@ -409,7 +399,7 @@ fn read_body(
                         .map_err(|e| fail(number, e.to_string(), total()));
                 }
                 if format == BodyFormat::Ndjson && fast {
-                    if let Some(fields) = json_plain::parse_line_fields(line, &mut scratch) {
+                    if let Some(fields) = plain::parse_line_fields(line, &mut scratch) {
                         return parsed
                             .push_plain_json(number, fields, &scratch, rules.predict)
                             .map_err(|e| fail(number, e.to_string(), total()));
@@ -458,15 +448,14 @@ fn read_body(
             })?;
             if fast {
                 let mut first_error = None;
-                let read =
-                    json_plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
-                        if first_error.is_none() {
-                            first_error = parsed
-                                .push_plain_json(n + 1, fields, scratch, rules.predict)
-                                .err()
-                                .map(|e| (n + 1, e.to_string()));
-                        }
-                    });
+                let read = plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
+                    if first_error.is_none() {
+                        first_error = parsed
+                            .push_plain_json(n + 1, fields, scratch, rules.predict)
+                            .err()
+                            .map(|e| (n + 1, e.to_string()));
+                    }
+                });
                 match (read, first_error) {
                     (Some(total), Some((line, message))) => return Err(fail(line, message, total)),
                     (Some(_), None) => return Ok(()),
@@ -967,8 +956,8 @@ mod tests {
     fn fast_readers_change_no_body_outcome() {
         use rand::{Rng, SeedableRng};
 
-        use crate::ingest::json_plain::tests::random_object;
-        use crate::ingest::tests::random_line;
+        use crate::ingest::json::plain::tests::random_object;
+        use crate::ingest::libsvm::tests::random_line;
 
         // The fuzz targets' comparison: values and labels bit for bit, errors in full.
         let outcome = |r: Result<SampleBlock, BatchError>| crate::ingest::fuzzing::outcome(&r);

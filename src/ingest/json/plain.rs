@@ -40,10 +40,11 @@
 //! `fast_readers_change_no_body_outcome` per body (the same samples bit for bit, or the same error
 //! with the same line).
 
-use super::{
+use crate::ingest::simd::digits::{
     eight_digits, is_eight_digits, leading_digits, leading_digits_value, load_eight, read_digits,
-    with_sign, zero_padded_block, SEPARATOR_BLOCK,
+    with_sign, EXACT_POWERS_OF_TEN, MAX_EXACT_INTEGER,
 };
+use crate::ingest::simd::{zero_padded_block, SEPARATOR_BLOCK};
 
 /// The fields of one sample object, as the `serde` wire struct would hold them (for the tests).
 #[cfg(test)]
@@ -160,15 +161,6 @@ pub(crate) fn parse_array(body: &str, scratch: &mut Scratch) -> Option<Vec<Plain
     })?;
     Some(items)
 }
-
-/// `2^53`: every integer up to it is exact as an `f64`.
-const MAX_EXACT_SIGNIFICAND: u64 = 1 << 53;
-
-/// Powers of ten exactly representable as `f64` (the first entries of `serde_json`'s table).
-const EXACT_POWERS_OF_TEN: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
 
 enum Field {
     Label,
@@ -553,7 +545,7 @@ impl<'a> Cursor<'a> {
         // roundings, up to one ulp off): the standard library's parser rounds once. An integer
         // becomes `u64` then `as f64` on both paths. Negation commutes with these roundings, and `-0`
         // is `-0.0` either way.
-        if significand > MAX_EXACT_SIGNIFICAND && (exponent != 0 || fraction_digits != 0) {
+        if significand > MAX_EXACT_INTEGER && (exponent != 0 || fraction_digits != 0) {
             let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
             return Some((text.parse().ok()?, 1.0));
         }
@@ -659,10 +651,10 @@ mod simd {
     };
 
     use super::{load_eight, zero_padded_block};
-    use crate::ingest::SEPARATOR_BLOCK as BLOCK;
+    use crate::ingest::simd::SEPARATOR_BLOCK as BLOCK;
 
     /// Does this CPU have what the functions here enable?
-    pub(super) use crate::ingest::avx2::available;
+    pub(super) use crate::ingest::simd::avx2::available;
 
     /// `super::separators_at` with two 32-byte compares per block.
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
@@ -684,7 +676,7 @@ mod simd {
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     pub(super) fn block_separators(block: &[u8; BLOCK]) -> u64 {
-        crate::ingest::avx2::two_byte_mask(block, b',', b']')
+        crate::ingest::simd::avx2::two_byte_mask(block, b',', b']')
     }
 
     /// `pshufb` control bytes moving the `n` (1 to 7) digits at the start of the 8 bytes from
@@ -950,7 +942,7 @@ pub(crate) mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::ingest::batch::WireSample;
+    use crate::ingest::json::WireSample;
 
     /// Bits, not `==`: `-0.0` and the last ulp count.
     fn fingerprint(

@@ -17,8 +17,8 @@
 //! return `None`, and the caller then runs the general parser (`super::parse_libsvm_general`): this
 //! is LIBSVM's one fast path, and that its one general path. Tokens of the usual sizes (indices up
 //! to 7 digits, values `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or
-//! odder ones within this shape by the token functions of `super` (`plain_index`, `plain_decimal`),
-//! whose values are `from_str`'s bits.
+//! odder ones within this shape by the token readers here (`plain_index`, `plain_decimal`), whose
+//! values are `from_str`'s bits.
 //!
 //! On x86_64 CPUs with AVX2 (detected at run time) the same loop runs compiled for AVX2, with the
 //! separators found 32 bytes per compare and each pair's index and value digits converted together
@@ -28,13 +28,14 @@
 //! the scalar one elsewhere (on the load generator's body the scalar reader costs 1.16-1.38x the AVX2
 //! one; `docs/benchmarks/json.md`).
 
-use super::{
-    leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
-    zero_padded_block, EXACT_POWERS_OF_TEN, POWERS_OF_TEN_U64,
+use crate::ingest::simd::digits::{
+    leading_digits, leading_digits_value, load_eight, read_digits, with_sign, EXACT_POWERS_OF_TEN,
+    MAX_EXACT_INTEGER, POWERS_OF_TEN_U64,
 };
+use crate::ingest::simd::{zero_padded_block, SEPARATOR_BLOCK};
 
 /// Bytes scanned per separator mask (one bit per byte).
-const BLOCK: usize = super::SEPARATOR_BLOCK;
+const BLOCK: usize = SEPARATOR_BLOCK;
 
 /// Bytes whose separators are gathered before the pairs among them are read: small enough that the
 /// offset buffer is cheap to set up on every line, large enough that the per-window loop exits
@@ -258,7 +259,7 @@ impl Pairs {
         if self.mixed {
             if !self.columns_divided {
                 let shared = self.shared_fraction_digits.unwrap_or(0);
-                super::divide_by_power_of_ten(&mut values[self.first..], shared);
+                divide_by_power_of_ten(&mut values[self.first..], shared);
                 self.columns_divided = true;
             }
             for (m, d) in self.mantissas[..staged]
@@ -276,7 +277,7 @@ impl Pairs {
     fn finish(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
         self.flush(indices, values);
         if let (Some(f), false) = (self.shared_fraction_digits, self.mixed) {
-            super::divide_by_power_of_ten(&mut values[self.first..], f);
+            divide_by_power_of_ten(&mut values[self.first..], f);
         }
     }
 }
@@ -350,6 +351,99 @@ fn pair_value(line: &[u8], start: usize, end: usize) -> Option<(f64, usize)> {
     }
 }
 
+/// A bare-digit index at `b[at..]` (1 to 10 digits, below 2^32) and the offset just past it; `None` for
+/// anything else, including what `u32::from_str` would still accept (`+7`, long runs of leading zeros).
+/// Up to seven digits followed by at least one more byte (every index but a line's last, in practice)
+/// are read in one go by [`leading_digits`], without a branch per digit to mispredict.
+#[inline(always)]
+fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
+    if let Some(word) = load_eight(b, at) {
+        let n = leading_digits(word);
+        if n == 0 {
+            return None;
+        }
+        if n < 8 {
+            // At most 7 digits: below 10^7 < 2^32.
+            return Some((leading_digits_value(word, n) as u32, at + n));
+        }
+    }
+    let mut acc: u64 = 0;
+    let mut i = at;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if i - at == 10 {
+            return None;
+        }
+        acc = acc * 10 + u64::from(d);
+        i += 1;
+    }
+    if i == at || acc > u64::from(u32::MAX) {
+        return None;
+    }
+    Some((acc as u32, i))
+}
+
+/// A plain decimal `[+-]digits[.digits]` at `b[at..]` ending at whitespace or the end of the line, and
+/// the offset just past it, converted by Clinger's fast path: when the digits read as an integer `m`
+/// are at most 2^53 and there are at most 22 fraction digits `f`, both `m` and `10^f` are exact in
+/// `f64`, so the single correctly rounded division `m / 10^f` is the correctly rounded value, bit for
+/// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, `m > 2^53`, more than
+/// 22 fraction digits, a token that goes on with other bytes).
+#[inline(always)]
+fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
+    let (signed_mantissa, fraction_digits, end) = plain_decimal_parts(b, at)?;
+    Some((signed_mantissa / EXACT_POWERS_OF_TEN[fraction_digits], end))
+}
+
+/// [`plain_decimal`] before its division: `±m` (exact in `f64`), the fraction digit count `f` (at most
+/// 22) and the end offset. Dividing the signed mantissa is the same as signing the quotient: IEEE
+/// division rounds `-m / p` to exactly `-(m / p)`, and `-0.0 / p` is `-0.0`.
+#[inline(always)]
+fn plain_decimal_parts(b: &[u8], at: usize) -> Option<(f64, usize, usize)> {
+    // The sign of feature values is a coin flip, so it is read without a branch to mispredict.
+    let first = b.get(at).copied().unwrap_or(0);
+    let negative = first == b'-';
+    let mut i = at + usize::from(negative || first == b'+');
+    // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
+    let mut mantissa: u64 = 0;
+    // One integer digit before the point (`0.123456`, `-1.5`) is the usual shape: read it directly.
+    let integer_digits = match (b.get(i), b.get(i + 1)) {
+        (Some(&d @ b'0'..=b'9'), Some(&b'.')) => {
+            mantissa = u64::from(d - b'0');
+            i += 1;
+            1
+        }
+        _ => read_digits(b, &mut i, &mut mantissa, 0)?,
+    };
+    let mut fraction_digits = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        fraction_digits = read_digits(b, &mut i, &mut mantissa, integer_digits)?;
+    }
+    if integer_digits + fraction_digits == 0
+        || mantissa > MAX_EXACT_INTEGER
+        || fraction_digits >= EXACT_POWERS_OF_TEN.len()
+    {
+        return None;
+    }
+    if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+        return None;
+    }
+    Some((with_sign(mantissa as f64, negative), fraction_digits, i))
+}
+
+/// `v <- v / 10^f` for every value (exact mantissas, so each is the correctly rounded decimal).
+#[inline(always)]
+fn divide_by_power_of_ten(values: &mut [f64], f: usize) {
+    let power = EXACT_POWERS_OF_TEN[f];
+    for v in values {
+        *v /= power;
+    }
+}
+
 /// `±mantissa` for a mantissa below 2^52 (the fast paths' are below 10^15), exactly. Not `as f64`:
 /// the unsigned conversion takes several instructions on x86_64 without AVX-512, and the signed one
 /// (`cvtsi2sd`) only writes the low half of its register, so every conversion waited for whatever
@@ -376,7 +470,7 @@ fn first_digits_value(word: u64, n: usize) -> u64 {
 }
 
 /// The number eight digit values (0 to 9, first in the low byte) spell: neighbours paired into
-/// 2-digit, then 4-digit, then 8-digit numbers in three multiplies (as `super::eight_digits`, minus
+/// 2-digit, then 4-digit, then 8-digit numbers in three multiplies (as `digits::eight_digits`, minus
 /// its subtraction of `'0'`).
 #[inline(always)]
 fn eight_digit_values(v: u64) -> u64 {
@@ -479,7 +573,7 @@ mod simd {
     };
 
     /// Does this CPU have what [`structural_pairs_avx2`] enables?
-    pub(super) use crate::ingest::avx2::available;
+    pub(super) use crate::ingest::simd::avx2::available;
 
     /// [`super::structural_pairs`] compiled for AVX2 (and BMI1/2 and POPCNT: the variable shifts, bit
     /// scans and separator counts of the loop; without POPCNT, LLVM took the masks apart bit by bit
@@ -535,7 +629,7 @@ mod simd {
     #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
     #[inline]
     pub(super) fn block_separators_avx2(block: &[u8; BLOCK]) -> u64 {
-        crate::ingest::avx2::two_byte_mask(block, b' ', b':')
+        crate::ingest::simd::avx2::two_byte_mask(block, b' ', b':')
     }
 
     /// [`pair_avx2`] for the tests, on a CPU that has the features (`None` elsewhere).
@@ -669,8 +763,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::ingest::tests::{libsvm_outcome, near_plain_line};
-    use crate::ingest::{parse_libsvm_general, parse_libsvm_line};
+    use crate::ingest::libsvm::tests::{libsvm_outcome, near_plain_line};
+    use crate::ingest::libsvm::{parse_libsvm_general, parse_libsvm_line};
     use crate::sample::Sample;
 
     /// The structural reader alone, appending after a sentinel pair: what it appends (`None` if it

@@ -11,7 +11,7 @@ use super::SEPARATOR_BLOCK as BLOCK;
 /// Does this CPU have what the AVX2 readers enable (`avx2,bmi1,bmi2,popcnt`)? (`std` caches the
 /// answer.)
 #[inline(always)]
-pub(super) fn available() -> bool {
+pub(crate) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2")
         && std::arch::is_x86_feature_detected!("bmi1")
         && std::arch::is_x86_feature_detected!("bmi2")
@@ -22,7 +22,7 @@ pub(super) fn available() -> bool {
 /// compare.
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 #[inline]
-pub(super) fn two_byte_mask(block: &[u8; BLOCK], first: u8, second: u8) -> u64 {
+pub(crate) fn two_byte_mask(block: &[u8; BLOCK], first: u8, second: u8) -> u64 {
     let (first, second) = (
         _mm256_set1_epi8(first as i8),
         _mm256_set1_epi8(second as i8),

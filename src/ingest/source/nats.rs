@@ -33,10 +33,10 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use thiserror::Error;
 
-use super::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
-use super::{is_skippable, Admission, Source};
+use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::lines::lines;
+use crate::ingest::{is_skippable, Admission, NatsError, Source};
 use crate::metrics::{nats_outcome, reason, Metrics};
 
 /// Messages asked for per fetch at most (fewer when the ledger has less room).
@@ -69,23 +69,6 @@ pub struct NatsConfig {
     pub member_ttl: Duration,
     /// SDIHT learners learn one exact model across the nodes (`crate::cluster::global`).
     pub global_model: bool,
-}
-
-/// Why the NATS source could not start or set up its stream.
-#[derive(Debug, Error)]
-pub enum NatsError {
-    #[error("cannot read NATS credentials file {}: {source}", path.display())]
-    Credentials {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot connect to NATS: {0}")]
-    Connect(#[from] async_nats::ConnectError),
-    #[error("cannot create or read JetStream stream {stream:?}: {reason}")]
-    Stream { stream: String, reason: String },
-    #[error("cannot create or read JetStream consumer {consumer:?}: {reason}")]
-    Consumer { consumer: String, reason: String },
 }
 
 /// One fetched batch waiting for the checkpoint that acknowledges it.
@@ -242,7 +225,7 @@ pub fn batch_format(content_type: Option<&str>, text: &str) -> Option<BodyFormat
     if let Some(value) = content_type {
         return BodyFormat::from_content_type(value);
     }
-    let first = super::lines(text).find(|l| !is_skippable(l));
+    let first = lines(text).find(|l| !is_skippable(l));
     Some(match first {
         Some(line) if line.trim_start().starts_with('{') => BodyFormat::Ndjson,
         _ => BodyFormat::Libsvm,

@@ -1,0 +1,90 @@
+//! Every error type of `ingest`, by where it arises: one line ([`LineError`]), a body refused as a
+//! whole ([`BatchError`]), a file ([`ReadError`]), a batch the door does not let in ([`AdmitError`])
+//! and the NATS source's set-up ([`NatsError`]). Each says what is wrong and where; what a caller makes
+//! of it (an HTTP status, an exit, a log line) is the caller's.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::sample::SampleError;
+
+/// What is wrong with one line.
+#[derive(Debug, Error, PartialEq, Clone)]
+pub enum LineError {
+    #[error("missing label")]
+    MissingLabel,
+    #[error("bad label {0:?}: not a number")]
+    BadLabel(String),
+    #[error("bad feature {0:?}: expected index:value")]
+    BadPair(String),
+    #[error("bad feature index {0:?}: expected a non-negative integer below 2^32")]
+    BadIndex(String),
+    #[error("bad feature value {0:?}: not a number")]
+    BadValue(String),
+    #[error("invalid JSON sample: {0}")]
+    Json(String),
+    #[error("line is not UTF-8 (byte {byte} of the line)")]
+    NotUtf8 { byte: usize },
+    #[error("{what} {value:e} is larger in magnitude than ingest.max_abs_value ({limit:e})")]
+    TooLarge {
+        what: String,
+        value: f64,
+        limit: f64,
+    },
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+}
+
+/// Why a body was refused: the message and the 1-based line (or array position) at fault, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchError {
+    pub line: Option<usize>,
+    pub message: String,
+    /// How many samples the body held (as far as it could be read), for the rejection counter.
+    pub samples: usize,
+}
+
+/// A line error with where it happened.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    #[error("{}:{line}: {source}", path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: LineError,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why a batch was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitError {
+    /// The sample budget or the queue is full: retry later.
+    QueueFull,
+    /// Ingest is closed: the daemon is stopping.
+    ShuttingDown,
+}
+
+/// Why the NATS source could not start or set up its stream.
+#[derive(Debug, Error)]
+pub enum NatsError {
+    #[error("cannot read NATS credentials file {}: {source}", path.display())]
+    Credentials {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot connect to NATS: {0}")]
+    Connect(#[from] async_nats::ConnectError),
+    #[error("cannot create or read JetStream stream {stream:?}: {reason}")]
+    Stream { stream: String, reason: String },
+    #[error("cannot create or read JetStream consumer {consumer:?}: {reason}")]
+    Consumer { consumer: String, reason: String },
+}
