@@ -300,8 +300,19 @@ pub fn parse_segments(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<SampleBlock, BatchError> {
+    parse_segments_with(format, segments, rules, dict, true)
+}
+
+/// [`parse_segments`] with the one-pass readers switched on (`fast`) or off ([`parse_body_with`]).
+pub(crate) fn parse_segments_with(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    fast: bool,
+) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, segments, rules, dict, true, &mut block)?;
+    parse_body_with(format, segments, rules, dict, fast, &mut block)?;
     Ok(block)
 }
 
@@ -368,129 +379,155 @@ fn read_body(
     fast: bool,
     parsed: &mut Parsed,
 ) -> Result<(), BatchError> {
-    let mut scratch = plain::Scratch::default();
-    let fail = |line: usize, message: String, samples: usize| BatchError {
+    match format {
+        BodyFormat::Libsvm | BodyFormat::Ndjson => {
+            read_lines(format, segments, rules, fast, parsed)
+        }
+        BodyFormat::JsonArray => read_array(segments, rules, fast, parsed),
+    }
+}
+
+/// A body refused at its 1-based `line` (or array position), holding `samples` samples.
+fn fail(line: usize, message: String, samples: usize) -> BatchError {
+    BatchError {
         line: Some(line),
         message,
         samples,
+    }
+}
+
+/// The samples of a line body (LIBSVM or NDJSON), read line by line where the segments hold them.
+fn read_lines(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+) -> Result<(), BatchError> {
+    let mut scratch = plain::Scratch::default();
+    // The sample count is only needed for a rejection: counted then, not on every body.
+    let total = || {
+        let mut content = 0;
+        let _ = segments::for_each_line(segments, |_, line| {
+            content += usize::from(!is_skippable(line));
+            Ok(())
+        });
+        content
     };
-    match format {
-        BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            // The sample count is only needed for a rejection: counted then, not on every body.
-            let total = || {
-                let mut content = 0;
-                let _ = segments::for_each_line(segments, |_, line| {
-                    content += usize::from(!is_skippable(line));
-                    Ok(())
-                });
-                content
-            };
-            // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
-            // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
-            segments::for_each_line(segments, |number, line| {
-                crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
-                if is_skippable(line) {
-                    return Ok(());
-                }
-                if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line))
-                {
-                    return parsed
-                        .push_libsvm(number, line)
-                        .map_err(|e| fail(number, e.to_string(), total()));
-                }
-                if format == BodyFormat::Ndjson && fast {
-                    if let Some(fields) = plain::parse_line_fields(line, &mut scratch) {
-                        return parsed
-                            .push_plain_json(number, fields, &scratch, rules.predict)
-                            .map_err(|e| fail(number, e.to_string(), total()));
-                    }
-                }
-                let outcome = if format == BodyFormat::Libsvm {
-                    parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
-                } else {
-                    // The plain shape was read above (when `fast`); anything else, and every error,
-                    // by serde.
-                    serde_json::from_str::<WireSample>(line)
-                        .map_err(|e| LineError::Json(e.to_string()))
-                        .and_then(|w| wire_to_pending(w, rules.predict))
-                };
-                let p = outcome.map_err(|e| fail(number, e.to_string(), total()))?;
-                parsed.push(number, p);
-                Ok(())
-            })
-            .map_err(|mut e| {
-                // A line that is not UTF-8 is refused by the walk itself, which reads no further:
-                // the samples are then counted by their lines' bytes.
-                if e.samples == 0 {
-                    e.samples = segments::count_content_lines(segments);
-                }
-                e
-            })?;
+    // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
+    // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
+    segments::for_each_line(segments, |number, line| {
+        crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
+        if is_skippable(line) {
+            return Ok(());
         }
-        BodyFormat::JsonArray => {
-            // An array of plain objects is read directly into the block: such items are valid for
-            // serde too, so only the sample checks can fail, exactly as on the serde path. But serde
-            // reads the whole array before checking any item, so the first failed check counts only
-            // if the rest of the body reads plainly as well; otherwise serde decides everything.
-            // An array is one text: its segments are joined.
-            let joined;
-            let bytes: &[u8] = match segments {
-                [one] => one,
-                _ => {
-                    joined = segments::join(segments);
-                    &joined
-                }
-            };
-            let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
-                line: None,
-                message: format!("body is not UTF-8: {e}"),
-                samples: 0,
-            })?;
-            if fast {
-                let mut first_error = None;
-                let read = plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
-                    if first_error.is_none() {
-                        first_error = parsed
-                            .push_plain_json(n + 1, fields, scratch, rules.predict)
-                            .err()
-                            .map(|e| (n + 1, e.to_string()));
-                    }
-                });
-                match (read, first_error) {
-                    (Some(total), Some((line, message))) => return Err(fail(line, message, total)),
-                    (Some(_), None) => return Ok(()),
-                    (None, _) => {
-                        parsed.samples.truncate(parsed.base);
-                        parsed.lines.clear();
-                    }
-                }
+        read_line(format, number, line, rules, fast, parsed, &mut scratch)
+            .map_err(|e| fail(number, e.to_string(), total()))
+    })
+    .map_err(|mut e| {
+        // A line that is not UTF-8 is refused by the walk itself, which reads no further:
+        // the samples are then counted by their lines' bytes.
+        if e.samples == 0 {
+            e.samples = segments::count_content_lines(segments);
+        }
+        e
+    })
+}
+
+/// One content line of a line body onto `parsed`: by the one-pass readers when `fast` and the line
+/// has their shape, else by the general readers, which decide every error.
+#[inline(always)]
+fn read_line(
+    format: BodyFormat,
+    number: usize,
+    line: &str,
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+    scratch: &mut plain::Scratch,
+) -> Result<(), LineError> {
+    if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line)) {
+        return parsed.push_libsvm(number, line);
+    }
+    if format == BodyFormat::Ndjson && fast {
+        if let Some(fields) = plain::parse_line_fields(line, scratch) {
+            return parsed.push_plain_json(number, fields, scratch, rules.predict);
+        }
+    }
+    let pending = if format == BodyFormat::Libsvm {
+        parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
+    } else {
+        // The plain shape was read above (when `fast`); anything else, and every error, by serde.
+        serde_json::from_str::<WireSample>(line)
+            .map_err(|e| LineError::Json(e.to_string()))
+            .and_then(|w| wire_to_pending(w, rules.predict))
+    };
+    parsed.push(number, pending?);
+    Ok(())
+}
+
+/// The samples of a JSON array body. An array of plain objects is read directly into the block: such
+/// items are valid for serde too, so only the sample checks can fail, exactly as on the serde path.
+/// But serde reads the whole array before checking any item, so the first failed check counts only
+/// if the rest of the body reads plainly as well; otherwise serde decides everything.
+fn read_array(
+    segments: &[&[u8]],
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+) -> Result<(), BatchError> {
+    // An array is one text: its segments are joined.
+    let joined;
+    let bytes: &[u8] = match segments {
+        [one] => one,
+        _ => {
+            joined = segments::join(segments);
+            &joined
+        }
+    };
+    let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
+        line: None,
+        message: format!("body is not UTF-8: {e}"),
+        samples: 0,
+    })?;
+    if fast {
+        let mut scratch = plain::Scratch::default();
+        let mut first_error = None;
+        let read = plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
+            if first_error.is_none() {
+                first_error = parsed
+                    .push_plain_json(n + 1, fields, scratch, rules.predict)
+                    .err()
+                    .map(|e| (n + 1, e.to_string()));
             }
-            let items: Vec<serde_json::Value> =
-                serde_json::from_str(body).map_err(|e| BatchError {
-                    line: None,
-                    message: format!("invalid JSON array: {e}"),
-                    samples: 0,
-                })?;
-            let total = items.len();
-            for (n, item) in items.into_iter().enumerate() {
-                let p = serde_json::from_value::<WireSample>(item)
-                    .map_err(|e| LineError::Json(e.to_string()))
-                    .and_then(|w| wire_to_pending(w, rules.predict))
-                    .map_err(|e| fail(n + 1, e.to_string(), total))?;
-                parsed.push(n + 1, p);
+        });
+        match (read, first_error) {
+            (Some(total), Some((line, message))) => return Err(fail(line, message, total)),
+            (Some(_), None) => return Ok(()),
+            (None, _) => {
+                parsed.samples.truncate(parsed.base);
+                parsed.lines.clear();
             }
         }
+    }
+    let items: Vec<serde_json::Value> = serde_json::from_str(body).map_err(|e| BatchError {
+        line: None,
+        message: format!("invalid JSON array: {e}"),
+        samples: 0,
+    })?;
+    let total = items.len();
+    for (n, item) in items.into_iter().enumerate() {
+        let p = serde_json::from_value::<WireSample>(item)
+            .map_err(|e| LineError::Json(e.to_string()))
+            .and_then(|w| wire_to_pending(w, rules.predict))
+            .map_err(|e| fail(n + 1, e.to_string(), total))?;
+        parsed.push(n + 1, p);
     }
     Ok(())
 }
 
 /// The checks that need the whole body, then name resolution.
 fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Result<(), BatchError> {
-    let fail = |line: usize, message: String, samples: usize| BatchError {
-        line: Some(line),
-        message,
-        samples,
-    };
     if parsed.rows() == 0 {
         return Err(BatchError {
             line: None,

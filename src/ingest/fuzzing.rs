@@ -42,7 +42,5 @@ pub fn parse_body_reference(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<SampleBlock, BatchError> {
-    let mut block = SampleBlock::new();
-    super::batch::parse_body_with(format, segments, rules, dict, false, &mut block)?;
-    Ok(block)
+    super::batch::parse_segments_with(format, segments, rules, dict, false)
 }

@@ -112,19 +112,11 @@ pub(crate) fn is_eight_digits(word: u64) -> bool {
     (above | below) & 0x8080_8080_8080_8080 == 0
 }
 
-/// The value of eight ASCII digits loaded little-endian (first digit in the low byte), by pairing
-/// neighbours into 2-digit, then 4-digit, then 8-digit numbers in three multiplies (the SWAR method of
-/// fast_float / simdjson).
+/// The value of eight ASCII digits loaded little-endian (first digit in the low byte): their digit
+/// values, as [`eight_digit_values`] reads them.
 #[inline]
 pub(crate) fn eight_digits(word: u64) -> u64 {
-    const MASK: u64 = 0x0000_00FF_0000_00FF;
-    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
-    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
-    let mut v = word - 0x3030_3030_3030_3030;
-    v = v.wrapping_mul(10).wrapping_add(v >> 8);
-    let v1 = (v & MASK).wrapping_mul(MUL1);
-    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
-    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+    eight_digit_values(word - 0x3030_3030_3030_3030)
 }
 
 /// `2^53`: every integer up to it is exact in `f64`.
@@ -142,3 +134,42 @@ pub(crate) const EXACT_POWERS_OF_TEN: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
+
+/// `±mantissa` for a mantissa below 2^52 (the fast paths' are below 10^15), exactly. Not `as f64`:
+/// the unsigned conversion takes several instructions on x86_64 without AVX-512, and the signed one
+/// (`cvtsi2sd`) only writes the low half of its register, so every conversion waited for whatever
+/// last wrote that register, in practice the previous pair's division on lines that mix
+/// precisions: one serial chain of divisions. Setting the mantissa into the significand of 2^52
+/// and subtracting 2^52 is exact (both are exact in `f64`) and depends on nothing else.
+#[inline(always)]
+pub(crate) fn signed(mantissa: u64, negative: bool) -> f64 {
+    const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+    debug_assert!(mantissa < 1 << 52);
+    with_sign(
+        f64::from_bits(TWO_POW_52.to_bits() | mantissa) - TWO_POW_52,
+        negative,
+    )
+}
+
+/// The value of the first `n` (1 to 8) bytes of a little-endian `word`, all ASCII digits. Shifting
+/// the digit values (bytes minus `'0'`) to the top of the word fills the bytes below with zero
+/// digits, which read as the same number in eight digits; subtracting first cannot borrow into the
+/// digits, as borrows run upward and every byte below a digit is a digit.
+#[inline(always)]
+pub(crate) fn first_digits_value(word: u64, n: usize) -> u64 {
+    eight_digit_values(word.wrapping_sub(0x3030_3030_3030_3030) << (8 * (8 - n)))
+}
+
+/// The number eight digit values (0 to 9, first in the low byte) spell: neighbours paired into
+/// 2-digit, then 4-digit, then 8-digit numbers in three multiplies (the SWAR method of fast_float /
+/// simdjson).
+#[inline(always)]
+pub(crate) fn eight_digit_values(v: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
+    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    let v1 = (v & MASK).wrapping_mul(MUL1);
+    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
+    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+}
