@@ -1,9 +1,10 @@
 //! Every error type of `ingest`, by where it arises: one line ([`LineError`]), a body refused as a
-//! whole ([`BatchError`]), a file ([`ReadError`]), a batch the door does not let in ([`AdmitError`])
-//! and the NATS source's set-up ([`NatsError`]). Each says what is wrong and where; what a caller makes
+//! whole ([`BatchError`]), a file ([`ReadError`]), a batch the door does not let in ([`AdmitError`]),
+//! an HTTP body ([`BodyError`], [`HttpIngestError`]) and the NATS source's set-up ([`NatsError`]). Each says what is wrong and where; what a caller makes
 //! of it (an HTTP status, an exit, a log line) is the caller's.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -64,12 +65,46 @@ pub enum ReadError {
 }
 
 /// Why a batch was not admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 pub enum AdmitError {
     /// The sample budget or the queue is full: retry later.
+    #[error("ingest queue is full; retry later")]
     QueueFull,
     /// Ingest is closed: the daemon is stopping.
+    #[error("shutting down")]
     ShuttingDown,
+}
+
+/// Why an HTTP request body was not read (`ingest::source::http`).
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum BodyError {
+    /// The `Content-Type` (its value; empty without one) names none of the three body formats.
+    #[error(
+        "unsupported content type {0:?}: use text/plain (LIBSVM), application/x-ndjson or \
+         application/json"
+    )]
+    UnsupportedMediaType(String),
+    /// The body is, or says it is, longer than `server.body_limit_bytes`; the rest is not read.
+    #[error("request body is over the limit of {limit} bytes (server.body_limit_bytes)")]
+    TooLarge { limit: usize },
+    /// Nothing arrived for `server.body_idle_timeout_s`; the rest is not read.
+    #[error("the request body stalled for {}s (server.body_idle_timeout_s)", .0.as_secs())]
+    Stalled(Duration),
+    /// The connection failed while the body was read.
+    #[error("cannot read the body: {0}")]
+    Unreadable(String),
+}
+
+/// Why the samples of a `POST /v1/samples` body did not enter, all or nothing.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum HttpIngestError {
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// A sample, or the body as a whole, is not valid.
+    #[error("{}", .0.message)]
+    Invalid(BatchError),
+    #[error(transparent)]
+    Refused(#[from] AdmitError),
 }
 
 /// Why the NATS source could not start or set up its stream.

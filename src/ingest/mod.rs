@@ -37,6 +37,8 @@ mod simd;
 pub mod source;
 
 pub use admission::{Admission, Batch, Source};
-pub use error::{AdmitError, BatchError, LineError, NatsError, ReadError};
+pub use error::{
+    AdmitError, BatchError, BodyError, HttpIngestError, LineError, NatsError, ReadError,
+};
 pub use file::{guess_format, read_dataset, read_file, Format};
 pub use lines::is_skippable;

@@ -2,4 +2,5 @@
 //! ([`nats`]). Each reads its input, parses it with the readers of [`crate::ingest::batch`] and hands the
 //! validated batch to [`crate::ingest::Admission`]; none of them touches the learners.
 
+pub mod http;
 pub mod nats;
