@@ -1,4 +1,4 @@
-//! Lines: the one line split every reader uses ([`lines`], exactly `str::lines`), the rule for lines
+//! Lines: the one line split every reader uses (`lines`, exactly `str::lines`), the rule for lines
 //! without content ([`is_skippable`]: blank, or a `#` comment), and the count of a body's content
 //! lines, for a body refused before it is parsed.
 

@@ -10,7 +10,7 @@
 //!
 //! - Sources: [`source::http`] reads a request body frame by frame and parses it on the blocking pool;
 //!   [`source::nats`] pulls batches from a JetStream consumer and acknowledges them once a checkpoint
-//!   holds them; [`file`] reads whole files for `thresher fit` and `predict`.
+//!   holds them; [`file`](mod@file) reads whole files for `thresher fit` and `predict`.
 //! - Formats: [`libsvm`] and [`json`], each a fast reader for the shape writers produce and a general
 //!   reader that decides everything else and every error, held to each other by property tests. Lines
 //!   are split by [`lines`] (a body that arrived in chunks: [`segments`]); the byte-level kernels of

@@ -1,7 +1,7 @@
 //! JSON sample objects: `{"label": y, "indices": [...], "values": [...], "weight": c}`, as one line of
 //! a JSON-lines file ([`JsonSample`], [`parse_json_line`]) or one sample of a request body
 //! (`WireSample`, which may also name its features: `{"label": y, "features": {"name": value}}`).
-//! `serde_json` reads both and decides every error; [`plain`] is the one-pass reader that takes the
+//! `serde_json` reads both and decides every error; `plain` is the one-pass reader that takes the
 //! plain shape of a body's samples faster, to the same bits.
 
 pub(crate) mod plain;

@@ -1,12 +1,13 @@
 //! LIBSVM / SVMlight lines: `label idx:val idx:val ...`, a trailing `# comment` allowed, `qid:N`
 //! tokens (ranking groups) accepted and ignored, feature indices kept exactly as written.
 //!
-//! Two readers, one result. The fast path ([`structural`]) takes the shape writers produce (single
+//! Two readers, one result. The fast path (`structural`) takes the shape writers produce (single
 //! spaces, plain decimals, strictly increasing bare-digit indices) and reads it with the kernels of
-//! [`crate::ingest::simd`]; every line it does not fully accept goes to the general parser
-//! ([`parse_libsvm_general`], its numbers read by the standard library), which decides the values and every
-//! error. The two are held to each other by property tests (`tests::libsvm_paths_agree_on_random_lines`
-//! per line, `batch`'s `fast_readers_change_no_body_outcome` per body).
+//! `ingest::simd`; every line it does not fully accept goes to the general parser
+//! ([`parse_libsvm_general`], its numbers read by the standard library), which decides the values
+//! and every error. The two are held to each other by property tests
+//! (`tests::libsvm_paths_agree_on_random_lines` per line, `batch`'s
+//! `fast_readers_change_no_body_outcome` per body).
 
 pub(crate) mod structural;
 #[cfg(test)]

@@ -13,7 +13,7 @@
 pub(crate) mod avx2;
 pub(crate) mod digits;
 
-/// Bytes per separator block of the SIMD readers (`structural`, `json_plain`): one 64-bit mask.
+/// Bytes per separator block of the SIMD readers (`libsvm::structural`, `json::plain`): one 64-bit mask.
 pub(crate) const SEPARATOR_BLOCK: usize = 64;
 
 /// `rest` (a line's last bytes, fewer than a block) at the start of a block padded with zeros, which
