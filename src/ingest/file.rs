@@ -3,9 +3,9 @@
 //! at line boundaries into one piece per core, each piece read and parsed on its own thread straight
 //! into its own stretch of the data set's compressed-row columns, which are then the [`Dataset`]'s own.
 //!
-//! Why [`read_dataset`] and not [`read_samples`]: a line at a time into a `String`, then a [`crate::sample::Sample`]
-//! with two vectors of its own, then a copy into the data set is three allocations per row and one
-//! core. On a million 40-feature rows that cost more than one pass of the solver. The rules are the
+//! Why [`read_dataset`] and not [`read_samples`]: a line at a time into a `String`, then a
+//! [`Sample`] with two vectors of its own, then a copy into the data set is three allocations per row
+//! and one core. On a million 40-feature rows that cost more than one pass of the solver. The rules are the
 //! same (the same line parsers, the same [`DEFAULT_MAX_ABS_VALUE`] bound, the first bad line stops
 //! the read naming its 1-based line), and so is the result, row for row and bit for bit (tested).
 //!
@@ -28,8 +28,7 @@ use super::json::parse_json_line;
 use super::libsvm::{parse_libsvm_append, parse_libsvm_line};
 use super::lines::{is_skippable, lines};
 use super::{LineError, ReadError};
-use crate::sample::Dataset;
-use crate::sample::Sample;
+use crate::sample::{Dataset, Sample};
 
 /// Pieces smaller than this are not worth a thread.
 const MIN_PIECE_BYTES: usize = 1 << 20;

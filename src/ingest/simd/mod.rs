@@ -7,7 +7,8 @@
 //!   elsewhere), the zero-padded last block, and a vectorised byte count;
 //! - [`digits`]: SWAR digit routines (eight ASCII digits checked and converted in one 64-bit word,
 //!   the method of fast_float and simdjson), the exact powers of ten and the branch-free sign;
-//! - `avx2`: the same jobs with AVX2, for CPUs that have it (checked at run time by each reader).
+//! - `avx2`: the same jobs with AVX2 for CPUs that have it (checked at run time by each reader), and
+//!   the readers' AVX2 number conversions: a LIBSVM pair, two JSON list items at a time.
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
