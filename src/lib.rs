@@ -29,8 +29,9 @@
 //! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated
 //!   [`Config`].
 //! - [`metrics`] — the Prometheus registry and every metric name.
-//! - [`ingest`] — LIBSVM and JSON readers (every bad line an error naming its line), validated
-//!   batches, and [`ingest::Admission`], the one door from a parsed body to the learners.
+//! - [`ingest`] — every source (HTTP request bodies, NATS, stdin, files) and format (LIBSVM and JSON
+//!   readers, every bad line an error naming its line), validated batches, and
+//!   [`ingest::Admission`], the one door from a parsed body to the learners.
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
 //!   core, one adapter per solver family (with the streaming state and its checkpoint export),
 //!   `lambda = "auto"`, the mathematics of a cluster's global model ([`learner::global`]), the worker
@@ -38,7 +39,8 @@
 //! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL), and the
 //!   exchange of partial sums by which their SDIHT learners learn one exact global model
 //!   ([`cluster::global`]; the mathematics in [`learner::global`]).
-//! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses.
+//! - [`api`] — the axum routes and the one mapping of errors to HTTP statuses (request bodies are
+//!   read by `ingest`).
 //! - [`daemon`] — `thresher serve`: [`daemon::run`] wires ingest, learners, checkpoints and the HTTP
 //!   front, and stops them in order when its shutdown future resolves.
 //! - [`cli`] — the `fit`, `predict` and `serve` commands (the binary's `main` only parses and

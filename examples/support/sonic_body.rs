@@ -9,9 +9,9 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use thresher::ingest::batch::{BatchError, Rules};
-use thresher::ingest::is_skippable;
+use thresher::ingest::batch::Rules;
 use thresher::ingest::segments::{for_each_line, join};
+use thresher::ingest::{is_skippable, BatchError};
 use thresher::sample::{Sample, SampleBlock, SampleRef};
 
 const FIELDS: &[&str] = &["label", "indices", "values", "features", "weight"];

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use thresher::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
 use thresher::ingest::fuzzing::{libsvm_fast, outcome, parse_body_reference};
-use thresher::ingest::{parse_libsvm_general, parse_libsvm_line};
+use thresher::ingest::libsvm::{parse_libsvm_general, parse_libsvm_line};
 use thresher::loss::{Loss, LossKind};
 
 fuzz_target!(|data: &[u8]| {

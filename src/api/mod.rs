@@ -13,23 +13,18 @@
 //! | `GET /v1/history[?learner=name][&since=version]` | the scalars of a learner's last published snapshots (its history ring) |
 //!
 //! With tokens configured, every route but the health checks, this document and the status page (which
-//! holds no data: its own requests carry the token) needs a bearer token ([`auth`]). A request
-//! body that stalls longer than `server.body_idle_timeout_s` is aborted with 408 ([`stall`]).
+//! holds no data: its own requests carry the token) needs a bearer token ([`auth`]).
 //!
-//! The API knows learners only through their published snapshots and the ingest queue; it never touches
-//! solver state. Parsing runs on the blocking pool so large bodies do not stall the runtime, and the queue
-//! is fed with `try_send` only: when it is full the request gets 503 and nothing from it enters.
-//!
-//! `GET /v1/model` latency under ingest load: a request body is read chunk by chunk (`read_chunks`),
-//! yielding to the runtime after each chunk, and parsed on the blocking pool (not joined, for line bodies). Why: with the stock `Bytes`
-//! extractor, hyper reads up to 16 chunks (most of a 6 MB, 10k-sample batch) in one poll of the
-//! connection task and axum then copies them into one buffer in the same poll, and a GET that arrived
-//! meanwhile waited for that worker (2 workers on 2 cores, both often on POSTs).
+//! The API knows learners only through their published snapshots, and samples only through ingest's
+//! HTTP source ([`crate::ingest::source::http`]), which reads, parses and admits request bodies; it
+//! never touches solver state. What this module adds is the route and the status: a stalled body is
+//! 408, one over the limit 413, a full queue 503 with `Retry-After`, each error mapped once, in
+//! [`ApiError`].
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -40,14 +35,13 @@ use axum::Extension;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use crate::ingest::batch::{parse_segments, BatchError, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::{Admission, AdmitError, Source};
+use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::source::http::HttpSource;
+use crate::ingest::{AdmitError, BatchError, BodyError, HttpIngestError};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
-use crate::metrics::{reason, Metrics};
-use crate::sample::SampleBlock;
+use crate::metrics::Metrics;
 
 pub mod auth;
-pub mod stall;
 pub mod status;
 
 /// Seconds a client should wait after a 503 for a full queue.
@@ -56,14 +50,10 @@ pub const RETRY_AFTER_SECONDS: u64 = 1;
 /// Everything the handlers share.
 pub struct AppState {
     pub cells: Vec<Arc<ModelCell>>,
-    pub dictionary: Arc<FeatureDictionary>,
     pub metrics: Metrics,
-    pub ingest_rules: Rules,
-    pub predict_rules: Rules,
-    /// The door to the learners: budget, queue and counters.
-    pub admission: Arc<Admission>,
-    /// How parser threads are scheduled (`server.worker_slice_us`).
-    pub worker_scheduling: crate::sys::WorkerScheduling,
+    /// Request bodies: read, parsed and admitted by ingest's HTTP source (which also holds the
+    /// feature dictionary and the door to the learners).
+    pub ingest: Arc<HttpSource>,
     /// `snapshot.interval_ms`: how often the status page asks for new points.
     pub snapshot_interval: std::time::Duration,
     /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
@@ -74,8 +64,8 @@ pub struct AppState {
 #[derive(Debug)]
 pub enum ApiError {
     Invalid(BatchError),
-    UnsupportedMediaType(String),
-    TooLarge(String),
+    /// A request body not read: 415, 413, 408 (stalled) or 400.
+    Body(BodyError),
     QueueFull,
     ShuttingDown,
     NoModel,
@@ -89,8 +79,6 @@ pub enum ApiError {
     },
     /// A configured token without the scope the route needs.
     Forbidden(auth::Scope),
-    /// The request body stopped arriving for `server.body_idle_timeout_s` ([`stall`]).
-    BodyStalled(std::time::Duration),
     /// `GET /v1/cluster` on a daemon without the NATS source.
     NoCluster,
     /// The membership bucket is not open yet or cannot be read.
@@ -107,14 +95,23 @@ impl IntoResponse for ApiError {
                 StatusCode::BAD_REQUEST,
                 json!({"error": e.message, "line": e.line}),
             ),
-            ApiError::UnsupportedMediaType(t) => (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                json!({"error": format!("unsupported content type {t:?}: use text/plain (LIBSVM), application/x-ndjson or application/json"), "line": null}),
-            ),
-            ApiError::TooLarge(m) => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                json!({"error": m, "line": null}),
-            ),
+            ApiError::Body(e @ BodyError::Stalled(_)) => {
+                // The rest of the body will not be read: the connection cannot carry another request.
+                return with_header(
+                    StatusCode::REQUEST_TIMEOUT,
+                    e.to_string(),
+                    header::CONNECTION,
+                    "close",
+                );
+            }
+            ApiError::Body(e) => {
+                let status = match e {
+                    BodyError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                    BodyError::Stalled(_) | BodyError::Unreadable(_) => StatusCode::BAD_REQUEST,
+                };
+                (status, json!({"error": e.to_string(), "line": null}))
+            }
             ApiError::QueueFull => {
                 let mut r = (
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -183,18 +180,6 @@ impl IntoResponse for ApiError {
                     ),
                 );
             }
-            ApiError::BodyStalled(idle) => {
-                // The rest of the body will not be read: the connection cannot carry another request.
-                return with_header(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the request body stalled for {}s (server.body_idle_timeout_s)",
-                        idle.as_secs()
-                    ),
-                    header::CONNECTION,
-                    "close",
-                );
-            }
         };
         (status, Json(body)).into_response()
     }
@@ -215,12 +200,37 @@ fn with_header(
     r
 }
 
+impl From<BodyError> for ApiError {
+    fn from(e: BodyError) -> ApiError {
+        ApiError::Body(e)
+    }
+}
+
+impl From<AdmitError> for ApiError {
+    fn from(e: AdmitError) -> ApiError {
+        match e {
+            AdmitError::QueueFull => ApiError::QueueFull,
+            AdmitError::ShuttingDown => ApiError::ShuttingDown,
+        }
+    }
+}
+
+impl From<HttpIngestError> for ApiError {
+    fn from(e: HttpIngestError) -> ApiError {
+        match e {
+            HttpIngestError::Body(e) => e.into(),
+            HttpIngestError::Invalid(e) => ApiError::Invalid(e),
+            HttpIngestError::Refused(e) => e.into(),
+        }
+    }
+}
+
 /// The router over `state`, with the body limit and the per-route latency histogram.
 pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> Router {
     // Without tokens ([`auth::protect`] adds no layer) the document lists "no credentials" beside
     // `bearer`, so a client generated from it works against either daemon.
     let openapi_doc = OpenApiJson(Bytes::from(
-        serde_json::to_vec(&openapi::document(&state.ingest_rules, authenticated))
+        serde_json::to_vec(&openapi::document(&state.ingest.rules, authenticated))
             .expect("the document serialises"),
     ));
     Router::new()
@@ -265,95 +275,9 @@ async fn time_requests(State(state): State<Arc<AppState>>, req: Request, next: N
     response
 }
 
-fn body_format(headers: &HeaderMap) -> Result<BodyFormat, ApiError> {
-    let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    BodyFormat::from_content_type(ct).ok_or_else(|| ApiError::UnsupportedMediaType(ct.to_string()))
-}
-
-/// `server.body_limit_bytes`, for the handlers that read their bodies themselves ([`read_chunks`]).
+/// `server.body_limit_bytes`, for the handlers that read their bodies themselves ([`HttpSource::read`]).
 #[derive(Debug, Clone, Copy)]
 struct BodyLimit(usize);
-
-fn too_large(state: &AppState, limit: usize) -> ApiError {
-    state
-        .metrics
-        .rejected
-        .with_label_values(&[reason::TOO_LARGE])
-        .inc();
-    ApiError::TooLarge(format!(
-        "request body is over the limit of {limit} bytes (server.body_limit_bytes)"
-    ))
-}
-
-/// The request body as the chunks hyper read, not joined: the blocking pool parses them in place.
-/// Yields to the runtime after every chunk: `yield_now` defers this task until the worker has polled
-/// the I/O driver, so a `GET` that arrived meanwhile runs before the next chunk is read. Over `limit`
-/// (by `Content-Length` up front, or by what arrives) is 413 and the rest is not read.
-async fn read_chunks(
-    headers: &HeaderMap,
-    mut body: Body,
-    limit: usize,
-    state: &AppState,
-) -> Result<Vec<Bytes>, ApiError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large(state, limit));
-    }
-    let mut chunks = Vec::new();
-    let mut total = 0usize;
-    while let Some(frame) =
-        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
-    {
-        let frame = frame.map_err(|e| match stall::stalled(&e) {
-            Some(idle) => ApiError::BodyStalled(idle),
-            None => ApiError::BadRequest(format!("cannot read the body: {e}")),
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
-        total += data.len();
-        if total > limit {
-            return Err(too_large(state, limit));
-        }
-        chunks.push(data);
-        tokio::task::yield_now().await;
-    }
-    Ok(chunks)
-}
-
-async fn parse_off_runtime(
-    state: &Arc<AppState>,
-    format: BodyFormat,
-    chunks: Vec<Bytes>,
-    predict: bool,
-) -> Result<SampleBlock, BatchError> {
-    let st = state.clone();
-    tokio::task::spawn_blocking(move || {
-        crate::sys::set_throughput_scheduling(crate::sys::PARSER_NICE, st.worker_scheduling);
-        // Line bodies are read chunk by chunk, in place (`ingest::segments`): no joined copy.
-        let segments: Vec<&[u8]> = chunks.iter().map(|c| c.as_ref()).collect();
-        let rules = if predict {
-            &st.predict_rules
-        } else {
-            &st.ingest_rules
-        };
-        parse_segments(format, &segments, rules, &st.dictionary)
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(BatchError {
-            line: None,
-            message: format!("parser failed: {e}"),
-            samples: 0,
-        })
-    })
-}
 
 /// Ingests a batch, all or nothing.
 #[utoipa::path(post, path = "/v1/samples", tag = "ingest",
@@ -381,47 +305,8 @@ async fn post_samples(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let format = match body_format(&headers) {
-        Ok(f) => f,
-        Err(e) => {
-            state
-                .metrics
-                .rejected
-                .with_label_values(&[reason::UNSUPPORTED_MEDIA_TYPE])
-                .inc();
-            return Err(e);
-        }
-    };
-    let chunks = read_chunks(&headers, body, limit, &state).await?;
-    // A full queue refuses a line-format body before it is parsed: under overload, parsing bodies only
-    // to drop them would take the CPU the learners need to catch up. (It may still fill during a parse;
-    // then the parsed body is refused below. JSON arrays, whose samples only a parse can count, always
-    // take that path.)
-    if state.admission.is_full() && format != BodyFormat::JsonArray {
-        let n = tokio::task::spawn_blocking(move || {
-            crate::ingest::segments::count_content_lines(&chunks)
-        })
-        .await
-        .unwrap_or(0);
-        state.admission.refused_full(n);
-        return Err(ApiError::QueueFull);
-    }
-    let samples = match parse_off_runtime(&state, format, chunks, false).await {
-        Ok(s) => s,
-        Err(e) => {
-            state
-                .metrics
-                .rejected
-                .with_label_values(&[reason::INVALID])
-                .inc_by(e.samples as u64);
-            return Err(ApiError::Invalid(e));
-        }
-    };
-    match state.admission.admit(samples, Source::Http) {
-        Ok(n) => Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n})))),
-        Err(AdmitError::QueueFull) => Err(ApiError::QueueFull),
-        Err(AdmitError::ShuttingDown) => Err(ApiError::ShuttingDown),
-    }
+    let n = state.ingest.ingest(&headers, body, limit).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"accepted": n}))))
 }
 
 /// A snapshot as served: the model JSON plus learner, version, counters and (with named features) names.
@@ -476,7 +361,7 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
 fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiError> {
     let body = cell
         .body(|s| {
-            serde_json::to_vec(&snapshot_json(s, &state.dictionary, node_of(state)))
+            serde_json::to_vec(&snapshot_json(s, &state.ingest.dictionary, node_of(state)))
                 .expect("a snapshot serialises")
                 .into()
         })
@@ -567,7 +452,7 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         .cells
         .iter()
         .map(|c| match c.get() {
-            Some(s) => snapshot_json(&s, &state.dictionary, node_of(&state)),
+            Some(s) => snapshot_json(&s, &state.ingest.dictionary, node_of(&state)),
             None => json!({"learner": c.name, "version": 0}),
         })
         .collect();
@@ -607,10 +492,12 @@ async fn predict(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let format = body_format(&headers)?;
-    let chunks = read_chunks(&headers, body, limit, &state).await?;
+    let format = HttpSource::format(&headers)?;
+    let chunks = state.ingest.read(&headers, body, limit).await?;
     let cell = find_cell(&state, q.learner.as_deref())?.clone();
-    let samples = parse_off_runtime(&state, format, chunks, true)
+    let samples = state
+        .ingest
+        .parse(format, chunks, true)
         .await
         .map_err(ApiError::Invalid)?;
     let s = cell.get().ok_or(ApiError::NoModel)?;
@@ -677,10 +564,11 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     for cell in &state.cells {
         set_gauges(cell, &state.metrics);
     }
-    state.admission.set_gauges();
+    state.ingest.admission.set_gauges();
+    let dictionary = &state.ingest.dictionary;
     state
         .metrics
-        .set_feature_names(state.dictionary.len(), state.dictionary.refused());
+        .set_feature_names(dictionary.len(), dictionary.refused());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
@@ -731,4 +619,4 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
 pub mod openapi;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

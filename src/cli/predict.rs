@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::ingest::{
-    guess_format, is_skippable, parse_libsvm_line, Format, JsonSample, LineError, ReadError,
-};
+use crate::ingest::json::JsonSample;
+use crate::ingest::libsvm::parse_libsvm_line;
+use crate::ingest::{guess_format, is_skippable, Format, LineError, ReadError};
 use crate::loss::LossKind;
 use crate::model::Model;
 

@@ -71,7 +71,7 @@ pub struct Checkpoint {
     pub feature_names: Vec<String>,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
-    /// batch it holds is not also redelivered to another node (`ingest::nats`).
+    /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
     pub pending_acks: Vec<String>,
 }
 

@@ -34,8 +34,8 @@
 //!
 //! (hyper's own `header_read_timeout` is not used: its clock starts when hyper starts waiting for a
 //! head, i.e. at the end of the previous response, so it would also end every idle keep-alive
-//! connection after the header timeout; the sweeper sees the first byte arrive.) Every request body is
-//! wrapped in [`IdleTimeoutBody`]: a body that stalls for `body_idle_timeout_s` fails, and the handler
+//! connection after the header timeout; the sweeper sees the first byte arrive.) A request body that
+//! stalls for `body_idle_timeout_s` is cut where it is read (`ingest::source::http`), and the handler
 //! answers 408. At most `max_connections` are open: at the limit a new connection closes the one with
 //! no request in progress that has waited the longest, or is refused (closed at once) if every
 //! connection is busy; both are counted (`thresher_http_connections_closed_total`). The daemon keeps
@@ -73,7 +73,6 @@ use tokio::sync::{watch, Notify};
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-use crate::api::stall::IdleTimeoutBody;
 pub use crate::config::ConnectionLimits;
 use crate::config::TlsFiles;
 use crate::metrics::{closed, Metrics};
@@ -254,7 +253,6 @@ async fn serve(
             bodies: bodies.clone(),
             watcher: graceful.watcher(),
             shutdown: shutdown.clone(),
-            body_idle: front.limits.body_idle,
             registration,
         };
         match &front.tls {
@@ -313,7 +311,6 @@ struct Connection {
     bodies: Handle,
     watcher: Watcher,
     shutdown: watch::Receiver<bool>,
-    body_idle: Duration,
     registration: Registration,
 }
 
@@ -411,7 +408,6 @@ impl Connection {
         let Connection {
             watcher,
             registration,
-            body_idle,
             ..
         } = self;
         let conn = registration.conn.clone();
@@ -425,7 +421,7 @@ impl Connection {
             let (conn, table) = (conn.clone(), table.clone());
             tower::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let in_progress = RequestInProgress::begin(&conn, &table);
-                let request = request.map(|b| Body::new(IdleTimeoutBody::new(b, body_idle)));
+                let request = request.map(Body::new);
                 let app = app.clone();
                 async move {
                     let response = app.oneshot(request).await;

@@ -46,9 +46,10 @@ use crate::config::ConnectionLimits;
 use crate::config::{Config, LearnerConfig, StreamSolverKind};
 use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
-use crate::ingest::nats::{AckLedger, NatsError, Sink};
+use crate::ingest::source::http::HttpSource;
+use crate::ingest::source::nats::{AckLedger, Sink};
 use crate::ingest::Batch;
-use crate::ingest::{Admission, Source};
+use crate::ingest::{Admission, NatsError, Source};
 use crate::learner::build;
 use crate::learner::publish::{
     run_snapshot_loop, set_gauges, set_solver_gauges, ModelCell, SharedLearner,
@@ -395,15 +396,19 @@ pub async fn run(
     };
     let state = Arc::new(AppState {
         cells: learners.iter().map(|(_, c)| c.clone()).collect(),
-        dictionary: dictionary.clone(),
         metrics: metrics.clone(),
-        ingest_rules: ingest_rules.clone(),
-        predict_rules: Rules {
-            predict: true,
-            ..ingest_rules.clone()
-        },
-        admission: admission.clone(),
-        worker_scheduling,
+        ingest: Arc::new(HttpSource {
+            admission: admission.clone(),
+            dictionary: dictionary.clone(),
+            rules: ingest_rules.clone(),
+            predict_rules: Rules {
+                predict: true,
+                ..ingest_rules.clone()
+            },
+            metrics: metrics.clone(),
+            worker_scheduling,
+            body_idle: config.limits.body_idle,
+        }),
         snapshot_interval: config.snapshot_interval,
         cluster: config
             .nats
@@ -432,12 +437,15 @@ pub async fn run(
                 .unwrap_or_default();
             let sink = Sink {
                 admission: admission.clone(),
-                rules: state.ingest_rules.clone(),
+                rules: state.ingest.rules.clone(),
                 dictionary: dictionary.clone(),
                 metrics: metrics.clone(),
             };
             tracing::info!(servers = ?nats.servers, node = %nats.node, "NATS source starting");
-            Some(crate::ingest::nats::start(nats.clone(), sink, ledger.clone(), replay).await?)
+            Some(
+                crate::ingest::source::nats::start(nats.clone(), sink, ledger.clone(), replay)
+                    .await?,
+            )
         }
         _ => None,
     };
@@ -528,7 +536,7 @@ pub async fn run(
     if let Some(nats) = nats.as_mut() {
         nats.stop_pulling().await;
     }
-    state.admission.close();
+    state.ingest.admission.close();
     stop_router.store(true, Ordering::Release);
     let _ = tokio::task::spawn_blocking(move || {
         let _ = router_thread.join();

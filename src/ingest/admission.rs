@@ -22,6 +22,7 @@ use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::Mutex;
 
 use super::budget::{QueuedBatch, SampleBudget};
+use super::AdmitError;
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
 
@@ -57,15 +58,6 @@ impl Source {
             Source::Http | Source::Stdin => 0,
         }
     }
-}
-
-/// Why a batch was not admitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdmitError {
-    /// The sample budget or the queue is full: retry later.
-    QueueFull,
-    /// Ingest is closed: the daemon is stopping.
-    ShuttingDown,
 }
 
 /// The ingest side's shared handle: the queue's sender, the sample budget and the counters.

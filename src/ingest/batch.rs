@@ -10,18 +10,15 @@
 //! object);
 //! a stream should use either numeric indices or names, not both.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use parking_lot::RwLock;
-use serde::Deserialize;
 
-use super::json_plain;
-use super::segments;
-pub use super::BatchError;
-use super::{
-    count_byte, is_skippable, parse_libsvm_append, parse_libsvm_general, parse_libsvm_line,
-    LineError,
-};
+use super::json::{plain, WireSample};
+use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
+use super::lines::is_skippable;
+use super::simd::count_byte;
+use super::{segments, BatchError, LineError};
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
 
@@ -68,18 +65,22 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// The rules with the default limits ([`super::DEFAULT_MAX_ABS_VALUE`] and the name limits).
+    /// The rules with the default limits ([`DEFAULT_MAX_ABS_VALUE`] and the name limits).
     pub fn new(losses: Vec<Loss>, max_dim: usize, predict: bool) -> Rules {
         Rules {
             losses,
             max_dim,
             predict,
-            max_abs_value: super::DEFAULT_MAX_ABS_VALUE,
+            max_abs_value: DEFAULT_MAX_ABS_VALUE,
             max_name_bytes: DEFAULT_MAX_NAME_BYTES,
             max_new_names: DEFAULT_MAX_NEW_NAMES,
         }
     }
 }
+
+/// `ingest.max_abs_value`'s default: the largest magnitude of a label, feature value or weight accepted
+/// by the daemon, `fit` and `predict`.
+pub const DEFAULT_MAX_ABS_VALUE: f64 = 1e6;
 
 /// `ingest.max_feature_name_bytes`'s default.
 pub const DEFAULT_MAX_NAME_BYTES: usize = 256;
@@ -171,17 +172,6 @@ impl FeatureDictionary {
     }
 }
 
-/// One sample object as `serde` reads it (the reference for the fast reader in `json_plain`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct WireSample {
-    pub(super) label: Option<f64>,
-    pub(super) indices: Option<Vec<u32>>,
-    pub(super) values: Option<Vec<f64>>,
-    pub(super) features: Option<BTreeMap<String, f64>>,
-    pub(super) weight: Option<f64>,
-}
-
 /// A sample whose named features are not resolved yet.
 enum Pending {
     Ready(Sample),
@@ -253,14 +243,14 @@ impl Parsed {
         self.lines.push(line);
     }
 
-    /// One plain JSON object (read by [`json_plain::parse_line_fields`]) copied from the scratch lists
+    /// One plain JSON object (read by [`plain::parse_line_fields`]) copied from the scratch lists
     /// into the block's columns, with the checks and errors of the wire path ([`wire_to_pending`] with
     /// `"indices"`/`"values"`), but no vectors of its own.
     fn push_plain_json(
         &mut self,
         line_number: usize,
-        fields: json_plain::PlainFields,
-        scratch: &json_plain::Scratch,
+        fields: plain::PlainFields,
+        scratch: &plain::Scratch,
         predict: bool,
     ) -> Result<(), LineError> {
         let label = match fields.label {
@@ -310,8 +300,19 @@ pub fn parse_segments(
     rules: &Rules,
     dict: &FeatureDictionary,
 ) -> Result<SampleBlock, BatchError> {
+    parse_segments_with(format, segments, rules, dict, true)
+}
+
+/// [`parse_segments`] with the one-pass readers switched on (`fast`) or off ([`parse_body_with`]).
+pub(crate) fn parse_segments_with(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    fast: bool,
+) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, segments, rules, dict, true, &mut block)?;
+    parse_body_with(format, segments, rules, dict, fast, &mut block)?;
     Ok(block)
 }
 
@@ -378,130 +379,155 @@ fn read_body(
     fast: bool,
     parsed: &mut Parsed,
 ) -> Result<(), BatchError> {
-    let mut scratch = json_plain::Scratch::default();
-    let fail = |line: usize, message: String, samples: usize| BatchError {
+    match format {
+        BodyFormat::Libsvm | BodyFormat::Ndjson => {
+            read_lines(format, segments, rules, fast, parsed)
+        }
+        BodyFormat::JsonArray => read_array(segments, rules, fast, parsed),
+    }
+}
+
+/// A body refused at its 1-based `line` (or array position), holding `samples` samples.
+fn fail(line: usize, message: String, samples: usize) -> BatchError {
+    BatchError {
         line: Some(line),
         message,
         samples,
+    }
+}
+
+/// The samples of a line body (LIBSVM or NDJSON), read line by line where the segments hold them.
+fn read_lines(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+) -> Result<(), BatchError> {
+    let mut scratch = plain::Scratch::default();
+    // The sample count is only needed for a rejection: counted then, not on every body.
+    let total = || {
+        let mut content = 0;
+        let _ = segments::for_each_line(segments, |_, line| {
+            content += usize::from(!is_skippable(line));
+            Ok(())
+        });
+        content
     };
-    match format {
-        BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            // The sample count is only needed for a rejection: counted then, not on every body.
-            let total = || {
-                let mut content = 0;
-                let _ = segments::for_each_line(segments, |_, line| {
-                    content += usize::from(!is_skippable(line));
-                    Ok(())
-                });
-                content
-            };
-            // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
-            // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
-            segments::for_each_line(segments, |number, line| {
-                crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
-                if is_skippable(line) {
-                    return Ok(());
-                }
-                if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line))
-                {
-                    return parsed
-                        .push_libsvm(number, line)
-                        .map_err(|e| fail(number, e.to_string(), total()));
-                }
-                if format == BodyFormat::Ndjson && fast {
-                    if let Some(fields) = json_plain::parse_line_fields(line, &mut scratch) {
-                        return parsed
-                            .push_plain_json(number, fields, &scratch, rules.predict)
-                            .map_err(|e| fail(number, e.to_string(), total()));
-                    }
-                }
-                let outcome = if format == BodyFormat::Libsvm {
-                    parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
-                } else {
-                    // The plain shape was read above (when `fast`); anything else, and every error,
-                    // by serde.
-                    serde_json::from_str::<WireSample>(line)
-                        .map_err(|e| LineError::Json(e.to_string()))
-                        .and_then(|w| wire_to_pending(w, rules.predict))
-                };
-                let p = outcome.map_err(|e| fail(number, e.to_string(), total()))?;
-                parsed.push(number, p);
-                Ok(())
-            })
-            .map_err(|mut e| {
-                // A line that is not UTF-8 is refused by the walk itself, which reads no further:
-                // the samples are then counted by their lines' bytes.
-                if e.samples == 0 {
-                    e.samples = segments::count_content_lines(segments);
-                }
-                e
-            })?;
+    // The body-parsing loop: between rows, a scheduling point for the daemon's parser threads
+    // (`sys::yield_point`; a no-op elsewhere). The line readers themselves never yield.
+    segments::for_each_line(segments, |number, line| {
+        crate::sys::yield_point_every(number, crate::sys::ROWS_BETWEEN_YIELD_POINTS);
+        if is_skippable(line) {
+            return Ok(());
         }
-        BodyFormat::JsonArray => {
-            // An array of plain objects is read directly into the block: such items are valid for
-            // serde too, so only the sample checks can fail, exactly as on the serde path. But serde
-            // reads the whole array before checking any item, so the first failed check counts only
-            // if the rest of the body reads plainly as well; otherwise serde decides everything.
-            // An array is one text: its segments are joined.
-            let joined;
-            let bytes: &[u8] = match segments {
-                [one] => one,
-                _ => {
-                    joined = segments::join(segments);
-                    &joined
-                }
-            };
-            let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
-                line: None,
-                message: format!("body is not UTF-8: {e}"),
-                samples: 0,
-            })?;
-            if fast {
-                let mut first_error = None;
-                let read =
-                    json_plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
-                        if first_error.is_none() {
-                            first_error = parsed
-                                .push_plain_json(n + 1, fields, scratch, rules.predict)
-                                .err()
-                                .map(|e| (n + 1, e.to_string()));
-                        }
-                    });
-                match (read, first_error) {
-                    (Some(total), Some((line, message))) => return Err(fail(line, message, total)),
-                    (Some(_), None) => return Ok(()),
-                    (None, _) => {
-                        parsed.samples.truncate(parsed.base);
-                        parsed.lines.clear();
-                    }
-                }
+        read_line(format, number, line, rules, fast, parsed, &mut scratch)
+            .map_err(|e| fail(number, e.to_string(), total()))
+    })
+    .map_err(|mut e| {
+        // A line that is not UTF-8 is refused by the walk itself, which reads no further:
+        // the samples are then counted by their lines' bytes.
+        if e.samples == 0 {
+            e.samples = segments::count_content_lines(segments);
+        }
+        e
+    })
+}
+
+/// One content line of a line body onto `parsed`: by the one-pass readers when `fast` and the line
+/// has their shape, else by the general readers, which decide every error.
+#[inline(always)]
+fn read_line(
+    format: BodyFormat,
+    number: usize,
+    line: &str,
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+    scratch: &mut plain::Scratch,
+) -> Result<(), LineError> {
+    if format == BodyFormat::Libsvm && fast && !(rules.predict && first_has_colon(line)) {
+        return parsed.push_libsvm(number, line);
+    }
+    if format == BodyFormat::Ndjson && fast {
+        if let Some(fields) = plain::parse_line_fields(line, scratch) {
+            return parsed.push_plain_json(number, fields, scratch, rules.predict);
+        }
+    }
+    let pending = if format == BodyFormat::Libsvm {
+        parse_libsvm_for(line, rules.predict, fast).map(Pending::Ready)
+    } else {
+        // The plain shape was read above (when `fast`); anything else, and every error, by serde.
+        serde_json::from_str::<WireSample>(line)
+            .map_err(|e| LineError::Json(e.to_string()))
+            .and_then(|w| wire_to_pending(w, rules.predict))
+    };
+    parsed.push(number, pending?);
+    Ok(())
+}
+
+/// The samples of a JSON array body. An array of plain objects is read directly into the block: such
+/// items are valid for serde too, so only the sample checks can fail, exactly as on the serde path.
+/// But serde reads the whole array before checking any item, so the first failed check counts only
+/// if the rest of the body reads plainly as well; otherwise serde decides everything.
+fn read_array(
+    segments: &[&[u8]],
+    rules: &Rules,
+    fast: bool,
+    parsed: &mut Parsed,
+) -> Result<(), BatchError> {
+    // An array is one text: its segments are joined.
+    let joined;
+    let bytes: &[u8] = match segments {
+        [one] => one,
+        _ => {
+            joined = segments::join(segments);
+            &joined
+        }
+    };
+    let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
+        line: None,
+        message: format!("body is not UTF-8: {e}"),
+        samples: 0,
+    })?;
+    if fast {
+        let mut scratch = plain::Scratch::default();
+        let mut first_error = None;
+        let read = plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
+            if first_error.is_none() {
+                first_error = parsed
+                    .push_plain_json(n + 1, fields, scratch, rules.predict)
+                    .err()
+                    .map(|e| (n + 1, e.to_string()));
             }
-            let items: Vec<serde_json::Value> =
-                serde_json::from_str(body).map_err(|e| BatchError {
-                    line: None,
-                    message: format!("invalid JSON array: {e}"),
-                    samples: 0,
-                })?;
-            let total = items.len();
-            for (n, item) in items.into_iter().enumerate() {
-                let p = serde_json::from_value::<WireSample>(item)
-                    .map_err(|e| LineError::Json(e.to_string()))
-                    .and_then(|w| wire_to_pending(w, rules.predict))
-                    .map_err(|e| fail(n + 1, e.to_string(), total))?;
-                parsed.push(n + 1, p);
+        });
+        match (read, first_error) {
+            (Some(total), Some((line, message))) => return Err(fail(line, message, total)),
+            (Some(_), None) => return Ok(()),
+            (None, _) => {
+                parsed.samples.truncate(parsed.base);
+                parsed.lines.clear();
             }
         }
+    }
+    let items: Vec<serde_json::Value> = serde_json::from_str(body).map_err(|e| BatchError {
+        line: None,
+        message: format!("invalid JSON array: {e}"),
+        samples: 0,
+    })?;
+    let total = items.len();
+    for (n, item) in items.into_iter().enumerate() {
+        let p = serde_json::from_value::<WireSample>(item)
+            .map_err(|e| LineError::Json(e.to_string()))
+            .and_then(|w| wire_to_pending(w, rules.predict))
+            .map_err(|e| fail(n + 1, e.to_string(), total))?;
+        parsed.push(n + 1, p);
     }
     Ok(())
 }
 
 /// The checks that need the whole body, then name resolution.
 fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Result<(), BatchError> {
-    let fail = |line: usize, message: String, samples: usize| BatchError {
-        line: Some(line),
-        message,
-        samples,
-    };
     if parsed.rows() == 0 {
         return Err(BatchError {
             line: None,
@@ -967,8 +993,8 @@ mod tests {
     fn fast_readers_change_no_body_outcome() {
         use rand::{Rng, SeedableRng};
 
-        use crate::ingest::json_plain::tests::random_object;
-        use crate::ingest::tests::random_line;
+        use crate::ingest::json::plain::tests::random_object;
+        use crate::ingest::libsvm::tests::random_line;
 
         // The fuzz targets' comparison: values and labels bit for bit, errors in full.
         let outcome = |r: Result<SampleBlock, BatchError>| crate::ingest::fuzzing::outcome(&r);

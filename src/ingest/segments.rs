@@ -8,11 +8,12 @@
 //! whole lines is checked for UTF-8 once, in place: a boundary after a `\n` never falls inside a
 //! multi-byte character, so the pieces are valid exactly when the whole body is.
 //!
-//! The lines are exactly `ingest::lines` of the joined body (which are `str::lines`), numbered
+//! The lines are exactly `ingest::lines::lines` of the joined body (which are `str::lines`), numbered
 //! from 1 in the same way, so a parse over segments names the same line as a parse of the joined
 //! text.
 
-use super::{lines, BatchError};
+use super::lines::lines;
+use super::BatchError;
 
 /// Calls `on_line(number, line)` for every line of the concatenation of `segments`, in order, with
 /// `number` 1-based (blank and comment lines included, as in `str::lines().enumerate()`). Stops at the
@@ -83,8 +84,8 @@ pub fn for_each_line<S: AsRef<[u8]>>(
 pub fn count_content_lines<S: AsRef<[u8]>>(segments: &[S]) -> usize {
     match segments {
         [] => 0,
-        [one] => super::count_content_lines(one.as_ref()),
-        _ => super::count_content_lines(&join(segments)),
+        [one] => super::lines::count_content_lines(one.as_ref()),
+        _ => super::lines::count_content_lines(&join(segments)),
     }
 }
 

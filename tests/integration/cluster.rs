@@ -66,7 +66,7 @@ fn start(dir: &std::path::Path, url: &str, name: &str) -> Daemon {
             ("THRESHER_NATS_REPLICAS", "3"),
             ("THRESHER_NATS_ACK_WAIT_S", &ack_wait),
             // Failed acks are logged at debug: the lines that explain a batch held twice.
-            ("THRESHER_LOG", "info,thresher::ingest::nats=debug"),
+            ("THRESHER_LOG", "info,thresher::ingest::source::nats=debug"),
         ],
     )
 }

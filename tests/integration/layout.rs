@@ -1,8 +1,8 @@
 //! The crate's layout rules, checked on its source: no import cycles between top-level modules or
-//! between files, and no scheduling calls, `libc` or system calls in the numerical modules
-//! (`solver`, `sparse`, `loss`, `sample`, `ring`). A reference is a `crate::a::b` or `super::b` path
-//! outside test code (`#[cfg(test)]` code and the files of `tests` modules); a file is a module
-//! (`a/b.rs` or `a/b/mod.rs` is `a::b`).
+//! between files; no scheduling calls, `libc` or system calls in the numerical modules (`solver`,
+//! `sparse`, `loss`, `sample`, `ring`); only `ingest` reads request bodies; and `api` does not import
+//! `sys`. A reference is a `crate::a::b` or `super::b` path outside `#[cfg(test)]` code (a module's
+//! `tests` file is test code throughout); a file is a module (`a/b.rs` or `a/b/mod.rs` is `a::b`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,6 +19,21 @@ const SCHEDULING_WORDS: [&str; 7] = [
     "std::thread",
     "tokio",
     "crate::sys",
+];
+
+/// What reads the bytes of a request body: the `http_body` frame API and its utilities, axum's
+/// whole-body reader and the body timeout. Only `ingest` (its HTTP source) names them.
+const BODY_READING_WORDS: [&str; 10] = [
+    "poll_frame",
+    "HttpBody",
+    "http_body::",
+    "http_body_util",
+    "BodyExt",
+    "into_data_stream",
+    "into_data(",
+    ".frame()",
+    "to_bytes(",
+    "TimeoutBody",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -183,7 +198,13 @@ impl Crate {
             .filter(|p| !module_of(&src, p).iter().any(|m| m == "tests"))
             .map(|p| {
                 let text = std::fs::read_to_string(&p).expect("read source");
-                (module_of(&src, &p), (p, code(&text)))
+                let module = module_of(&src, &p);
+                // A `tests` file is declared `#[cfg(test)] mod tests;`: all of it is test code.
+                let code = match module.last().map(String::as_str) {
+                    Some("tests") => String::new(),
+                    _ => code(&text),
+                };
+                (module, (p, code))
             })
             .collect();
         Crate { files }
@@ -270,6 +291,47 @@ fn numerical_modules_make_no_scheduling_or_system_calls() {
         }
     }
     assert!(offences.is_empty(), "{offences:#?}");
+}
+
+#[test]
+fn only_ingest_reads_request_bodies() {
+    let krate = Crate::read();
+    let mut offences = Vec::new();
+    for (module, (path, code)) in &krate.files {
+        if module.first().is_some_and(|m| m == "ingest") {
+            continue;
+        }
+        for word in BODY_READING_WORDS {
+            if code.contains(word) {
+                offences.push(format!("{}: {word}", path.display()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "request bodies are read in ingest::source::http only: {offences:#?}"
+    );
+}
+
+#[test]
+fn api_does_not_import_sys() {
+    let krate = Crate::read();
+    let mut offences = Vec::new();
+    for (module, (path, code)) in &krate.files {
+        if module.first().is_none_or(|m| m != "api") {
+            continue;
+        }
+        let names_sys = references(module, code)
+            .iter()
+            .any(|r| r.first().is_some_and(|m| m == "sys"));
+        if names_sys || code.contains("crate::sys") {
+            offences.push(path.display().to_string());
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "api holds routes and statuses; OS tuning is sys's, used by ingest: {offences:#?}"
+    );
 }
 
 #[test]

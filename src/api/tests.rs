@@ -1,8 +1,9 @@
 //! In-process tests of the HTTP API: the router over a hand-built [`AppState`] (model cells, an
 //! [`Admission`] whose queue receiver the test holds), driven with `tower::ServiceExt::oneshot`. They
-//! pin every [`ApiError`]'s status and body, and that a rejected body leaves the queue and the budget
-//! exactly as they were.
+//! pin the routes' statuses and bodies, and (last section) hold the OpenAPI document to the router.
+//! The harness here also drives the request-body tests of `ingest::source::http`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::body::{to_bytes, Body, Bytes};
@@ -12,10 +13,11 @@ use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use super::{router, AppState, RETRY_AFTER_SECONDS};
+use super::{router, AppState};
 use crate::config::Config;
 use crate::ingest::batch::{FeatureDictionary, Rules};
 use crate::ingest::budget::SampleBudget;
+use crate::ingest::source::http::HttpSource;
 use crate::ingest::{Admission, Batch};
 use crate::learner::build;
 use crate::learner::publish::{ModelCell, Snapshot};
@@ -24,17 +26,17 @@ use crate::sample::SampleBlock;
 use crate::sys::WorkerScheduling;
 
 /// The body limit of the test router, bytes.
-const LIMIT: usize = 1024;
+pub(crate) const LIMIT: usize = 1024;
 
 /// A router over a hand-built state, with the ingest queue's receiving end.
-struct Api {
-    app: Router,
-    state: Arc<AppState>,
-    rx: Receiver<Batch>,
+pub(crate) struct Api {
+    pub(crate) app: Router,
+    pub(crate) state: Arc<AppState>,
+    pub(crate) rx: Receiver<Batch>,
 }
 
 /// `cells`, a queue of `queue` batches and a budget of `budget` samples; the primary learner's rules.
-fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
+pub(crate) fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
     let config = Config::defaults();
     let metrics = Metrics::new();
     for c in &cells {
@@ -49,16 +51,20 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
     let rules = |predict| Rules::new(vec![config.learners[0].loss], config.max_dim, predict);
     let state = Arc::new(AppState {
         cells,
-        dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
-        metrics,
-        ingest_rules: rules(false),
-        predict_rules: rules(true),
-        admission,
-        // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
-        worker_scheduling: WorkerScheduling {
-            slice_ns: 0,
-            yield_interval: std::time::Duration::ZERO,
-        },
+        metrics: metrics.clone(),
+        ingest: Arc::new(HttpSource {
+            admission,
+            dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
+            rules: rules(false),
+            predict_rules: rules(true),
+            metrics,
+            // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
+            worker_scheduling: WorkerScheduling {
+                slice_ns: 0,
+                yield_interval: std::time::Duration::ZERO,
+            },
+            body_idle: config.limits.body_idle,
+        }),
         snapshot_interval: config.snapshot_interval,
         cluster: None,
     });
@@ -70,7 +76,7 @@ fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Api {
 }
 
 /// A snapshot of the default learner after a few samples and steps, certified.
-fn snapshot(learner: &str, version: u64) -> Snapshot {
+pub(crate) fn snapshot(learner: &str, version: u64) -> Snapshot {
     let config = Config::defaults();
     let mut l = build(&config.learners[0], 100, None);
     let data = crate::synth::sparse_stream(40, 12, 3, 4, 0.1, false, 7);
@@ -94,7 +100,7 @@ fn snapshot(learner: &str, version: u64) -> Snapshot {
 }
 
 /// A primary learner with a published snapshot (version 3) and a second one with none yet.
-fn published() -> Api {
+pub(crate) fn published() -> Api {
     api(
         vec![
             Arc::new(ModelCell::new("primary", Some(snapshot("primary", 3)))),
@@ -106,15 +112,15 @@ fn published() -> Api {
 }
 
 /// No learner has published yet.
-fn unpublished() -> Api {
+pub(crate) fn unpublished() -> Api {
     api(vec![Arc::new(ModelCell::new("primary", None))], 8, 1000)
 }
 
-fn get(uri: &str) -> Request<Body> {
+pub(crate) fn get(uri: &str) -> Request<Body> {
     Request::get(uri).body(Body::empty()).unwrap()
 }
 
-fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
+pub(crate) fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
     Request::builder()
         .method(Method::POST)
         .uri(uri)
@@ -123,12 +129,12 @@ fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
         .unwrap()
 }
 
-fn libsvm(uri: &str, body: &str) -> Request<Body> {
+pub(crate) fn libsvm(uri: &str, body: &str) -> Request<Body> {
     post(uri, "text/plain", body.to_string())
 }
 
 /// `n` good LIBSVM lines.
-fn good_lines(n: usize) -> String {
+pub(crate) fn good_lines(n: usize) -> String {
     (0..n)
         .map(|i| format!("{i}.5 1:1 {}:0.5\n", i + 2))
         .collect()
@@ -136,7 +142,10 @@ fn good_lines(n: usize) -> String {
 
 impl Api {
     /// Sends `req`; returns the status, the headers and the body.
-    async fn send(&self, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Bytes) {
+    pub(crate) async fn send(
+        &self,
+        req: Request<Body>,
+    ) -> (StatusCode, axum::http::HeaderMap, Bytes) {
         let response = self.app.clone().oneshot(req).await.unwrap();
         let (parts, body) = response.into_parts();
         (
@@ -147,7 +156,7 @@ impl Api {
     }
 
     /// Sends `req`; returns the status and the JSON body.
-    async fn json(&self, req: Request<Body>) -> (StatusCode, Value) {
+    pub(crate) async fn json(&self, req: Request<Body>) -> (StatusCode, Value) {
         let (status, headers, body) = self.send(req).await;
         assert_eq!(
             headers.get(header::CONTENT_TYPE).unwrap(),
@@ -160,7 +169,7 @@ impl Api {
     }
 
     /// The `/metrics` sample `name` (with its labels), which must be there.
-    async fn metric(&self, name: &str) -> f64 {
+    pub(crate) async fn metric(&self, name: &str) -> f64 {
         let (status, _, body) = self.send(get("/metrics")).await;
         assert_eq!(status, StatusCode::OK);
         let text = String::from_utf8(body.to_vec()).unwrap();
@@ -172,7 +181,7 @@ impl Api {
     }
 
     /// Takes every queued batch off the queue; returns how many samples each held, oldest first.
-    fn drain(&self) -> Vec<usize> {
+    pub(crate) fn drain(&self) -> Vec<usize> {
         self.rx.try_iter().map(|b| b.samples().len()).collect()
     }
 }
@@ -187,257 +196,6 @@ fn assert_close(served: &Value, want: &[f64]) {
             "{served:?} {want:?}"
         );
     }
-}
-
-const UNSUPPORTED: &str = "use text/plain (LIBSVM), application/x-ndjson or application/json";
-
-#[tokio::test]
-async fn accepted_bodies_answer_202_with_the_count_and_reach_the_queue() {
-    let api = published();
-    let (status, body) = api.json(libsvm("/v1/samples", &good_lines(3))).await;
-    assert_eq!(
-        (status, body),
-        (StatusCode::ACCEPTED, json!({"accepted": 3}))
-    );
-    let ndjson = "{\"label\": 1, \"indices\": [1, 4], \"values\": [0.5, 2]}\n\
-                  {\"label\": -1, \"indices\": [2], \"values\": [1]}\n";
-    let (status, body) = api
-        .json(post("/v1/samples", "application/x-ndjson", ndjson))
-        .await;
-    assert_eq!(
-        (status, body),
-        (StatusCode::ACCEPTED, json!({"accepted": 2}))
-    );
-    let array = "[{\"label\": 2, \"indices\": [3], \"values\": [1]}]";
-    let (status, body) = api
-        .json(post(
-            "/v1/samples",
-            "application/json; charset=utf-8",
-            array,
-        ))
-        .await;
-    assert_eq!(
-        (status, body),
-        (StatusCode::ACCEPTED, json!({"accepted": 1}))
-    );
-    assert_eq!(api.drain(), [3, 2, 1]);
-    assert_eq!(
-        api.metric("thresher_samples_ingested_total{source=\"http\"}")
-            .await,
-        6.0
-    );
-}
-
-#[tokio::test]
-async fn a_bad_line_is_400_naming_it() {
-    let api = published();
-    let (status, body) = api.json(libsvm("/v1/samples", "1 1:1\n1 x:2\n")).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(body["line"], json!(2), "{body}");
-    assert_eq!(
-        body,
-        json!({
-            "error": "bad feature index \"x\": expected a non-negative integer below 2^32",
-            "line": 2
-        })
-    );
-    // The same for predictions.
-    let (status, body) = api.json(libsvm("/v1/predict", "1:1\n\n1:x\n")).await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({"error": "bad feature value \"x\": not a number", "line": 3})
-        )
-    );
-}
-
-#[tokio::test]
-async fn an_unsupported_content_type_is_415_and_counted() {
-    let api = published();
-    let (status, body) = api
-        .json(post("/v1/samples", "application/xml", "1 1:1\n"))
-        .await;
-    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert_eq!(
-        body,
-        json!({
-            "error": format!("unsupported content type \"application/xml\": {UNSUPPORTED}"),
-            "line": null
-        })
-    );
-    let no_type = Request::post("/v1/samples")
-        .body(Body::from("1 1:1\n"))
-        .unwrap();
-    let (status, body) = api.json(no_type).await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            json!({"error": format!("unsupported content type \"\": {UNSUPPORTED}"), "line": null})
-        )
-    );
-    let (status, _) = api.json(post("/v1/predict", "image/png", "1:1\n")).await;
-    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert!(api.rx.is_empty());
-    assert_eq!(
-        api.metric("thresher_samples_rejected_total{reason=\"unsupported_media_type\"}")
-            .await,
-        2.0
-    );
-}
-
-#[tokio::test]
-async fn a_body_over_the_limit_is_413_by_content_length_or_by_size() {
-    let api = published();
-    let too_large = json!({
-        "error": format!("request body is over the limit of {LIMIT} bytes (server.body_limit_bytes)"),
-        "line": null
-    });
-    // Declared over the limit: refused before reading (the short body itself would be accepted).
-    let mut declared = libsvm("/v1/samples", "1 1:1\n");
-    declared
-        .headers_mut()
-        .insert(header::CONTENT_LENGTH, (LIMIT + 1).into());
-    let (status, body) = api.json(declared).await;
-    assert_eq!((status, &body), (StatusCode::PAYLOAD_TOO_LARGE, &too_large));
-    // No length declared, more bytes than the limit arrive.
-    let long = good_lines(150);
-    assert!(long.len() > LIMIT);
-    let (status, body) = api.json(libsvm("/v1/samples", &long)).await;
-    assert_eq!((status, &body), (StatusCode::PAYLOAD_TOO_LARGE, &too_large));
-    let (status, body) = api.json(libsvm("/v1/predict", &long)).await;
-    assert_eq!((status, &body), (StatusCode::PAYLOAD_TOO_LARGE, &too_large));
-    // Exactly at the limit is fine.
-    let mut at_limit = good_lines(10);
-    at_limit.push_str(&"#".repeat(LIMIT - at_limit.len()));
-    let (status, _) = api.json(libsvm("/v1/samples", &at_limit)).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    assert_eq!(api.rx.len(), 1);
-}
-
-#[tokio::test]
-async fn an_unreadable_body_is_400() {
-    let api = published();
-    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
-        Ok(Bytes::from("1 1:1\n")),
-        Err(std::io::Error::other("connection reset")),
-    ];
-    let body = Body::from_stream(futures_util::stream::iter(chunks));
-    let (status, body) = api.json(post("/v1/samples", "text/plain", body)).await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({"error": "cannot read the body: connection reset", "line": null})
-        )
-    );
-    assert!(api.rx.is_empty());
-}
-
-#[tokio::test]
-async fn a_full_queue_is_503_with_retry_after_and_refuses_the_whole_batch() {
-    let api = api(vec![Arc::new(ModelCell::new("primary", None))], 2, 1000);
-    for n in [2, 3] {
-        let (status, body) = api.json(libsvm("/v1/samples", &good_lines(n))).await;
-        assert_eq!(
-            (status, body),
-            (StatusCode::ACCEPTED, json!({"accepted": n}))
-        );
-    }
-    // A line body finds the queue full before it is parsed; a JSON array only after.
-    let array = "[{\"label\": 1, \"indices\": [1], \"values\": [1]}]";
-    for req in [
-        libsvm("/v1/samples", &good_lines(4)),
-        post("/v1/samples", "application/json", array),
-    ] {
-        let (status, headers, body) = api.send(req).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(
-            headers.get(header::RETRY_AFTER).unwrap(),
-            &RETRY_AFTER_SECONDS.to_string()
-        );
-        assert_eq!(
-            serde_json::from_slice::<Value>(&body).unwrap(),
-            json!({"error": "ingest queue is full; retry later", "line": null})
-        );
-    }
-    assert_eq!(api.rx.len(), 2, "the queue keeps exactly what it had");
-    assert_eq!(
-        api.metric("thresher_samples_rejected_total{reason=\"queue_full\"}")
-            .await,
-        5.0
-    );
-    assert_eq!(api.metric("thresher_ingest_queue_batches").await, 2.0);
-    // Room again once the learners took a batch.
-    drop(api.rx.try_recv().unwrap());
-    let (status, _) = api.json(libsvm("/v1/samples", &good_lines(1))).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    assert_eq!(api.drain(), [3, 1]);
-}
-
-#[tokio::test]
-async fn a_full_budget_is_503_until_the_learners_absorb_a_batch() {
-    let api = api(vec![Arc::new(ModelCell::new("primary", None))], 8, 5);
-    let (status, _) = api.json(libsvm("/v1/samples", &good_lines(3))).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let (status, headers, _) = api.send(libsvm("/v1/samples", &good_lines(3))).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(headers.contains_key(header::RETRY_AFTER));
-    assert_eq!(api.rx.len(), 1);
-    assert_eq!(api.metric("thresher_ingest_samples_in_flight").await, 3.0);
-    // The last learner dropping the batch gives its samples back.
-    drop(api.rx.try_recv().unwrap());
-    assert_eq!(api.metric("thresher_ingest_samples_in_flight").await, 0.0);
-    let (status, _) = api.json(libsvm("/v1/samples", &good_lines(5))).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-}
-
-/// 3 good lines and a bad 4th: 400 naming line 4, nothing queued, no budget taken, counted as rejected.
-#[tokio::test]
-async fn a_rejected_body_leaves_the_queue_and_the_budget_untouched() {
-    let api = api(vec![Arc::new(ModelCell::new("primary", None))], 8, 4);
-    let (status, _) = api.json(libsvm("/v1/samples", &good_lines(1))).await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let bad = format!("{}1 1:1 2:nope\n", good_lines(3));
-    let (status, body) = api.json(libsvm("/v1/samples", &bad)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        body,
-        json!({"error": "bad feature value \"nope\": not a number", "line": 4})
-    );
-    assert_eq!(api.rx.len(), 1, "nothing of the rejected body entered");
-    assert_eq!(api.metric("thresher_ingest_samples_in_flight").await, 1.0);
-    // 1 + 3 fits the budget of 4 only if the rejected body took none of it.
-    let (status, body) = api.json(libsvm("/v1/samples", &good_lines(3))).await;
-    assert_eq!(
-        (status, body),
-        (StatusCode::ACCEPTED, json!({"accepted": 3}))
-    );
-    assert_eq!(api.drain(), [1, 3]);
-    let rejected = api
-        .metric("thresher_samples_rejected_total{reason=\"invalid\"}")
-        .await;
-    assert_eq!(rejected, 4.0, "every sample of the rejected body");
-    assert_eq!(
-        api.metric("thresher_samples_ingested_total{source=\"http\"}")
-            .await,
-        4.0
-    );
-}
-
-#[tokio::test]
-async fn a_closed_admission_is_503_shutting_down() {
-    let api = published();
-    api.state.admission.close();
-    let (status, headers, body) = api.send(libsvm("/v1/samples", &good_lines(2))).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(!headers.contains_key(header::RETRY_AFTER));
-    assert_eq!(
-        serde_json::from_slice::<Value>(&body).unwrap(),
-        json!({"error": "shutting down"})
-    );
-    assert!(api.rx.is_empty());
 }
 
 #[tokio::test]
@@ -605,8 +363,6 @@ async fn an_unknown_route_is_404() {
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
 
-mod openapi;
-
 #[tokio::test]
 async fn the_history_serves_one_point_per_publication_and_drops_the_oldest() {
     let config = Config::defaults();
@@ -711,4 +467,276 @@ async fn the_status_page_is_html_that_loads_nothing_from_elsewhere() {
     let page = String::from_utf8(body.to_vec()).unwrap();
     assert!(page.starts_with("<!doctype html>"));
     assert!(page.contains("/v1/history?learner=") && page.contains("Authorization"));
+}
+
+// The OpenAPI document against the router: it parses as OpenAPI 3, every `$ref` resolves, every route
+// `router()` registers is documented with the same methods, and every documented operation reaches a
+// handler (not the 404 fallback).
+
+/// `(METHOD, /path)` of every `.route(...)` in `api/mod.rs`, axum's `:param` written `{param}`.
+fn routes_in_router_source() -> BTreeSet<(String, String)> {
+    let source = include_str!("mod.rs");
+    let mut routes = BTreeSet::new();
+    for chunk in source.split(".route(\"").skip(1) {
+        let (path, rest) = chunk.split_once('"').expect("a quoted path");
+        let path: String = path
+            .split('/')
+            .map(|s| match s.strip_prefix(':') {
+                Some(p) => format!("{{{p}}}"),
+                None => s.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let methods = rest.split_once(')').expect("route(...)").0;
+        for m in ["get", "post", "put", "delete", "patch"] {
+            if methods.contains(&format!("{m}(")) {
+                routes.insert((m.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    routes
+}
+
+async fn document() -> Value {
+    let api = published();
+    let (status, doc) = api.json(get("/openapi.json")).await;
+    assert_eq!(status, StatusCode::OK);
+    doc
+}
+
+fn documented(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut ops = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("a path item").keys() {
+            ops.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    ops
+}
+
+fn refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref") {
+                out.push(r.clone());
+            }
+            o.values().for_each(|x| refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_openapi_3_and_its_refs_resolve() {
+    let doc = document().await;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    let parsed: utoipa::openapi::OpenApi =
+        serde_json::from_value(doc.clone()).expect("an OpenAPI 3 document");
+    assert!(!parsed.paths.paths.is_empty());
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let pointer = r.strip_prefix('#').expect("a local $ref");
+        assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
+    }
+    let schemes = &doc["components"]["securitySchemes"]["bearer"];
+    assert_eq!(schemes["type"], "http");
+    assert_eq!(schemes["scheme"], "bearer");
+}
+
+#[tokio::test]
+async fn every_route_is_documented_and_every_operation_is_served() {
+    let doc = document().await;
+    let served = routes_in_router_source();
+    assert!(served.len() >= 9, "{served:?}");
+    assert_eq!(documented(&doc), served);
+    let api = published();
+    for (method, path) in documented(&doc) {
+        let uri = path.replace("{name}", "primary");
+        let req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(&uri)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from("1 1:1\n"))
+            .unwrap();
+        let (status, _, body) = api.send(req).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            !(status == StatusCode::NOT_FOUND && text.contains("no route")),
+            "{method} {uri}: {status} {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_operation_documents_its_errors_and_security() {
+    let doc = document().await;
+    let op = |m: &str, p: &str| doc["paths"][p][m].clone();
+    let statuses = |o: &Value| -> BTreeSet<String> {
+        o["responses"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let samples = op("post", "/v1/samples");
+    for s in ["202", "400", "401", "403", "413", "415", "503"] {
+        assert!(statuses(&samples).contains(s), "samples lacks {s}");
+    }
+    let content = samples["requestBody"]["content"].as_object().unwrap();
+    let types: BTreeSet<&str> = content.keys().map(String::as_str).collect();
+    assert_eq!(
+        types,
+        BTreeSet::from(["application/json", "application/x-ndjson", "text/plain"])
+    );
+    assert_eq!(samples["security"][0]["bearer"][0], "write");
+    for s in ["200", "400", "404", "413", "415", "503"] {
+        assert!(statuses(&op("post", "/v1/predict")).contains(s), "{s}");
+    }
+    for (m, p) in [
+        ("get", "/v1/model"),
+        ("get", "/v1/models"),
+        ("post", "/v1/predict"),
+    ] {
+        assert_eq!(op(m, p)["security"][0]["bearer"][0], "read", "{p}");
+        assert!(statuses(&op(m, p)).contains("401"), "{p}");
+        assert!(statuses(&op(m, p)).contains("403"), "{p}");
+    }
+    for p in ["/healthz", "/readyz", "/openapi.json"] {
+        assert_eq!(op("get", p)["security"], serde_json::json!([{}]), "{p}");
+    }
+    // No tokens configured: "no credentials" is a listed alternative.
+    assert!(samples["security"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!({})));
+}
+
+#[tokio::test]
+async fn the_libsvm_pattern_admits_what_the_daemon_accepts() {
+    let doc = document().await;
+    let schema = &doc["components"]["schemas"]["Libsvm"];
+    let pattern = schema["pattern"].as_str().unwrap();
+    // Default config: squared loss, max_dim 2^24 -> at most 7-digit indices.
+    assert!(pattern.contains(r"\+?[0-9]{1,7}:"), "{pattern}");
+    let max = doc["components"]["schemas"]["SampleObject"]["oneOf"][0]["properties"]["indices"]
+        ["items"]["maximum"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(max, (1 << 24) - 1);
+}
+
+/// Cases the contract run (benches/schemathesis.sh) found where the document and the server disagreed:
+/// the server is right in each, and the document now says so.
+#[tokio::test]
+async fn the_document_matches_the_server_on_empty_bodies_null_fields_and_model_entries() {
+    let doc = document().await;
+    let api = published();
+    // `[]` and a body of blank lines are refused: the document asks for at least one sample.
+    let (status, _) = api
+        .json(post("/v1/samples", "application/json", "[]"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = api
+        .json(post("/v1/predict", "application/json", "[]"))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    for path in ["/v1/samples", "/v1/predict"] {
+        let content = &doc["paths"][path]["post"]["requestBody"]["content"];
+        assert_eq!(
+            content["application/json"]["schema"]["minItems"], 1,
+            "{path}"
+        );
+        assert_eq!(content["application/x-ndjson"]["schema"]["minItems"], 1);
+        let pattern = content["text/plain"]["schema"]["pattern"]
+            .as_str()
+            .or_else(|| doc["components"]["schemas"]["Libsvm"]["pattern"].as_str())
+            .unwrap();
+        assert!(!pattern.ends_with(")?$"), "{pattern}");
+    }
+    // `"weight": null` is an absent weight: accepted, and the document allows null.
+    let (status, _) = api
+        .json(post(
+            "/v1/samples",
+            "application/x-ndjson",
+            "{\"features\": {}, \"label\": 0.0, \"weight\": null}\n",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let named = &doc["components"]["schemas"]["SampleObject"]["oneOf"][1]["properties"];
+    assert_eq!(named["weight"]["anyOf"][1]["type"], "null");
+    // `/v1/models` entries are the snapshot itself, not wrapped in a variant name.
+    let entry = &doc["components"]["schemas"]["ModelEntry"]["oneOf"];
+    assert_eq!(entry[0]["$ref"], "#/components/schemas/ModelSnapshot");
+    let (_, models) = api.json(get("/v1/models")).await;
+    assert_eq!(models["models"][0]["learner"], "primary");
+    assert_eq!(models["models"][1]["version"], 0);
+}
+
+/// Every field the server writes in a model, an automatic lambda's record and a cluster cut included,
+/// is a property of its schema in the document (a field added to `Model` must be documented).
+#[tokio::test]
+async fn every_field_of_a_served_model_is_in_its_schema() {
+    let doc = document().await;
+    let mut snapshot = snapshot("primary", 3);
+    snapshot.model.lambda_auto = Some(crate::model::LambdaAuto {
+        grid: vec![1e-2, 1e-3],
+        live: 1,
+        switches: 2,
+        losses: vec![0.4, 0.3],
+        criterion: "holdout".into(),
+        progressive: vec![0.5, 0.4],
+        held_out: 120,
+        held_out_dropped: 7,
+    });
+    snapshot.model.cluster = Some(crate::model::ClusterCut {
+        cut: 1,
+        proposer: "n1".into(),
+        nodes: vec!["n1".into()],
+        samples: vec![10],
+    });
+    let api = api(
+        vec![Arc::new(crate::learner::publish::ModelCell::new(
+            "primary",
+            Some(snapshot),
+        ))],
+        8,
+        1000,
+    );
+    let (status, model) = api.json(get("/v1/models/primary")).await;
+    assert_eq!(status, StatusCode::OK);
+    let schemas = &doc["components"]["schemas"];
+    let resolve = |schema: &Value| -> Value {
+        // An optional object is `oneOf [null, $ref]` (or a bare `$ref`).
+        let mut found = schema.clone();
+        for alternative in schema["oneOf"].as_array().into_iter().flatten() {
+            if alternative.get("$ref").is_some() {
+                found = alternative.clone();
+            }
+        }
+        match found["$ref"].as_str() {
+            Some(r) => schemas[r.trim_start_matches("#/components/schemas/")].clone(),
+            None => found,
+        }
+    };
+    let check = |body: &Value, schema: &Value, what: &str| {
+        let properties = schema["properties"].as_object().expect(what);
+        for key in body.as_object().expect(what).keys() {
+            assert!(
+                properties.contains_key(key),
+                "{what}.{key} is not documented"
+            );
+        }
+    };
+    let snapshot_schema = &schemas["ModelSnapshot"];
+    check(&model, snapshot_schema, "ModelSnapshot");
+    for nested in ["lambda_auto", "cluster", "certificate"] {
+        assert!(model[nested].is_object(), "{nested}: {model}");
+        let schema = resolve(&snapshot_schema["properties"][nested]);
+        check(&model[nested], &schema, nested);
+    }
+    assert_eq!(model["lambda_auto"]["held_out_dropped"], 7);
 }

@@ -17,24 +17,25 @@
 //! return `None`, and the caller then runs the general parser (`super::parse_libsvm_general`): this
 //! is LIBSVM's one fast path, and that its one general path. Tokens of the usual sizes (indices up
 //! to 7 digits, values `[-]d{1,7}[.d{1,8}]`) are read with one 8-byte load per digit run; longer or
-//! odder ones within this shape by the token functions of `super` (`plain_index`, `plain_decimal`),
-//! whose values are `from_str`'s bits.
+//! odder ones within this shape by the token readers here (`plain_index`, `plain_decimal`), whose
+//! values are `from_str`'s bits.
 //!
 //! On x86_64 CPUs with AVX2 (detected at run time) the same loop runs compiled for AVX2, with the
 //! separators found 32 bytes per compare and each pair's index and value digits converted together
-//! in one 16-byte register (`simd::pair_avx2`); pairs outside its shape fall back to the scalar token
-//! readers, and the tests check both readers against each other and the general parser. The two pair
-//! readers are one path (one loop, one set of lines taken, the same bits): AVX2 where the CPU has it,
-//! the scalar one elsewhere (on the load generator's body the scalar reader costs 1.16-1.38x the AVX2
-//! one; `docs/benchmarks/json.md`).
+//! in one 16-byte register (`simd::avx2::libsvm_pair`); pairs outside its shape fall back to the
+//! scalar token readers, and the tests check both readers against each other and the general parser.
+//! The two pair readers are one path (one loop, one set of lines taken, the same bits): AVX2 where
+//! the CPU has it, the scalar one elsewhere (on the load generator's body the scalar reader costs
+//! 1.16-1.38x the AVX2 one; `docs/benchmarks/json.md`).
 
-use super::{
-    leading_digits, load_eight, plain_decimal, plain_decimal_parts, plain_index, with_sign,
-    zero_padded_block, EXACT_POWERS_OF_TEN, POWERS_OF_TEN_U64,
+use crate::ingest::simd::digits::{
+    first_digits_value, leading_digits, leading_digits_value, load_eight, read_digits, signed,
+    with_sign, EXACT_POWERS_OF_TEN, MAX_EXACT_INTEGER, POWERS_OF_TEN_U64,
 };
+use crate::ingest::simd::{two_byte_mask, zero_padded_block, SEPARATOR_BLOCK};
 
 /// Bytes scanned per separator mask (one bit per byte).
-const BLOCK: usize = super::SEPARATOR_BLOCK;
+const BLOCK: usize = SEPARATOR_BLOCK;
 
 /// Bytes whose separators are gathered before the pairs among them are read: small enough that the
 /// offset buffer is cheap to set up on every line, large enough that the per-window loop exits
@@ -51,7 +52,7 @@ const CAPACITY: usize = WINDOW / 2 + 2 + 32;
 /// Reads a whole line of the plain shape, appending its pairs to `indices`/`values` and returning the
 /// label; `None` (possibly with pairs already appended: the caller truncates) for any other line.
 ///
-/// On x86_64 CPUs with AVX2 (checked at run time) the line is read by [`simd::structural_pairs_avx2`],
+/// On x86_64 CPUs with AVX2 (checked at run time) the line is read by [`avx2::structural_pairs_avx2`],
 /// the same loop with the pairs' digits converted in vector registers; elsewhere by the scalar
 /// readers below. Both give the same pairs, the same bits, and refuse the same lines.
 #[inline(always)]
@@ -61,15 +62,15 @@ pub(super) fn structural_pairs(
     values: &mut Vec<f64>,
 ) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
+    if avx2::available() {
         // SAFETY: `available` has just checked that this CPU has the features the function enables.
-        return unsafe { simd::structural_pairs_avx2(line, indices, values) };
+        return unsafe { avx2::structural_pairs_avx2(line, indices, values) };
     }
     structural_pairs_with(ScalarReader, line, indices, values)
 }
 
 /// How one pair and one block's separators are read: by scalar SWAR code ([`ScalarReader`]) or with
-/// SIMD (`simd::Avx2Reader`). The loop of [`structural_pairs_with`] is the same for both.
+/// SIMD (`avx2::Avx2Reader`). The loop of [`structural_pairs_with`] is the same for both.
 trait PairReader: Copy {
     /// Bit `i` set iff `line[at + i]` is a space or a colon (see [`separator_mask`]).
     fn separator_mask(self, line: &[u8], at: usize) -> u64;
@@ -258,7 +259,7 @@ impl Pairs {
         if self.mixed {
             if !self.columns_divided {
                 let shared = self.shared_fraction_digits.unwrap_or(0);
-                super::divide_by_power_of_ten(&mut values[self.first..], shared);
+                divide_by_power_of_ten(&mut values[self.first..], shared);
                 self.columns_divided = true;
             }
             for (m, d) in self.mantissas[..staged]
@@ -276,7 +277,7 @@ impl Pairs {
     fn finish(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
         self.flush(indices, values);
         if let (Some(f), false) = (self.shared_fraction_digits, self.mixed) {
-            super::divide_by_power_of_ten(&mut values[self.first..], f);
+            divide_by_power_of_ten(&mut values[self.first..], f);
         }
     }
 }
@@ -350,43 +351,97 @@ fn pair_value(line: &[u8], start: usize, end: usize) -> Option<(f64, usize)> {
     }
 }
 
-/// `±mantissa` for a mantissa below 2^52 (the fast paths' are below 10^15), exactly. Not `as f64`:
-/// the unsigned conversion takes several instructions on x86_64 without AVX-512, and the signed one
-/// (`cvtsi2sd`) only writes the low half of its register, so every conversion waited for whatever
-/// last wrote that register, in practice the previous pair's division on lines that mix
-/// precisions: one serial chain of divisions. Setting the mantissa into the significand of 2^52
-/// and subtracting 2^52 is exact (both are exact in `f64`) and depends on nothing else.
+/// A bare-digit index at `b[at..]` (1 to 10 digits, below 2^32) and the offset just past it; `None` for
+/// anything else, including what `u32::from_str` would still accept (`+7`, long runs of leading zeros).
+/// Up to seven digits followed by at least one more byte (every index but a line's last, in practice)
+/// are read in one go by [`leading_digits`], without a branch per digit to mispredict.
 #[inline(always)]
-fn signed(mantissa: u64, negative: bool) -> f64 {
-    const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
-    debug_assert!(mantissa < 1 << 52);
-    with_sign(
-        f64::from_bits(TWO_POW_52.to_bits() | mantissa) - TWO_POW_52,
-        negative,
-    )
+fn plain_index(b: &[u8], at: usize) -> Option<(u32, usize)> {
+    if let Some(word) = load_eight(b, at) {
+        let n = leading_digits(word);
+        if n == 0 {
+            return None;
+        }
+        if n < 8 {
+            // At most 7 digits: below 10^7 < 2^32.
+            return Some((leading_digits_value(word, n) as u32, at + n));
+        }
+    }
+    let mut acc: u64 = 0;
+    let mut i = at;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if i - at == 10 {
+            return None;
+        }
+        acc = acc * 10 + u64::from(d);
+        i += 1;
+    }
+    if i == at || acc > u64::from(u32::MAX) {
+        return None;
+    }
+    Some((acc as u32, i))
 }
 
-/// The value of the first `n` (1 to 8) bytes of a little-endian `word`, all ASCII digits. Shifting
-/// the digit values (bytes minus `'0'`) to the top of the word fills the bytes below with zero
-/// digits, which read as the same number in eight digits; subtracting first cannot borrow into the
-/// digits, as borrows run upward and every byte below a digit is a digit.
+/// A plain decimal `[+-]digits[.digits]` at `b[at..]` ending at whitespace or the end of the line, and
+/// the offset just past it, converted by Clinger's fast path: when the digits read as an integer `m`
+/// are at most 2^53 and there are at most 22 fraction digits `f`, both `m` and `10^f` are exact in
+/// `f64`, so the single correctly rounded division `m / 10^f` is the correctly rounded value, bit for
+/// bit what `f64::from_str` gives. `None` for anything else (exponents, `inf`, `m > 2^53`, more than
+/// 22 fraction digits, a token that goes on with other bytes).
 #[inline(always)]
-fn first_digits_value(word: u64, n: usize) -> u64 {
-    eight_digit_values(word.wrapping_sub(0x3030_3030_3030_3030) << (8 * (8 - n)))
+fn plain_decimal(b: &[u8], at: usize) -> Option<(f64, usize)> {
+    let (signed_mantissa, fraction_digits, end) = plain_decimal_parts(b, at)?;
+    Some((signed_mantissa / EXACT_POWERS_OF_TEN[fraction_digits], end))
 }
 
-/// The number eight digit values (0 to 9, first in the low byte) spell: neighbours paired into
-/// 2-digit, then 4-digit, then 8-digit numbers in three multiplies (as `super::eight_digits`, minus
-/// its subtraction of `'0'`).
+/// [`plain_decimal`] before its division: `±m` (exact in `f64`), the fraction digit count `f` (at most
+/// 22) and the end offset. Dividing the signed mantissa is the same as signing the quotient: IEEE
+/// division rounds `-m / p` to exactly `-(m / p)`, and `-0.0 / p` is `-0.0`.
 #[inline(always)]
-fn eight_digit_values(v: u64) -> u64 {
-    const MASK: u64 = 0x0000_00FF_0000_00FF;
-    const MUL1: u64 = 0x000F_4240_0000_0064; // 100 + (1_000_000 << 32)
-    const MUL2: u64 = 0x0000_2710_0000_0001; // 1 + (10_000 << 32)
-    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
-    let v1 = (v & MASK).wrapping_mul(MUL1);
-    let v2 = ((v >> 16) & MASK).wrapping_mul(MUL2);
-    u64::from((v1.wrapping_add(v2) >> 32) as u32)
+fn plain_decimal_parts(b: &[u8], at: usize) -> Option<(f64, usize, usize)> {
+    // The sign of feature values is a coin flip, so it is read without a branch to mispredict.
+    let first = b.get(at).copied().unwrap_or(0);
+    let negative = first == b'-';
+    let mut i = at + usize::from(negative || first == b'+');
+    // Leading zeros (`0.000123`) leave the mantissa small, so only its overflow ends the fast path.
+    let mut mantissa: u64 = 0;
+    // One integer digit before the point (`0.123456`, `-1.5`) is the usual shape: read it directly.
+    let integer_digits = match (b.get(i), b.get(i + 1)) {
+        (Some(&d @ b'0'..=b'9'), Some(&b'.')) => {
+            mantissa = u64::from(d - b'0');
+            i += 1;
+            1
+        }
+        _ => read_digits(b, &mut i, &mut mantissa, 0)?,
+    };
+    let mut fraction_digits = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        fraction_digits = read_digits(b, &mut i, &mut mantissa, integer_digits)?;
+    }
+    if integer_digits + fraction_digits == 0
+        || mantissa > MAX_EXACT_INTEGER
+        || fraction_digits >= EXACT_POWERS_OF_TEN.len()
+    {
+        return None;
+    }
+    if b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
+        return None;
+    }
+    Some((with_sign(mantissa as f64, negative), fraction_digits, i))
+}
+
+/// `v <- v / 10^f` for every value (exact mantissas, so each is the correctly rounded decimal).
+#[inline(always)]
+fn divide_by_power_of_ten(values: &mut [f64], f: usize) {
+    let power = EXACT_POWERS_OF_TEN[f];
+    for v in values {
+        *v /= power;
+    }
 }
 
 /// Appends the offsets of the set bits of `mask` (separators of the block at `base`) to
@@ -425,61 +480,24 @@ fn separator_mask(line: &[u8], at: usize) -> u64 {
     }
 }
 
-/// The separator mask of one block, 16 bytes per SSE2 compare (SSE2 is part of x86_64 itself).
-#[cfg(target_arch = "x86_64")]
+/// The separator mask of one block: its spaces and colons.
 #[inline(always)]
 fn block_separators(block: &[u8; BLOCK]) -> u64 {
-    use core::arch::x86_64::{
-        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-    };
-    let mut mask = 0u64;
-    for (n, chunk) in block.chunks_exact(16).enumerate() {
-        // SAFETY: SSE2 is enabled on every x86_64 target, so these intrinsics are available; the
-        // unaligned load reads the 16 bytes of `chunk`, which `chunks_exact(16)` guarantees exist.
-        let bits = unsafe {
-            let bytes = _mm_loadu_si128(chunk.as_ptr().cast());
-            let spaces = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b' ' as i8));
-            let colons = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b':' as i8));
-            _mm_movemask_epi8(_mm_or_si128(spaces, colons))
-        };
-        mask |= u64::from(bits as u16) << (16 * n);
-    }
-    mask
+    two_byte_mask(block, b' ', b':')
 }
 
-/// The portable separator mask, one byte at a time (the compiler vectorizes what it can).
-#[cfg(any(test, not(target_arch = "x86_64")))]
-fn block_separators_portable(block: &[u8; BLOCK]) -> u64 {
-    block.iter().enumerate().fold(0, |mask, (i, &b)| {
-        mask | (u64::from(b == b' ' || b == b':') << i)
-    })
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn block_separators(block: &[u8; BLOCK]) -> u64 {
-    block_separators_portable(block)
-}
-
-/// The AVX2 reader: separators 32 bytes per compare, and each pair's index and value digits
-/// converted together in one 16-byte register (simdjson's multiply-add digit trick) instead of two
-/// scalar SWAR conversions and the value's point squeezed out by shifts.
+/// The AVX2 reader: the loop of [`structural_pairs_with`] compiled for AVX2, with the separators found
+/// 32 bytes per compare and each pair's index and value digits converted together in one 16-byte
+/// register ([`libsvm_pair`], simdjson's multiply-add digit trick) instead of two scalar SWAR
+/// conversions and the value's point squeezed out by shifts.
 #[cfg(target_arch = "x86_64")]
-mod simd {
-    use core::arch::x86_64::{
-        _mm_castsi128_pd, _mm_cvtepi32_pd, _mm_cvtsd_f64, _mm_cvtsi128_si32, _mm_cvtsi64_si128,
-        _mm_madd_epi16, _mm_maddubs_epi16, _mm_or_pd, _mm_packus_epi32, _mm_set1_epi16,
-        _mm_set1_epi32, _mm_set1_epi8, _mm_set_epi64x, _mm_shuffle_epi8, _mm_srli_epi64,
-        _mm_sub_epi8, _mm_subs_epu8, _mm_testz_si128,
-    };
-
-    use super::{
-        leading_digits, load_eight, structural_pairs_with, zero_padded_block, PairReader,
-        ScalarReader, BLOCK,
-    };
+mod avx2 {
+    use super::{structural_pairs_with, PairReader, ScalarReader, BLOCK};
+    use crate::ingest::simd::avx2::{libsvm_pair, two_byte_mask};
+    use crate::ingest::simd::zero_padded_block;
 
     /// Does this CPU have what [`structural_pairs_avx2`] enables?
-    pub(super) use crate::ingest::avx2::available;
+    pub(super) use crate::ingest::simd::avx2::available;
 
     /// [`super::structural_pairs`] compiled for AVX2 (and BMI1/2 and POPCNT: the variable shifts, bit
     /// scans and separator counts of the loop; without POPCNT, LLVM took the masks apart bit by bit
@@ -514,7 +532,7 @@ mod simd {
             end: usize,
         ) -> Option<(u32, f64, usize)> {
             // SAFETY: as in `separator_mask`.
-            match unsafe { pair_avx2(line, space, colon, end) } {
+            match unsafe { libsvm_pair(line, space, colon, end) } {
                 Some(pair) => Some(pair),
                 None => ScalarReader.pair(line, space, colon, end),
             }
@@ -526,141 +544,13 @@ mod simd {
     #[inline]
     fn separator_mask_avx2(line: &[u8], at: usize) -> u64 {
         match line.get(at..).and_then(<[u8]>::first_chunk::<BLOCK>) {
-            Some(block) => block_separators_avx2(block),
-            None => block_separators_avx2(&zero_padded_block(line.get(at..).unwrap_or(&[]))),
+            Some(block) => two_byte_mask(block, b' ', b':'),
+            None => two_byte_mask(
+                &zero_padded_block(line.get(at..).unwrap_or(&[])),
+                b' ',
+                b':',
+            ),
         }
-    }
-
-    /// The separator mask of one block, 32 bytes per AVX2 compare.
-    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-    #[inline]
-    pub(super) fn block_separators_avx2(block: &[u8; BLOCK]) -> u64 {
-        crate::ingest::avx2::two_byte_mask(block, b' ', b':')
-    }
-
-    /// [`pair_avx2`] for the tests, on a CPU that has the features (`None` elsewhere).
-    #[cfg(test)]
-    pub(super) fn pair_avx2_checked(
-        line: &[u8],
-        space: usize,
-        colon: usize,
-        end: usize,
-    ) -> Option<(u32, f64, usize)> {
-        if !available() {
-            return None;
-        }
-        // SAFETY: the CPU has the features, checked just above.
-        unsafe { pair_avx2(line, space, colon, end) }
-    }
-
-    /// `pshufb` controls that move the `n` (1 to 8) index digits at the start of the low 8 bytes to
-    /// the top of those 8 bytes, zeros below (0x80 clears a byte): the same number in 8 digits.
-    const INDEX_SHUFFLE: [u64; 9] = {
-        let mut table = [0x8080_8080_8080_8080u64; 9];
-        let mut n = 1;
-        while n <= 8 {
-            let mut word = 0x8080_8080_8080_8080u64;
-            let mut digit = 0;
-            while digit < n {
-                let slot = 8 - n + digit;
-                word = (word & !(0xFF << (8 * slot))) | ((digit as u64) << (8 * slot));
-                digit += 1;
-            }
-            table[n] = word;
-            n += 1;
-        }
-        table
-    };
-
-    /// `pshufb` controls for the high 8 bytes, entry `9 * width + point`: the value's `width` (1 to 8)
-    /// bytes there, with a point at byte `point` (or none, `point == width`), become its digits
-    /// without the point, moved to the top of those 8 bytes with zeros below.
-    const VALUE_SHUFFLE: [u64; 81] = {
-        let mut table = [0x8080_8080_8080_8080u64; 81];
-        let mut width = 1;
-        while width <= 8 {
-            let mut point = 0;
-            while point <= width {
-                let digits = if point < width { width - 1 } else { width };
-                let mut word = 0x8080_8080_8080_8080u64;
-                let (mut digit, mut source) = (0, 0);
-                while source < width {
-                    if source != point {
-                        let slot = 8 - digits + digit;
-                        word =
-                            (word & !(0xFF << (8 * slot))) | (((8 + source) as u64) << (8 * slot));
-                        digit += 1;
-                    }
-                    source += 1;
-                }
-                table[9 * width + point] = word;
-                point += 1;
-            }
-            width += 1;
-        }
-        table
-    };
-
-    /// The pair between `space`, `colon` and `end` when its index has 1 to 8 digits and its value
-    /// is `[-]` then at most 8 bytes of digits with at most one point among them (at least one
-    /// digit, and 8 more bytes of the line from the value's first digit to load): both numbers are
-    /// below 10^8, so exact in `u32` and `f64`. The index bytes go to the low half of a register and
-    /// the value bytes to the high half; one shuffle aligns both digit runs to the right of their
-    /// halves (the point dropped), one compare checks that every byte taken is a digit, and three
-    /// multiply-adds make 2-, 4- and 8-digit numbers of both at once. Exactly what `pair_index` and
-    /// `pair_value` give on these pairs; `None` (the scalar reader decides) for any other.
-    #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-    #[inline]
-    fn pair_avx2(line: &[u8], space: usize, colon: usize, end: usize) -> Option<(u32, f64, usize)> {
-        let index_digits = colon - space - 1;
-        let negative = line.get(colon + 1) == Some(&b'-');
-        let start = colon + 1 + usize::from(negative);
-        // A '-' is not a separator, so `end` is past it.
-        let width = end - start;
-        let value_word = load_eight(line, start)?;
-        let index_word = load_eight(line, space + 1)?;
-        if !(1..=8).contains(&index_digits) || !(1..=8).contains(&width) {
-            return None;
-        }
-        let point = leading_digits(value_word);
-        let (key, fraction_digits) = if point >= width {
-            (9 * width + width, 0)
-        } else {
-            // The first non-digit must be the point, and a digit must be left besides it.
-            if (value_word >> (8 * point)) as u8 != b'.' || width == 1 {
-                return None;
-            }
-            (9 * width + point, width - 1 - point)
-        };
-        let raw = _mm_set_epi64x(value_word as i64, index_word as i64);
-        let digits = _mm_sub_epi8(raw, _mm_set1_epi8(b'0' as i8));
-        let shuffle = _mm_set_epi64x(
-            VALUE_SHUFFLE[key] as i64,
-            INDEX_SHUFFLE[index_digits] as i64,
-        );
-        let aligned = _mm_shuffle_epi8(digits, shuffle);
-        // Bytes that were not digits are above 9 (those below '0' wrap around); the zeros are fine.
-        let above_nine = _mm_subs_epu8(aligned, _mm_set1_epi8(9));
-        if _mm_testz_si128(above_nine, above_nine) == 0 {
-            return None;
-        }
-        // Neighbours to 2-digit numbers (10 a + b), then 4-digit (100 ab + cd) as 32-bit lanes,
-        // narrowed to 16 bits (each below 10^4) and paired again into 8-digit numbers (10^4 abcd +
-        // efgh): lane 0 the index, lane 1 the value's mantissa.
-        let two = _mm_maddubs_epi16(aligned, _mm_set1_epi16(0x010A));
-        let four = _mm_madd_epi16(two, _mm_set1_epi32(0x0001_0064));
-        let narrowed = _mm_packus_epi32(four, four);
-        let eight = _mm_madd_epi16(narrowed, _mm_set1_epi32(0x0001_2710));
-        // The mantissa (below 10^8 < 2^31) converted in place, exactly, and signed by its sign bit
-        // (exactly IEEE negation, `-0` included): no trip through a general register.
-        let magnitude = _mm_cvtepi32_pd(_mm_srli_epi64::<32>(eight));
-        let sign = _mm_castsi128_pd(_mm_cvtsi64_si128(i64::from(negative) << 63));
-        let signed_mantissa = _mm_cvtsd_f64(_mm_or_pd(magnitude, sign));
-        Some((
-            _mm_cvtsi128_si32(eight) as u32,
-            signed_mantissa,
-            fraction_digits,
-        ))
     }
 }
 
@@ -669,8 +559,8 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::ingest::tests::{libsvm_outcome, near_plain_line};
-    use crate::ingest::{parse_libsvm_general, parse_libsvm_line};
+    use crate::ingest::libsvm::tests::{libsvm_outcome, near_plain_line};
+    use crate::ingest::libsvm::{parse_libsvm_general, parse_libsvm_line};
     use crate::sample::Sample;
 
     /// The structural reader alone, appending after a sentinel pair: what it appends (`None` if it
@@ -818,7 +708,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_pairs_match_the_scalar_reader() {
-        if !simd::available() {
+        if !avx2::available() {
             return;
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(41);
@@ -849,7 +739,8 @@ mod tests {
             let line = format!("1 {index}:{value}{rest}");
             let (space, colon) = (1, 2 + index.len());
             let end = colon + 1 + value.len();
-            let simd = simd::pair_avx2_checked(line.as_bytes(), space, colon, end);
+            let simd =
+                crate::ingest::simd::avx2::libsvm_pair_checked(line.as_bytes(), space, colon, end);
             if let Some((i, m, f)) = simd {
                 let scalar = ScalarReader.pair(line.as_bytes(), space, colon, end);
                 assert_eq!(
@@ -875,18 +766,24 @@ mod tests {
             for b in &mut block {
                 *b = [b' ', b':', b'1', b'.', b'\t', 0xff, 0x80 | b' '][rng.gen_range(0..7)];
             }
-            assert_eq!(block_separators(&block), block_separators_portable(&block));
+            assert_eq!(
+                block_separators(&block),
+                crate::ingest::simd::two_byte_mask_portable(&block, b' ', b':')
+            );
         }
         #[cfg(target_arch = "x86_64")]
-        if simd::available() {
+        if avx2::available() {
             for _ in 0..2000 {
                 let mut block = [0u8; BLOCK];
                 for b in &mut block {
                     *b = [b' ', b':', b'1', b'.', b'\t', 0xff, 0x80 | b' '][rng.gen_range(0..7)];
                 }
                 // SAFETY: the CPU has the features, checked just above.
-                let simd = unsafe { simd::block_separators_avx2(&block) };
-                assert_eq!(simd, block_separators_portable(&block));
+                let simd = unsafe { crate::ingest::simd::avx2::two_byte_mask(&block, b' ', b':') };
+                assert_eq!(
+                    simd,
+                    crate::ingest::simd::two_byte_mask_portable(&block, b' ', b':')
+                );
             }
         }
         let line = b"1 2:3 4:5";

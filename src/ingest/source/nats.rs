@@ -25,7 +25,6 @@
 //! of refusing (the batch stays in the stream meanwhile).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,11 +32,11 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use thiserror::Error;
 
-use super::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
-use super::{is_skippable, Admission, Source};
 use crate::config::NatsConfig;
+use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::lines::lines;
+use crate::ingest::{is_skippable, Admission, NatsError, Source};
 use crate::metrics::{nats_outcome, reason, Metrics};
 
 /// Messages asked for per fetch at most (fewer when the ledger has less room).
@@ -50,23 +49,6 @@ const ACK_TICK: Duration = Duration::from_millis(50);
 const RETRY: Duration = Duration::from_millis(500);
 /// How long admission waits between checks for shutdown while the ingest queue is full.
 const ADMIT_POLL: Duration = Duration::from_millis(20);
-
-/// Why the NATS source could not start or set up its stream.
-#[derive(Debug, Error)]
-pub enum NatsError {
-    #[error("cannot read NATS credentials file {}: {source}", path.display())]
-    Credentials {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot connect to NATS: {0}")]
-    Connect(#[from] async_nats::ConnectError),
-    #[error("cannot create or read JetStream stream {stream:?}: {reason}")]
-    Stream { stream: String, reason: String },
-    #[error("cannot create or read JetStream consumer {consumer:?}: {reason}")]
-    Consumer { consumer: String, reason: String },
-}
 
 /// One fetched batch waiting for the checkpoint that acknowledges it.
 #[derive(Debug)]
@@ -222,7 +204,7 @@ pub fn batch_format(content_type: Option<&str>, text: &str) -> Option<BodyFormat
     if let Some(value) = content_type {
         return BodyFormat::from_content_type(value);
     }
-    let first = super::lines(text).find(|l| !is_skippable(l));
+    let first = lines(text).find(|l| !is_skippable(l));
     Some(match first {
         Some(line) if line.trim_start().starts_with('{') => BodyFormat::Ndjson,
         _ => BodyFormat::Libsvm,
