@@ -14,6 +14,7 @@ pub mod file;
 mod json_plain;
 pub mod nats;
 pub mod segments;
+pub mod stdin;
 mod structural;
 
 use std::io::BufRead;
