@@ -1,5 +1,12 @@
 //! Checkpoints: every learner's full state (published snapshot, window samples with their duals,
-//! counters) and the feature dictionary, in one file written atomically.
+//! counters) and the feature dictionary, in one file written atomically; and when it is written.
+//!
+//! **Cadence.** The thread named `checkpoint` ([`CheckpointThread`]) wakes every
+//! `snapshot.interval_ms` and writes a checkpoint every `checkpoint.interval_s` (and, while NATS
+//! batches wait for one to be acknowledged, every `nats.ack_interval_ms`) through the
+//! [`Checkpointer`], which skips a write when nothing changed. Once the learner threads have ended it
+//! publishes every learner's final snapshot and ends; the shutdown then writes the final checkpoint
+//! through the same [`Checkpointer`].
 //!
 //! File layout (`<data-dir>/thresher.ckpt`), little endian:
 //! `b"THRCKPT\n"` | format version `u32` | body length `u64` | body | FNV-1a 64 checksum of the body `u64`.
@@ -17,13 +24,22 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::config::LearnerConfig;
+use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::source::nats::AckLedger;
 use crate::learner::auto::selector::AutoState;
-use crate::learner::publish::Snapshot;
+use crate::learner::publish::{publish, ModelCell, SharedLearner, Snapshot};
 use crate::learner::{LearnerState, LearnerStats, PrimalState};
+use crate::metrics::Metrics;
 use crate::sample::Sample;
 use crate::solver::Certificate;
 
@@ -462,6 +478,288 @@ pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
         Ok(bytes) => decode(&bytes, &path).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CheckpointError::Io { path, source }),
+    }
+}
+
+impl LearnerIdentity {
+    /// The identity `config` gives its learner (what a checkpoint must match to restore into it).
+    pub fn of(config: &LearnerConfig) -> LearnerIdentity {
+        LearnerIdentity {
+            name: config.name.clone(),
+            loss: config.loss.kind().name().into(),
+            k: config.k,
+            lambda: config.lambda,
+        }
+    }
+}
+
+/// The NATS deliveries each learner has absorbed, and the NATS source's ledger of unacknowledged
+/// batches, if the source is on. Built with the learners; a checkpoint is what lets a delivery be
+/// acknowledged, so the [`Checkpointer`] reads both.
+pub struct Deliveries {
+    /// One counter per learner, in config order: raised by the learner's thread under its lock as it
+    /// absorbs a NATS batch, read under the same lock when its state is checkpointed.
+    pub absorbed: Vec<Arc<AtomicU64>>,
+    /// The NATS source's batches not yet acknowledged (shared with the source, which enters them);
+    /// told after each checkpoint which deliveries it holds. `None` without the NATS source.
+    pub ledger: Option<Arc<AckLedger>>,
+}
+
+/// What a checkpoint reflects: each learner's mutation counter, published version and absorbed NATS
+/// delivery, and the number of feature names (which only grow). Equal marks mean an unchanged state.
+type ChangeMark = (Vec<(u64, u64, u64)>, usize);
+
+fn change_mark(
+    learners: &[(SharedLearner, Arc<ModelCell>)],
+    dictionary: &FeatureDictionary,
+    deliveries: &Deliveries,
+) -> ChangeMark {
+    let per_learner = learners
+        .iter()
+        .zip(&deliveries.absorbed)
+        .map(|((l, cell), absorbed)| {
+            let l = l.lock();
+            let (mutations, absorbed) = (l.stats().mutations, absorbed.load(Ordering::Acquire));
+            drop(l);
+            (mutations, cell.get().map_or(0, |s| s.version), absorbed)
+        })
+        .collect();
+    (per_learner, dictionary.len())
+}
+
+/// Whether [`Checkpointer::write`] wrote a file.
+#[derive(Debug, PartialEq)]
+enum Written {
+    Yes,
+    /// Nothing changed since the checkpoint on disk: not rewritten.
+    Unchanged,
+}
+
+/// Writes the checkpoints of a daemon with a data directory: shared by the checkpoint thread (every
+/// `checkpoint.interval_s`) and the shutdown (the final checkpoint, once the checkpoint thread has
+/// ended).
+pub struct Checkpointer {
+    /// The data directory (`--data-dir`).
+    dir: PathBuf,
+    /// Every learner with its published cell, in config order (the same handles the learner threads
+    /// and the HTTP handlers hold).
+    learners: Vec<(SharedLearner, Arc<ModelCell>)>,
+    dictionary: Arc<FeatureDictionary>,
+    metrics: Metrics,
+    deliveries: Arc<Deliveries>,
+    /// The mark of the checkpoint on disk (`None`: none yet, or one that did not hold exactly the
+    /// configured learners, so the next one is written even if nothing changes). Locked for a whole
+    /// write: the checkpoint thread and the final checkpoint never interleave.
+    written: Mutex<Option<ChangeMark>>,
+}
+
+impl Checkpointer {
+    /// A writer for `dir`. `restored_exactly`: the file there holds exactly these learners, just
+    /// restored from it, so it reflects their state now (nothing to write until they change).
+    pub fn new(
+        dir: PathBuf,
+        learners: Vec<(SharedLearner, Arc<ModelCell>)>,
+        dictionary: Arc<FeatureDictionary>,
+        metrics: Metrics,
+        deliveries: Arc<Deliveries>,
+        restored_exactly: bool,
+    ) -> Checkpointer {
+        let written = restored_exactly.then(|| change_mark(&learners, &dictionary, &deliveries));
+        Checkpointer {
+            dir,
+            learners,
+            dictionary,
+            metrics,
+            deliveries,
+            written: Mutex::new(written),
+        }
+    }
+
+    /// The final checkpoint, at shutdown, logged. A refused one (a non-finite number) is no error:
+    /// the previous file stays, and the fault was logged and counted.
+    pub fn write_final(&self) -> Result<(), CheckpointError> {
+        let dir = &self.dir;
+        match self.write() {
+            Ok(Written::Yes) => tracing::info!(dir = %dir.display(), "final checkpoint written"),
+            Ok(Written::Unchanged) => {
+                tracing::info!(dir = %dir.display(), "final checkpoint: nothing changed since the last one")
+            }
+            Err(CheckpointError::NonFinite { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Writes every learner's state and published snapshot (each learner locked in turn), unless
+    /// nothing changed since the checkpoint on disk: an idle daemon does not rewrite the same
+    /// checkpoint every interval. A state or snapshot holding a non-finite number is refused (the
+    /// previous file stays): a checkpoint must always restore.
+    ///
+    /// NATS: the file holds every delivery all learners had absorbed when their states were taken
+    /// (read under each learner's lock, like the state); once it is on disk those may be acknowledged,
+    /// and it lists the ones not yet acknowledged so a restart can acknowledge them.
+    fn write(&self) -> Result<Written, CheckpointError> {
+        use crate::metrics::checkpoint_outcome as outcome;
+        let mut last = self.written.lock();
+        let count = |o: &str| self.metrics.checkpoints.with_label_values(&[o]).inc();
+        let mark = change_mark(&self.learners, &self.dictionary, &self.deliveries);
+        if last.as_ref() == Some(&mark) {
+            // The file on disk holds what the learners hold now.
+            if let Some(ledger) = &self.deliveries.ledger {
+                let covered = mark.0.iter().map(|m| m.2).min().unwrap_or(0);
+                ledger.durable_through(covered);
+            }
+            count(outcome::UNCHANGED);
+            return Ok(Written::Unchanged);
+        }
+        let (ckpt, covered) = self.take();
+        if let Some(l) = ckpt
+            .learners
+            .iter()
+            .find(|l| !l.state.is_finite() || l.snapshot.as_ref().is_some_and(|s| !s.is_finite()))
+        {
+            count(outcome::REFUSED);
+            let e = CheckpointError::NonFinite {
+                path: path_in(&self.dir),
+                learner: l.identity.name.clone(),
+            };
+            tracing::error!(error = %e, "checkpoint refused");
+            return Err(e);
+        }
+        match write(&self.dir, &ckpt) {
+            Ok(()) => {
+                count(outcome::WRITTEN);
+                *last = Some(mark);
+                if let Some(ledger) = &self.deliveries.ledger {
+                    ledger.durable_through(covered);
+                }
+                Ok(Written::Yes)
+            }
+            Err(e) => {
+                count(outcome::FAILED);
+                Err(e)
+            }
+        }
+    }
+
+    /// The checkpoint of every learner now, and the last NATS delivery all of them had absorbed.
+    fn take(&self) -> (Checkpoint, u64) {
+        let mut covered = u64::MAX;
+        let learner_checkpoints = self
+            .learners
+            .iter()
+            .zip(&self.deliveries.absorbed)
+            .map(|((l, cell), absorbed)| {
+                let l = l.lock();
+                covered = covered.min(absorbed.load(Ordering::Acquire));
+                LearnerCheckpoint {
+                    identity: LearnerIdentity::of(l.config()),
+                    snapshot: cell.get().map(|s| (*s).clone()),
+                    state: l.state(),
+                }
+            })
+            .collect();
+        let covered = if covered == u64::MAX { 0 } else { covered };
+        let ckpt = Checkpoint {
+            feature_names: self.dictionary.names(),
+            learners: learner_checkpoints,
+            pending_acks: self
+                .deliveries
+                .ledger
+                .as_ref()
+                .map_or_else(Vec::new, |l| l.held(covered)),
+        };
+        (ckpt, covered)
+    }
+}
+
+/// When the checkpoint thread looks and writes.
+#[derive(Debug, Clone, Copy)]
+pub struct Cadence {
+    /// `snapshot.interval_ms`: how often the thread wakes to look.
+    pub tick: Duration,
+    /// `checkpoint.interval_s`: a checkpoint at least this often.
+    pub every: Duration,
+    /// `nats.ack_interval_ms`, with the NATS source: batches from NATS wait for a checkpoint to be
+    /// acknowledged, so one is written at least this often while some wait.
+    pub ack_every: Option<Duration>,
+}
+
+/// The checkpoint thread: writes a checkpoint on its [`Cadence`] (with a data directory) until
+/// stopped, then publishes every learner's final snapshot. Started after the learner threads;
+/// stopped by the shutdown once they have ended, before the final checkpoint.
+pub struct CheckpointThread {
+    /// Raised by [`CheckpointThread::stop`]; the thread reads it every tick (at most 20 ms late).
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+impl CheckpointThread {
+    /// Spawns the thread, named `checkpoint`. Without a `checkpointer` (no data directory) it only
+    /// publishes the final snapshots.
+    pub fn spawn(
+        cadence: Cadence,
+        learners: Vec<(SharedLearner, Arc<ModelCell>)>,
+        metrics: Metrics,
+        checkpointer: Option<Arc<Checkpointer>>,
+    ) -> CheckpointThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(move || {
+                let mut last_checkpoint = Instant::now();
+                every_tick_until(cadence.tick, &stopped, || {
+                    if let Some(checkpointer) = &checkpointer {
+                        if cadence.due(last_checkpoint.elapsed(), &checkpointer.deliveries) {
+                            last_checkpoint = Instant::now();
+                            if let Err(e) = checkpointer.write() {
+                                tracing::error!(error = %e, "periodic checkpoint failed");
+                            }
+                        }
+                    }
+                });
+                for (learner, cell) in &learners {
+                    publish(learner, cell, &metrics);
+                }
+            })
+            .expect("spawn checkpoint thread");
+        CheckpointThread { stop, handle }
+    }
+
+    /// Stops the thread once it has published the final snapshots (call it after the learner threads
+    /// have ended).
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.handle.join();
+    }
+}
+
+impl Cadence {
+    /// Whether a checkpoint is due `since` the last one.
+    fn due(&self, since: Duration, deliveries: &Deliveries) -> bool {
+        let acks_wait = self.ack_every.is_some_and(|every| {
+            since >= every
+                && deliveries
+                    .ledger
+                    .as_ref()
+                    .is_some_and(|l| l.awaiting_checkpoint())
+        });
+        since >= self.every || acks_wait
+    }
+}
+
+/// Runs `on_tick` every `interval` until `stop`, looking at `stop` at least every 20 ms.
+fn every_tick_until(interval: Duration, stop: &AtomicBool, mut on_tick: impl FnMut()) {
+    let mut next = Instant::now() + interval;
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            continue;
+        }
+        next = now + interval;
+        on_tick();
     }
 }
 

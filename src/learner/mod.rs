@@ -67,8 +67,7 @@ pub struct LearnerStats {
     pub samples_seen: u64,
     /// Solver steps taken.
     pub steps: u64,
-    /// Changes of state (inserts and steps): the snapshot thread publishes a new version only when this
-    /// moved.
+    /// Changes of state (inserts and steps): a learner publishes a new version only when this moved.
     pub mutations: u64,
     /// Sum and count of progressive losses: each sample's loss under the model *before* it was learned.
     pub progressive_loss_sum: f64,

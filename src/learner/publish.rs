@@ -1,5 +1,5 @@
-//! Published models: immutable [`Snapshot`]s behind per-learner [`ModelCell`]s, and the snapshot thread
-//! that refreshes them every `snapshot.interval_ms`.
+//! Published models: immutable [`Snapshot`]s behind per-learner [`ModelCell`]s, refreshed every
+//! `snapshot.interval_ms`.
 //!
 //! Readers (HTTP handlers) clone an `Arc<Snapshot>` (or its pre-rendered JSON body) out of a cell and
 //! never wait on a solver. [`publish`] is called by each learner's own thread between steps, every
@@ -11,8 +11,7 @@
 //! while competing for the same two cores. A certified model holding a non-finite number is never
 //! published: the previous snapshot stays, the fault is counted (`thresher_numeric_faults_total`) and
 //! the learner is rebuilt from its own state made finite ([`super::recover_from_numeric_fault`]).
-//! The snapshot thread ([`run_snapshot_loop`]) only drives periodic work (checkpoints) and publishes
-//! the final snapshot once the learners have stopped.
+//! The daemon's checkpoint thread publishes the final snapshot once the learners have stopped.
 //!
 //! Each cell also keeps the scalars of its last `snapshot.history_points` snapshots ([`HistoryPoint`],
 //! `GET /v1/history`, the status page): every publication appends one point, and a full ring drops its
@@ -20,9 +19,8 @@
 //! restart begins it again with the restored snapshot.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
@@ -281,7 +279,7 @@ impl Published {
     }
 }
 
-/// A learner shared between its worker thread, the snapshot thread and the checkpoint writer.
+/// A learner shared between its worker thread and the checkpoint thread and writer.
 pub type SharedLearner = Arc<Mutex<Box<dyn StreamingLearner>>>;
 
 /// Publishes a new snapshot of `learner` into `cell` if it changed; returns whether it did. Holds the
@@ -434,31 +432,6 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
                 .with_label_values(&l)
                 .set(a.held_out as f64);
         }
-    }
-}
-
-/// The snapshot thread's loop: run `on_tick` every `interval` until `stop` (the daemon writes periodic
-/// checkpoints there; the learners publish their own snapshots), then publish the final snapshot of
-/// every learner (`stop` is raised once the learner threads have ended).
-pub fn run_snapshot_loop(
-    learners: &[(SharedLearner, Arc<ModelCell>)],
-    metrics: &Metrics,
-    interval: Duration,
-    stop: &AtomicBool,
-    mut on_tick: impl FnMut(),
-) {
-    let mut next = Instant::now() + interval;
-    while !stop.load(Ordering::Acquire) {
-        let now = Instant::now();
-        if now < next {
-            std::thread::sleep((next - now).min(Duration::from_millis(20)));
-            continue;
-        }
-        next = now + interval;
-        on_tick();
-    }
-    for (learner, cell) in learners {
-        publish(learner, cell, metrics);
     }
 }
 

@@ -1,0 +1,202 @@
+//! The restore phase of `thresher serve`: the checkpoint in the data directory read and checked
+//! against the config (or none, or ignored with `--fresh`), and every configured learner built from
+//! it with its published cell and metric series, the feature dictionary, the NATS delivery counters
+//! and the checkpoint writer. It starts no thread.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::checkpoint::{self, Checkpoint, CheckpointError, Checkpointer, Deliveries};
+use super::checkpoint::{LearnerCheckpoint, LearnerIdentity};
+use super::fault;
+use super::RunOptions;
+use crate::config::{Config, LearnerConfig};
+use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::source::nats::AckLedger;
+use crate::learner::build;
+use crate::learner::publish::{set_gauges, set_solver_gauges, ModelCell, SharedLearner};
+use crate::metrics::Metrics;
+
+/// The learners as restored (or new), and what is shared with them. Built once; every handle in it
+/// is shared by the phases that follow.
+pub struct Restored {
+    /// Every configured learner, in config order, with its published cell: each learner is shared by
+    /// its learner thread, the checkpoint thread and writer, and its cluster exchange; the cells by
+    /// the HTTP handlers and the cluster announcer.
+    pub learners: Vec<(SharedLearner, Arc<ModelCell>)>,
+    /// The named-feature dictionary (the checkpoint's names first): shared by every parser and the
+    /// checkpoint writer.
+    pub dictionary: Arc<FeatureDictionary>,
+    /// The NATS deliveries each learner has absorbed and the NATS source's ledger: shared by the
+    /// learner threads, the NATS source and the checkpoint writer.
+    pub deliveries: Arc<Deliveries>,
+    /// The checkpoint writer (with a data directory): shared by the checkpoint thread and the final
+    /// checkpoint.
+    pub checkpointer: Option<Arc<Checkpointer>>,
+    /// The acknowledgements the restored checkpoint lists as pending: the NATS source sends them
+    /// first.
+    pub pending_acks: Vec<String>,
+}
+
+/// Restores the learners from the data directory's checkpoint (unless `--fresh`), or builds them
+/// empty, and registers their metric series.
+pub fn restore(
+    config: &Config,
+    options: &RunOptions,
+    metrics: &Metrics,
+) -> Result<Restored, CheckpointError> {
+    let (restored, restored_exactly) = match (&config.data_dir, options.fresh) {
+        (Some(dir), false) => match read_compatible(config, dir, &options.drop_learners)? {
+            Some((ckpt, exact)) => (Some(ckpt), exact),
+            None => (None, false),
+        },
+        (Some(dir), true) => {
+            tracing::info!(dir = %dir.display(), "--fresh: ignoring any checkpoint");
+            (None, false)
+        }
+        (None, _) => (None, false),
+    };
+    let dictionary = Arc::new(match &restored {
+        Some(c) => {
+            FeatureDictionary::from_names(config.max_named_features, c.feature_names.clone())
+        }
+        None => FeatureDictionary::new(config.max_named_features),
+    });
+    let learners: Vec<(SharedLearner, Arc<ModelCell>)> = config
+        .learners
+        .iter()
+        .map(|lc| {
+            let saved = restored
+                .as_ref()
+                .and_then(|c| c.learners.iter().find(|l| l.identity.name == lc.name));
+            build_learner(config, lc, saved, metrics)
+        })
+        .collect();
+    // Which NATS deliveries each learner has absorbed, and the source's unacknowledged batches.
+    let deliveries = Arc::new(Deliveries {
+        absorbed: learners.iter().map(|_| Arc::default()).collect(),
+        ledger: config
+            .nats
+            .as_ref()
+            .map(|n| AckLedger::new(n.max_pending_batches)),
+    });
+    // What the checkpoint on disk reflects: one restored as it is reflects the state just built from it.
+    let checkpointer = config.data_dir.as_ref().map(|dir| {
+        Arc::new(Checkpointer::new(
+            dir.clone(),
+            learners.clone(),
+            dictionary.clone(),
+            metrics.clone(),
+            deliveries.clone(),
+            restored_exactly,
+        ))
+    });
+    Ok(Restored {
+        learners,
+        dictionary,
+        deliveries,
+        checkpointer,
+        pending_acks: restored.map(|c| c.pending_acks).unwrap_or_default(),
+    })
+}
+
+/// One configured learner, from its checkpointed state if `saved`, with its cell, history and
+/// metric series.
+fn build_learner(
+    config: &Config,
+    lc: &LearnerConfig,
+    saved: Option<&LearnerCheckpoint>,
+    metrics: &Metrics,
+) -> (SharedLearner, Arc<ModelCell>) {
+    let learner = fault::arm(build(
+        lc,
+        config.window_capacity,
+        saved.map(|s| s.state.clone()),
+    ));
+    metrics.register_learner(&lc.name, config.window_capacity);
+    let cell = Arc::new(
+        ModelCell::new(&lc.name, saved.and_then(|s| s.snapshot.clone())).with_history(
+            config.history_points,
+            config.window_capacity,
+            metrics,
+        ),
+    );
+    if let Some(a) = learner.lambda_auto() {
+        metrics.register_lambda_grid(&lc.name, &a.grid, a.criterion == "holdout");
+    }
+    set_gauges(&cell, metrics);
+    set_solver_gauges(metrics, &lc.name, learner.gauges());
+    if let Some(s) = saved {
+        tracing::info!(learner = %lc.name, window = s.state.samples.len(), version = s.snapshot.as_ref().map_or(0, |s| s.version), "restored from checkpoint");
+    }
+    (Arc::new(Mutex::new(learner)), cell)
+}
+
+/// Reads the checkpoint in `dir` and keeps what it holds for the configured learners, checking it
+/// fits the config.
+///
+/// A learner of the checkpoint that the config does not have (renamed or removed) stops the start,
+/// naming the learners of both, unless it is listed in `drop`: starting would overwrite its state
+/// with the next checkpoint, which must not happen silently. A configured learner the checkpoint does
+/// not have starts empty (nothing is lost), logged. The flag says whether the file holds exactly the
+/// configured learners (otherwise the next checkpoint must be written even if nothing changes).
+fn read_compatible(
+    config: &Config,
+    dir: &Path,
+    drop: &[String],
+) -> Result<Option<(Checkpoint, bool)>, CheckpointError> {
+    let Some(mut ckpt) = checkpoint::read(dir)? else {
+        return Ok(None);
+    };
+    let configured: Vec<&str> = config.learners.iter().map(|c| c.name.as_str()).collect();
+    let saved: Vec<String> = ckpt
+        .learners
+        .iter()
+        .map(|l| l.identity.name.clone())
+        .collect();
+    let missing: Vec<&String> = saved
+        .iter()
+        .filter(|n| !configured.contains(&n.as_str()) && !drop.contains(n))
+        .collect();
+    if !missing.is_empty() {
+        return Err(CheckpointError::Incompatible {
+            path: checkpoint::path_in(dir),
+            reason: format!(
+                "it holds learners {saved:?}, the config has {configured:?}: the state of {missing:?} \
+                 would be lost (to discard it, start with --drop-learner NAME for each, or --fresh)"
+            ),
+        });
+    }
+    for name in drop {
+        if saved.contains(name) {
+            tracing::warn!(learner = %name, "--drop-learner: its checkpointed state is discarded");
+        } else {
+            tracing::warn!(learner = %name, "--drop-learner: no such learner in the checkpoint");
+        }
+    }
+    let exact = saved == configured;
+    ckpt.learners
+        .retain(|l| configured.contains(&l.identity.name.as_str()));
+    for name in &configured {
+        if !saved.iter().any(|s| s == name) {
+            tracing::info!(learner = %name, "not in the checkpoint: starts empty");
+        }
+    }
+    for l in &ckpt.learners {
+        if let Some(c) = config.learners.iter().find(|c| c.name == l.identity.name) {
+            if LearnerIdentity::of(c) != l.identity {
+                return Err(CheckpointError::Incompatible {
+                    path: checkpoint::path_in(dir),
+                    reason: format!(
+                        "learner {:?} was saved with loss={} k={} lambda={}, the config has loss={} k={} lambda={}",
+                        c.name, l.identity.loss, l.identity.k, l.identity.lambda,
+                        c.loss.kind().name(), c.k, c.lambda
+                    ),
+                });
+            }
+        }
+    }
+    Ok(Some((ckpt, exact)))
+}
