@@ -18,6 +18,9 @@
 //!
 //! Step: the shared [`MirrorStep`] schedule (default `Auto`, as for p-norm mirror descent, with the
 //! link's gain taken at the problem's `k`: the support size the l1 strength is meant to produce).
+//!
+//! [`SmidasState`] is the state advanced sample by sample, with its exact export and restore (what a
+//! streaming learner's checkpoint holds); [`Smidas`] drives it as a [`Solver`].
 
 use super::mirror::maps::{lp_norm, soft};
 use super::mirror::state::checkpoint_dim;
