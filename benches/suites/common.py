@@ -161,7 +161,7 @@ def criterion(stdout, _stderr=""):
             current = line.strip()
         t = re.search(r"time:\s+\[(\S+) (\S+) (\S+) (\S+) (\S+) (\S+)\]", line)
         if t and current:
-            out[current] = float(t.group(3)) * UNITS_NS.get(t.group(4), float("nan"))
+            out[current + " (ns)"] = float(t.group(3)) * UNITS_NS.get(t.group(4), float("nan"))
     return out
 
 
@@ -440,8 +440,10 @@ def summary(suite, benches, builds, samples, meta):
 
 
 def fmt(v):
-    if v == 0 or (1e-3 <= abs(v) < 1e6):
+    if v == 0 or (1e-3 <= abs(v) < 1e4):
         return f"{v:.4g}"
+    if 1e4 <= abs(v) < 1e15:
+        return f"{v:.0f}"
     return f"{v:.3e}"
 
 

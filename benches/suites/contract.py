@@ -3,7 +3,8 @@
 - schemathesis: the release daemon on 127.0.0.1 with a fresh data directory and a published model,
   and schemathesis (every check) against `/openapi.json`, with the hooks of `contract_hooks.py`
   (NDJSON bodies, positive samples brought into shape); any failed check fails the run. Full: 100
-  examples per operation; quick: 10. schemathesis is pip-installed into target/schemathesis-venv.
+  examples per operation; quick: 10 (MAX_EXAMPLES and SEED override). schemathesis is pip-installed
+  into target/schemathesis-venv.
 
 Run as a script (`python3 benches/suites/contract.py check THRESHER SCHEMATHESIS EXAMPLES SEED`) it is
 the check.
@@ -37,7 +38,7 @@ def check_cmd(ctx, build):
     if not ctx.schemathesis:
         return None
     return Command([sys.executable, __file__, "check", build.thresher(), ctx.schemathesis,
-                    10 if ctx.quick else 100, os.environ.get("SEED", "1")])
+                    os.environ.get("MAX_EXAMPLES", "10" if ctx.quick else "100"), os.environ.get("SEED", "1")])
 
 
 def benches(ctx):
