@@ -422,7 +422,8 @@ def summary(suite, benches, builds, samples, meta):
             if not any(per):
                 continue
             cells = [fmt_cell(v) for v in per]
-            row = [bench.name, key + (f" ({wanted[key].unit}, {wanted[key].better} is better)" if key in wanted else "")]
+            unit = wanted[key].unit + ", " if key in wanted and wanted[key].unit else ""
+            row = [bench.name, key + (f" ({unit}{wanted[key].better} is better)" if key in wanted else "")]
             row += cells
             if len(builds) == 2:
                 row.append(f"{statistics.median(per[1]) / statistics.median(per[0]):.3f}"

@@ -4,8 +4,8 @@
   daemon with --daemon) streams d = 2^20, 40 nonzeros per sample, LIBSVM or JSON lines in 1 000 or
   10 000-sample bodies for --duration seconds: samples/s accepted (all and the second half), GET
   /v1/model p50/p99 under load, staleness, the daemon's CPU and RSS, held-out accuracy;
-- rss/capacity=N: the daemon's RSS sampled every 0.5 s while loadgen streams max(4 N, MIN) samples into
-  a window of N: RSS at half and at the end of the sending time (flat: ratio 1), the plateau (median of
+- rss/capacity=N: the daemon's RSS sampled every 0.25 s while loadgen streams max(4 N, MIN) samples into
+  a window of N (quick: 2M samples, one window of 10 000): RSS at half and at the end of the sending time (flat: ratio 1), the plateau (median of
   the second half), the peak;
 - vw: Vowpal Wabbit's daemon over one pass of the same stream (peer; `benches/peers/vw_daemon.py`, in a
   loopback-only network namespace: needs root for `unshare -n`, and `vowpalwabbit` from PyPI).
@@ -80,8 +80,8 @@ def benches(ctx):
                  loadgen(f, b), metrics=LOADGEN, runs=(1, 3)) for f, b in shapes]
     capacities = [10_000] if ctx.quick else [10_000, 100_000, 300_000, 1_000_000]
     for cap in capacities:
-        samples = 300_000 if ctx.quick else max(4 * cap, 6_000_000)
-        out.append(Bench(f"rss/capacity={cap}", f"RSS every 0.5 s over {samples} samples into a window of {cap}",
+        samples = 2_000_000 if ctx.quick else max(4 * cap, 6_000_000)
+        out.append(Bench(f"rss/capacity={cap}", f"RSS every 0.25 s over {samples} samples into a window of {cap}",
                          rss(cap, samples), metrics=RSS, runs=(1, 1)))
     out.append(Bench("vw", "Vowpal Wabbit's daemon, one pass (peer; --l1 0, 1e-8, 1e-7)", vw,
                      parse=lambda o, e: key_values(o, e, ("peer", "l1")), per_build=False, runs=(1, 1)))
@@ -93,7 +93,7 @@ SUITE = Suite("daemon", "thresher serve under HTTP load (loadgen): ingest, GET l
 
 
 def sample_rss(argv):
-    """Runs loadgen, samples its daemon's VmRSS every 0.5 s, prints the loadgen line and the RSS figures."""
+    """Runs loadgen, samples its daemon's VmRSS every 0.25 s, prints the loadgen line and the RSS figures."""
     p = argparse.ArgumentParser(prog="daemon.py rss")
     for flag in ("--loadgen", "--daemon", "--capacity", "--samples", "--series"):
         p.add_argument(flag, required=True)
@@ -121,7 +121,7 @@ def sample_rss(argv):
                     series.append((time.time() - start, int(line.split()[1]) / 1024))
         except OSError:
             break
-        time.sleep(0.5)
+        time.sleep(0.25)
     out = loadgen.stdout.read()
     loadgen.wait()
     with open(a.series, "w") as f:
