@@ -1,5 +1,5 @@
 //! Criterion benchmark of the daemon's ingest parser: `parse_body` on one 10 000-sample request body
-//! with 40 nonzeros per sample at d = 2^20 (the load generator's stream, `examples/loadgen.rs`), as
+//! with 40 nonzeros per sample at d = 2^20 (the load generator's stream, `benches/harness/loadgen.rs`), as
 //! LIBSVM lines, as JSON lines and as one JSON array. Throughput is in samples. Figures are for
 //! ratios on one machine.
 //!

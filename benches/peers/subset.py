@@ -1,6 +1,7 @@
 """Best subset (l0 + l1 + l2), the paper's Sec. 5.1 protocol, side by side with the peers.
 
-Run through benches/subset.sh (it makes bench-venv/ and builds thresher). For every SNR in {20, 5, 2}, n
+Run through `benches/run quality` (it makes the virtualenv and builds thresher; BIN names the thresher
+binary, DATA the folder for the LIBSVM files and results). For every SNR in {20, 5, 2}, n
 in {200..600} and copy: p = 3000 features, X ~ MVN(0, Sigma) with Sigma_ij = 0.4^|i-j|, columns scaled to
 unit norm (the paper's assumption, so every solver sees the same design), 3% of beta nonzero uniform in
 [-1, 1] in that unit-norm design, y = X beta + noise at the SNR (Var(X beta) / sigma^2). The data set is
@@ -22,9 +23,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-BIN = os.path.join(ROOT, "target", "release", "thresher")
-DATA = os.path.join(ROOT, "data", "subset")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BIN = os.environ.get("BIN", os.path.join(ROOT, "target", "release", "thresher"))
+DATA = os.environ.get("DATA", os.path.join(ROOT, "data", "subset"))
 P = int(os.environ.get("P", 3000))
 NS = [int(v) for v in os.environ.get("NS", "200,300,400,500,600").split(",")]
 SNRS = [float(v) for v in os.environ.get("SNRS", "20,5,2").split(",")]

@@ -1,4 +1,5 @@
-"""schemathesis hooks for thresher's API (loaded by benches/schemathesis.sh through SCHEMATHESIS_HOOKS).
+"""schemathesis hooks for thresher's API (loaded by the contract suite, benches/suites/contract.py, through
+SCHEMATHESIS_HOOKS).
 
 - `application/x-ndjson`: the document describes the body as an array of sample objects; on the wire
   each object is one line.

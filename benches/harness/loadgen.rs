@@ -97,7 +97,7 @@ struct Args {
     #[arg(long = "daemon-env")]
     daemon_env: Vec<String>,
     /// Write the stream (train.svm, the 200k distinct samples in send order; heldout.svm) here and exit,
-    /// for the side-by-side peers (benches/vw_daemon.sh).
+    /// for the side-by-side peers (`benches/run daemon`).
     #[arg(long)]
     dump: Option<std::path::PathBuf>,
 }

@@ -1,4 +1,4 @@
-//! The publisher of `benches/cluster.sh`: a seeded sparse classification stream (`synth::sparse_stream`,
+//! The publisher of the cluster suite (`benches/run cluster`): a seeded sparse classification stream (`synth::sparse_stream`,
 //! d = 2^20 features, 40 nonzeros per sample, 100 true features by default) as LIBSVM batches on a
 //! NATS JetStream work-queue subject, at a fixed rate, each batch with its own `Nats-Msg-Id` and
 //! retried with that id until the stream stores it.

@@ -1,8 +1,8 @@
 """Model quality side by side: thresher (`fit` and the daemon) against Vowpal Wabbit, scikit-learn SGD,
 liblinear L1 logistic tuned to <= 100 nonzeros, and River, on the same files in one run.
 
-Run through benches/quality.sh (it makes bench-venv/, builds thresher and the W3-like stream). Data sets:
-  w3               examples/w3_stream.rs: d = 2^20, 40 nonzeros per sample, 100 true features, labels the
+Run through `benches/run quality` (it makes bench-venv/, builds thresher and the W3-like stream). Data sets:
+  w3               benches/harness/w3_stream.rs: d = 2^20, 40 nonzeros per sample, 100 true features, labels the
                    sign of w.x (the load generator's stream); 1M train + 100k test (--quick: 100k + 20k)
   rotten_tomatoes  text (tf-idf), 25% held out by a seeded split, the same split for every method
   trump_tweets     text (tf-idf), likewise
@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEXT_SETS = ["rotten_tomatoes", "trump_tweets"]
 K = 100
 
@@ -492,7 +492,7 @@ def render(args, meta, sets, rows):
     out = [
         "# Model quality against the peers: thresher `fit` and daemon, Vowpal Wabbit, scikit-learn, liblinear, River",
         "",
-        "Written by `benches/quality.sh` (`benches/quality.py`); every figure below comes from one run of it,",
+        "Written by `benches/run quality` (`benches/peers/quality.py`); every figure below comes from one run of it,",
         "peers included, on the same files in the same minutes.",
         "",
         f"- **Command**: `{meta['command']}`",
@@ -507,7 +507,7 @@ def render(args, meta, sets, rows):
         "",
         "## How each method is run and timed",
         "",
-        f"- **Data.** `w3`: `examples/w3_stream.rs` (d = 2^20, 40 nonzeros per sample, 100 true features, labels",
+        f"- **Data.** `w3`: `benches/harness/w3_stream.rs` (d = 2^20, 40 nonzeros per sample, 100 true features, labels",
         "  the sign of `w.x`, seed 7: the load generator's stream), train and test drawn from one truth. Text sets:",
         f"  `{args.real}/NAME.svm` split by a seeded permutation (seed {args.seed}), {args.held_out:.0%} held out, the",
         "  training part in permuted order (the files are in collection order, and trump_tweets drifts from one",
@@ -576,12 +576,13 @@ def render(args, meta, sets, rows):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--w3", required=True, help="directory with train.svm and test.svm (examples/w3_stream.rs)")
+    p.add_argument("--w3", required=True, help="directory with train.svm and test.svm (benches/harness/w3_stream.rs)")
     p.add_argument("--real", required=True, help="directory with rotten_tomatoes.svm and trump_tweets.svm")
     p.add_argument("--work", default=os.path.join(ROOT, "data", "quality"), help="split files, models, raw rows")
-    p.add_argument("--out", help="the report (default docs/benchmarks/quality.md; --quick: WORK/quality-quick.md)")
+    p.add_argument("--out", help="the report (default WORK/quality.md)")
     p.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "thresher"))
-    p.add_argument("--command", default="bash benches/quality.sh", help="command line recorded in the report")
+    p.add_argument("--command", default="benches/run quality", help="command line recorded in the report")
+    p.add_argument("--commit", help="the measured build's commit (default: this tree's HEAD)")
     p.add_argument("--quick", action="store_true", help="fewer settings (for trying the script)")
     p.add_argument("--note", default="", help="a line for the report's header (e.g. what else ran)")
     p.add_argument("--resume", action="store_true",
@@ -618,14 +619,13 @@ def main():
     if args.quick:
         args.text_budget = min(args.text_budget, 3.0)
     if args.out is None:
-        args.out = (os.path.join(args.work, "quality-quick.md") if args.quick
-                    else os.path.join(ROOT, "docs", "benchmarks", "quality.md"))
+        args.out = os.path.join(args.work, "quality.md")
     methods = args.methods.split(",")
 
     with open("/proc/loadavg") as f:
         loadavg = f.read().split()[0]
     meta = dict(command=args.command, started=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-                loadavg=loadavg, commit=git("rev-parse", "--short", "HEAD"),
+                loadavg=loadavg, commit=args.commit or git("rev-parse", "--short", "HEAD"),
                 dirty=bool(git("status", "--porcelain", "--untracked-files=no")), machine=machine(),
                 versions=versions())
 
@@ -633,7 +633,7 @@ def main():
     for name in args.sets.split(","):
         if name == "w3":
             sets.append(DataSet("w3", os.path.join(args.w3, "train.svm"), os.path.join(args.w3, "test.svm"),
-                                1 << 20, True, "W3-like stream (examples/w3_stream.rs)"))
+                                1 << 20, True, "W3-like stream (benches/harness/w3_stream.rs)"))
         else:
             train, test, dim, n = split_text(os.path.join(args.real, f"{name}.svm"), args.work, name, args.seed,
                                              args.held_out)

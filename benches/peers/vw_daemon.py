@@ -1,6 +1,6 @@
 """Vowpal Wabbit's daemon on the loadgen stream: samples/s over one pass, held-out accuracy, support size.
 
-Run through benches/vw_daemon.sh (it makes the venv, dumps the stream and enters a loopback-only network
+Run by the daemon suite (`benches/run daemon`: it makes the venv, dumps the stream and enters a loopback-only network
 namespace, because VW's daemon cannot bind to loopback only). Prints one key=value line per setting.
 """
 import os

@@ -1,6 +1,6 @@
-//! The learner the CPU-cost examples measure (`learner_insert`, `snapshot_cost`; each includes this
+//! The learner the CPU-cost examples measure (`learner_insert`, `cluster_cost`; each includes this
 //! file with `#[path]`): the load generator's daemon learner — logistic loss, k = 100, lambda = 1e-4 —
-//! with the given solver, so their figures describe the learner `benches/vw_daemon.sh` runs.
+//! with the given solver, so their figures describe the learner the daemon suite (`benches/run daemon`) runs.
 
 use thresher::config::{Config, LearnerConfig, StreamSolverKind};
 use thresher::loss::{Loss, LossKind};

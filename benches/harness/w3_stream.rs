@@ -1,6 +1,6 @@
 //! Writes the W3-like synthetic classification stream as LIBSVM files for the side-by-side quality
-//! benchmark (`benches/quality.sh`): d = 2^20 features, 40 nonzeros per sample, 100 true features,
-//! labels the sign of `w.x` — the distribution of `examples/loadgen.rs` (`thresher::synth::sparse_stream`
+//! benchmark (`benches/run quality`): d = 2^20 features, 40 nonzeros per sample, 100 true features,
+//! labels the sign of `w.x` — the distribution of `benches/harness/loadgen.rs` (`thresher::synth::sparse_stream`
 //! with the same parameters and seed), but as many samples as asked for, written as they are drawn.
 //!
 //! ```sh

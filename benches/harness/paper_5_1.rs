@@ -6,7 +6,7 @@
 //! chosen lambda is then run on the *test* copies. Both kinds of copy are written as LIBSVM files
 //! (`OUT/n{N}_copy{c}.svm`, `OUT/validation_n{N}_copy{c}.svm`) so the Python peer
 //! (`benches/peers/paper_5_1.py`, abess) reads exactly the same data and tunes its own ridge the same way. One CSV row per (N, copy,
-//! solver) goes to `OUT/results_rust.csv`; `benches/paper_5_1.sh` runs everything and prints the table.
+//! solver) goes to `OUT/results_rust.csv`; `benches/run paper` runs everything and prints the table.
 //!
 //! ```text
 //! cargo run --release --example paper_5_1 -- [--copies 20] [--validation 10] [--out data/paper_5_1]

@@ -6,18 +6,13 @@
 //! best of many repetitions, because wall-clock benchmarks on this shared machine swing with whatever
 //! else is compiling: the minimum CPU time of a run is what the parser itself costs.
 //!
-//! The `sonic-*` rows read the same JSON bodies with the `sonic-rs` crate instead of the daemon's own
-//! reader (`support/sonic_body.rs`: the same checks, the same batch, asserted equal before timing), the
-//! comparison recorded in `docs/benchmarks/json.md`.
-//!
 //! ```sh
-//! cargo run --release --example ingest_cpu [repetitions] [format: libsvm|ndjson|json|sonic-ndjson|sonic-ndjson-derive|sonic-ndjson-dom|sonic-json]
+//! benches/run ingest                  # runs it, alternating builds with --against REV
+//! cargo run --release --example ingest_cpu [repetitions] [format: libsvm|ndjson|json]
 //! ```
 
 #[path = "support/cpu.rs"]
 mod cpu;
-#[path = "support/sonic_body.rs"]
-mod sonic_body;
 use cpu::thread_cpu_ns;
 
 use thresher::ingest::batch::{parse_segments, BodyFormat, FeatureDictionary, Rules};
@@ -48,10 +43,6 @@ fn main() {
         ("libsvm", BodyFormat::Libsvm),
         ("ndjson", BodyFormat::Ndjson),
         ("json", BodyFormat::JsonArray),
-        ("sonic-ndjson", BodyFormat::Ndjson),
-        ("sonic-ndjson-derive", BodyFormat::Ndjson),
-        ("sonic-ndjson-dom", BodyFormat::Ndjson),
-        ("sonic-json", BodyFormat::JsonArray),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
@@ -64,19 +55,7 @@ fn main() {
             0 => vec![body.as_bytes()],
             n => body.as_bytes().chunks(n).collect(),
         };
-        let parse = || match name {
-            "sonic-ndjson" => sonic_body::ndjson(&chunks, &rules),
-            "sonic-ndjson-derive" => sonic_body::ndjson_derived(&chunks, &rules),
-            "sonic-ndjson-dom" => sonic_body::ndjson_dom(&chunks, &rules),
-            "sonic-json" => sonic_body::array(&chunks, &rules),
-            _ => parse_segments(format, &chunks, &rules, &dict),
-        };
-        // Every reader yields the daemon's batch, row for row.
-        assert_eq!(
-            parse().expect("the body is valid"),
-            parse_segments(format, &chunks, &rules, &dict).expect("the body is valid"),
-            "{name}"
-        );
+        let parse = || parse_segments(format, &chunks, &rules, &dict);
         let mut best = u128::MAX;
         let mut total = 0;
         for _ in 0..reps {
@@ -88,7 +67,7 @@ fn main() {
             total += spent;
         }
         println!(
-            "{name:>19}: best {:7.1} ns/sample ({:.2} M samples/s), mean {:7.1} ns/sample, {} reps, {} bytes/sample, {} chunks",
+            "{name:>6}: best {:7.1} ns/sample ({:.2} M samples/s), mean {:7.1} ns/sample, {} reps, {} bytes/sample, {} chunks",
             best as f64 / SAMPLES as f64,
             1e3 * SAMPLES as f64 / best as f64,
             total as f64 / (reps * SAMPLES) as f64,
