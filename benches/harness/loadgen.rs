@@ -29,6 +29,9 @@
 //! daemon. The probe still shares the two cores with the senders (a real client would sit on another
 //! host); `--probe-priority fifo` runs just the probe thread under SCHED_FIFO (needs root) to take its
 //! own scheduling delay out of the figure. Report the default (`normal`) figure as the raw one.
+//!
+//! `main` is ~170 lines: it walks the run's phases in order (bodies, daemon, warm-up, idle probe, load,
+//! catch-up) and ends in the one report line of 33 figures; the phases' work is in the functions above it.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -414,16 +417,201 @@ fn latency_stats(samples: &[Probed], from: f64, to: f64) -> (f64, f64, f64, usiz
     )
 }
 
+/// Writes the stream (`train.svm`, the distinct samples in send order; `heldout.svm`) for the peers.
+fn dump(dir: &std::path::Path, train: &[Sample], held_out: &[Sample]) {
+    std::fs::create_dir_all(dir).expect("create dump dir");
+    std::fs::write(dir.join("train.svm"), serialise(train, "libsvm")).expect("write train.svm");
+    std::fs::write(dir.join("heldout.svm"), serialise(held_out, "libsvm"))
+        .expect("write heldout.svm");
+}
+
+/// Posts one batch and waits until a model is served, so the idle phase serves a real model; returns
+/// the probe's connection.
+fn warm_up(
+    client: &reqwest::blocking::Client,
+    base: &str,
+    addr: &str,
+    content_type: &str,
+    body: &'static str,
+) -> Connection {
+    let warm_resp = client
+        .post(format!("{base}/v1/samples"))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .expect("post the warm-up batch");
+    assert_eq!(warm_resp.status().as_u16(), 202, "warm-up batch accepted");
+    let mut probe = Connection::new(addr, None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(probe.get("/v1/model"), Ok((200, _))) {
+        assert!(
+            Instant::now() < deadline,
+            "no model 30 s after the warm-up batch"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    probe
+}
+
+/// What the senders share.
+struct Tally {
+    accepted: AtomicU64,
+    rejected_503: AtomicU64,
+    next_batch: AtomicU64,
+    /// (time since start, cumulative accepted) after every 202, for staleness and the sustained rate.
+    acceptances: Mutex<Vec<(f64, u64)>>,
+}
+
+/// `(seconds since the start, samples_seen)` of each model the probe read.
+type Seen = Vec<(f64, u64)>;
+
+/// The GET probe's thread: `GET /v1/model` every 2 ms on its own connection until `done`; returns each
+/// answered GET's latency and the `samples_seen` each model reported, with their times.
+fn spawn_probe(
+    mut probe: Connection,
+    priority: String,
+    done: Arc<AtomicBool>,
+    started: Instant,
+) -> std::thread::JoinHandle<(Vec<Probed>, Seen)> {
+    // Named so scheduler traces (`perf sched timehist`) can pick it out.
+    std::thread::Builder::new()
+        .name("get-probe".into())
+        .spawn(move || {
+            set_probe_priority(&priority);
+            let mut latencies = Vec::new();
+            let mut seen = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let at = started.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let resp = probe.get("/v1/model");
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                if let Ok((200, body)) = resp {
+                    latencies.push(Probed { at, ms });
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+                        if let Some(s) = v.get("samples_seen").and_then(|s| s.as_u64()) {
+                            seen.push((started.elapsed().as_secs_f64(), s));
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (latencies, seen)
+        })
+        .expect("spawn the probe")
+}
+
+/// Posts the bodies in turn from `args.senders` keep-alive connections (a 503 is retried after 5 ms)
+/// until `total_batches` were taken or `stop_at` passed.
+fn send_load(
+    args: &Args,
+    addr: &str,
+    content_type: &'static str,
+    (bodies, batch_sizes): (&Arc<Vec<&'static str>>, &[usize]),
+    tally: &Arc<Tally>,
+    (total_batches, stop_at): (u64, Option<Instant>),
+    started: Instant,
+) {
+    let senders: Vec<_> = (0..args.senders)
+        .map(|_| {
+            let send_buffer = (args.sender_sndbuf_kib > 0).then_some(args.sender_sndbuf_kib * 1024);
+            let mut connection = Connection::new(addr, send_buffer);
+            let (bodies, batch_sizes, tally) =
+                (bodies.clone(), batch_sizes.to_vec(), tally.clone());
+            let out_of_time = move || stop_at.is_some_and(|t| Instant::now() >= t);
+            std::thread::spawn(move || loop {
+                let b = tally.next_batch.fetch_add(1, Ordering::Relaxed);
+                if b >= total_batches || out_of_time() {
+                    break;
+                }
+                let at = b as usize % bodies.len();
+                loop {
+                    let (status, reply) = connection
+                        .post("/v1/samples", content_type, bodies[at].as_bytes())
+                        .expect("post");
+                    match status {
+                        202 => {
+                            let total = tally
+                                .accepted
+                                .fetch_add(batch_sizes[at] as u64, Ordering::Relaxed)
+                                + batch_sizes[at] as u64;
+                            tally
+                                .acceptances
+                                .lock()
+                                .unwrap()
+                                .push((started.elapsed().as_secs_f64(), total));
+                            break;
+                        }
+                        503 => {
+                            tally.rejected_503.fetch_add(1, Ordering::Relaxed);
+                            if out_of_time() {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        s => panic!("unexpected status {s}: {}", String::from_utf8_lossy(&reply)),
+                    }
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+}
+
+/// Model staleness, sorted, ms: for each accepted batch, the time from its `202` to the first probed
+/// model whose `samples_seen` covers it.
+fn staleness_ms(acceptances: &[(f64, u64)], seen: &[(f64, u64)]) -> Vec<f64> {
+    let mut staleness: Vec<f64> = acceptances
+        .iter()
+        .filter_map(|&(t_acc, total)| {
+            seen.iter()
+                .find(|&&(_, s)| s >= total)
+                .map(|&(t_seen, _)| (t_seen - t_acc) * 1e3)
+        })
+        .collect();
+    staleness.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    staleness
+}
+
+/// Samples/s accepted over the second half of the sending period: past the burst that fills the queue.
+fn sustained_rate(
+    acceptances: &[(f64, u64)],
+    warm_samples: u64,
+    (load_start, load_end): (f64, f64),
+) -> f64 {
+    let half = load_start + (load_end - load_start) / 2.0;
+    let accepted_at = |t: f64| {
+        acceptances
+            .iter()
+            .take_while(|&&(at, _)| at <= t)
+            .last()
+            .map_or(warm_samples, |&(_, total)| total)
+    };
+    (accepted_at(load_end) - accepted_at(half)) as f64 / (load_end - half)
+}
+
+/// The served model's accuracy on the held-out samples and its support size (NaN and 0 without one).
+fn held_out_accuracy(model_json: &str, held_out: &[Sample]) -> (f64, usize) {
+    let model = Model::from_json(model_json).ok();
+    match &model {
+        Some(m) => {
+            let correct = held_out
+                .iter()
+                .filter(|s| m.predict(s.row()) == s.label)
+                .count();
+            (correct as f64 / held_out.len() as f64, m.support.len())
+        }
+        None => (f64::NAN, 0),
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let problem = thresher::synth::sparse_stream(DISTINCT + 20_000, DIM, 100, 40, 0.0, true, 7);
     let (train, held_out) = problem.samples.split_at(DISTINCT);
     if let Some(dir) = &args.dump {
-        std::fs::create_dir_all(dir).expect("create dump dir");
-        std::fs::write(dir.join("train.svm"), serialise(train, "libsvm")).expect("write train.svm");
-        std::fs::write(dir.join("heldout.svm"), serialise(held_out, "libsvm"))
-            .expect("write heldout.svm");
-        return;
+        return dump(dir, train, held_out);
     }
     let content_type = if args.format == "json" {
         "application/x-ndjson"
@@ -453,23 +641,8 @@ fn main() {
     // stream's last batch, sent again later in its turn; it counts towards `samples_seen` but not
     // towards the reported ingest figures.
     let warm = bodies.len() - 1;
-    let warm_resp = client
-        .post(format!("{base}/v1/samples"))
-        .header("content-type", content_type)
-        .body(bodies[warm])
-        .send()
-        .expect("post the warm-up batch");
-    assert_eq!(warm_resp.status().as_u16(), 202, "warm-up batch accepted");
+    let probe = warm_up(&client, &base, &addr, content_type, bodies[warm]);
     let warm_samples = batch_sizes[warm] as u64;
-    let mut probe = Connection::new(&addr, None);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !matches!(probe.get("/v1/model"), Ok((200, _))) {
-        assert!(
-            Instant::now() < deadline,
-            "no model 30 s after the warm-up batch"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     // Let the learner go idle (converged or stalled on the warm-up window) before measuring "idle".
     std::thread::sleep(Duration::from_millis(300));
 
@@ -484,46 +657,20 @@ fn main() {
     );
     let cpu_start = cpu_seconds(pid);
 
-    let accepted = Arc::new(AtomicU64::new(warm_samples));
-    let rejected_503 = Arc::new(AtomicU64::new(0));
-    let next_batch = Arc::new(AtomicU64::new(0));
+    let tally = Arc::new(Tally {
+        accepted: AtomicU64::new(warm_samples),
+        rejected_503: AtomicU64::new(0),
+        next_batch: AtomicU64::new(0),
+        acceptances: Mutex::new(Vec::new()),
+    });
     let done = Arc::new(AtomicBool::new(false));
-    // (time since start, cumulative accepted) after every 202, for staleness and the sustained rate.
-    let acceptances: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let total_batches = if args.duration > 0.0 {
         u64::MAX
     } else {
         args.samples.div_ceil(args.batch) as u64
     };
 
-    let poller = {
-        let (done, priority) = (done.clone(), args.probe_priority.clone());
-        // Named so scheduler traces (`perf sched timehist`) can pick it out.
-        std::thread::Builder::new()
-            .name("get-probe".into())
-            .spawn(move || {
-                set_probe_priority(&priority);
-                let mut latencies = Vec::new();
-                let mut seen = Vec::new();
-                while !done.load(Ordering::Relaxed) {
-                    let at = started.elapsed().as_secs_f64();
-                    let t = Instant::now();
-                    let resp = probe.get("/v1/model");
-                    let ms = t.elapsed().as_secs_f64() * 1e3;
-                    if let Ok((200, body)) = resp {
-                        latencies.push(Probed { at, ms });
-                        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
-                            if let Some(s) = v.get("samples_seen").and_then(|s| s.as_u64()) {
-                                seen.push((started.elapsed().as_secs_f64(), s));
-                            }
-                        }
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                (latencies, seen)
-            })
-            .expect("spawn the probe")
-    };
+    let poller = spawn_probe(probe, args.probe_priority.clone(), done.clone(), started);
 
     std::thread::sleep(Duration::from_millis(args.idle_ms));
     let handler_before = get_model_histogram(&client, &base);
@@ -534,85 +681,28 @@ fn main() {
     let load_start = started.elapsed().as_secs_f64();
     let stop_at =
         (args.duration > 0.0).then(|| Instant::now() + Duration::from_secs_f64(args.duration));
-    let senders: Vec<_> = (0..args.senders)
-        .map(|_| {
-            let send_buffer = (args.sender_sndbuf_kib > 0).then_some(args.sender_sndbuf_kib * 1024);
-            let mut connection = Connection::new(&addr, send_buffer);
-            let (bodies, batch_sizes) = (bodies.clone(), batch_sizes.clone());
-            let (accepted, rejected_503, next_batch, acceptances) = (
-                accepted.clone(),
-                rejected_503.clone(),
-                next_batch.clone(),
-                acceptances.clone(),
-            );
-            let out_of_time = move || stop_at.is_some_and(|t| Instant::now() >= t);
-            std::thread::spawn(move || loop {
-                let b = next_batch.fetch_add(1, Ordering::Relaxed);
-                if b >= total_batches || out_of_time() {
-                    break;
-                }
-                let at = b as usize % bodies.len();
-                loop {
-                    let (status, reply) = connection
-                        .post("/v1/samples", content_type, bodies[at].as_bytes())
-                        .expect("post");
-                    match status {
-                        202 => {
-                            let total = accepted
-                                .fetch_add(batch_sizes[at] as u64, Ordering::Relaxed)
-                                + batch_sizes[at] as u64;
-                            acceptances
-                                .lock()
-                                .unwrap()
-                                .push((started.elapsed().as_secs_f64(), total));
-                            break;
-                        }
-                        503 => {
-                            rejected_503.fetch_add(1, Ordering::Relaxed);
-                            if out_of_time() {
-                                break;
-                            }
-                            std::thread::sleep(Duration::from_millis(5));
-                        }
-                        s => panic!("unexpected status {s}: {}", String::from_utf8_lossy(&reply)),
-                    }
-                }
-            })
-        })
-        .collect();
-    for s in senders {
-        s.join().unwrap();
-    }
+    send_load(
+        &args,
+        &addr,
+        content_type,
+        (&bodies, &batch_sizes),
+        &tally,
+        (total_batches, stop_at),
+        started,
+    );
     let load_end = started.elapsed().as_secs_f64();
     let handler_after = get_model_histogram(&client, &base);
     let ingest_seconds = load_end - load_start;
-    let sent = accepted.load(Ordering::Relaxed) - warm_samples;
+    let sent = tally.accepted.load(Ordering::Relaxed) - warm_samples;
     // Let the learner catch up and publish, then stop the poller.
     std::thread::sleep(Duration::from_millis(1500));
     done.store(true, Ordering::Relaxed);
     let (latencies, seen) = poller.join().unwrap();
     let catchup_end = started.elapsed().as_secs_f64();
 
-    let acceptances = acceptances.lock().unwrap().clone();
-    let mut staleness: Vec<f64> = acceptances
-        .iter()
-        .filter_map(|&(t_acc, total)| {
-            seen.iter()
-                .find(|&&(_, s)| s >= total)
-                .map(|&(t_seen, _)| (t_seen - t_acc) * 1e3)
-        })
-        .collect();
-    staleness.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    // Accepted over the second half of the sending period: past the burst that fills the queue.
-    let half = load_start + ingest_seconds / 2.0;
-    let accepted_at = |t: f64| {
-        acceptances
-            .iter()
-            .take_while(|&&(at, _)| at <= t)
-            .last()
-            .map_or(warm_samples, |&(_, total)| total)
-    };
-    let sustained = (accepted_at(load_end) - accepted_at(half)) as f64 / (load_end - half);
+    let acceptances = tally.acceptances.lock().unwrap().clone();
+    let staleness = staleness_ms(&acceptances, &seen);
+    let sustained = sustained_rate(&acceptances, warm_samples, (load_start, load_end));
 
     let metrics = client
         .get(format!("{base}/metrics"))
@@ -627,17 +717,7 @@ fn main() {
         .unwrap()
         .text()
         .unwrap();
-    let model = Model::from_json(&model_json).ok();
-    let (accuracy, support) = match &model {
-        Some(m) => {
-            let correct = held_out
-                .iter()
-                .filter(|s| m.predict(s.row()) == s.label)
-                .count();
-            (correct as f64 / held_out.len() as f64, m.support.len())
-        }
-        None => (f64::NAN, 0),
-    };
+    let (accuracy, support) = held_out_accuracy(&model_json, held_out);
     let rss_end = rss_kib(pid, "VmRSS:");
     let daemon_cpu = cpu_seconds(pid) - cpu_start;
     let rss_peak = rss_kib(pid, "VmHWM:");
@@ -669,7 +749,7 @@ fn main() {
         ingest_seconds,
         sent as f64 / ingest_seconds,
         sustained,
-        rejected_503.load(Ordering::Relaxed),
+        tally.rejected_503.load(Ordering::Relaxed),
         p50,
         p99,
         max,
