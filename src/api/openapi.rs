@@ -307,34 +307,92 @@ fn integer_digits(max_abs: f64) -> usize {
 pub fn document(rules: &Rules, auth: bool) -> Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serialises");
     let classification = rules.losses.iter().any(|l| l.is_classification());
-    // At most as many integer digits as `ingest.max_abs_value` allows, and only negative exponents:
-    // every number the pattern matches is within the bound (a larger one is refused with a 400).
-    let digits = integer_digits(rules.max_abs_value);
-    let number =
-        format!(r"[+-]?([0-9]{{1,{digits}}}(\.[0-9]{{0,9}})?|\.[0-9]{{1,9}})([eE]-[0-9]{{1,2}})?");
-    let label = if classification {
-        r"[+-]?1(\.0{0,3})?".to_string()
-    } else {
-        number.to_string()
-    };
-    let index = format!(r"\+?[0-9]{{1,{}}}", index_digits(rules.max_dim));
-    let line = format!("{label}( {index}:{number})*");
-    let bound = rules.max_abs_value;
-    let bounded = json!({"type": "number", "minimum": -bound, "maximum": bound});
+    let patterns = LibsvmPatterns::of(rules, classification);
+    let sample = sample_schema(rules, classification);
+    let schemas = &mut doc["components"]["schemas"];
+    // A published snapshot has version >= 1, an unpublished entry version 0: exactly one matches.
+    schemas["ModelEntry"] = json!({"oneOf": [
+        {"$ref": "#/components/schemas/ModelSnapshot"},
+        {"$ref": "#/components/schemas/Unpublished"},
+    ]});
+    schemas["Models"]["properties"]["models"]["items"] =
+        json!({"$ref": "#/components/schemas/ModelEntry"});
+    schemas["SampleObject"] = sample.clone();
+    schemas["Libsvm"] = libsvm_schema(rules, &patterns, classification);
+    schemas["PredictSampleObject"] = predict_sample_schema(sample);
+    predict_bodies(&mut doc, &patterns);
+    // A body needs at least one sample.
+    for path in ["/v1/samples", "/v1/predict"] {
+        let content = &mut doc["paths"][path]["post"]["requestBody"]["content"];
+        for media in ["application/json", "application/x-ndjson"] {
+            content[media]["schema"]["minItems"] = json!(1);
+        }
+    }
+    if !auth {
+        allow_no_credentials(&mut doc);
+    }
+    doc
+}
+
+/// The regular expressions of a LIBSVM line under the ingest rules.
+struct LibsvmPatterns {
+    /// A feature value (and a regression label).
+    number: String,
+    label: String,
+    /// A feature index below `max_dim`.
+    index: String,
+}
+
+impl LibsvmPatterns {
+    fn of(rules: &Rules, classification: bool) -> LibsvmPatterns {
+        // At most as many integer digits as `ingest.max_abs_value` allows, and only negative exponents:
+        // every number the pattern matches is within the bound (a larger one is refused with a 400).
+        let digits = integer_digits(rules.max_abs_value);
+        let number = format!(
+            r"[+-]?([0-9]{{1,{digits}}}(\.[0-9]{{0,9}})?|\.[0-9]{{1,9}})([eE]-[0-9]{{1,2}})?"
+        );
+        let label = if classification {
+            r"[+-]?1(\.0{0,3})?".to_string()
+        } else {
+            number.to_string()
+        };
+        let index = format!(r"\+?[0-9]{{1,{}}}", index_digits(rules.max_dim));
+        LibsvmPatterns {
+            number,
+            label,
+            index,
+        }
+    }
+
+    /// One `index:value` pair.
+    fn pair(&self) -> String {
+        format!("{}:{}", self.index, self.number)
+    }
+}
+
+/// `Libsvm`: a `text/plain` sample body.
+fn libsvm_schema(rules: &Rules, patterns: &LibsvmPatterns, classification: bool) -> Value {
+    let line = format!("{}( {})*", patterns.label, patterns.pair());
     // At least one sample: a body without one is refused ("empty body").
-    let libsvm = json!({
+    json!({
         "type": "string",
         "description": format!(
             "LIBSVM lines `label index:value ...` (blank lines and `#` comments are skipped; \
              `qid:N` is ignored). Indices strictly increasing within a line and below {}; values \
              and labels at most {:e} in magnitude (ingest.max_abs_value).{}",
             rules.max_dim,
-            bound,
+            rules.max_abs_value,
             if classification { " Labels -1 or +1." } else { "" }
         ),
         "pattern": format!("^\n*{line}(\n+{line})*\n*$"),
         "example": "1 3:0.5 17:1\n-2.5 4:1\n",
-    });
+    })
+}
+
+/// `SampleObject`: one JSON sample, with numeric features (indices and values) or named ones.
+fn sample_schema(rules: &Rules, classification: bool) -> Value {
+    let bound = rules.max_abs_value;
+    let bounded = json!({"type": "number", "minimum": -bound, "maximum": bound});
     let label_schema = if classification {
         json!({"type": "number", "enum": [-1, 1]})
     } else {
@@ -372,18 +430,11 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
             "weight": weight,
         },
     });
-    let sample = json!({"oneOf": [indexed, named], "example": {"label": 1, "indices": [3, 17], "values": [0.5, 1.0]}});
-    let schemas = &mut doc["components"]["schemas"];
-    // A published snapshot has version >= 1, an unpublished entry version 0: exactly one matches.
-    schemas["ModelEntry"] = json!({"oneOf": [
-        {"$ref": "#/components/schemas/ModelSnapshot"},
-        {"$ref": "#/components/schemas/Unpublished"},
-    ]});
-    schemas["Models"]["properties"]["models"]["items"] =
-        json!({"$ref": "#/components/schemas/ModelEntry"});
-    schemas["SampleObject"] = sample.clone();
-    schemas["Libsvm"] = libsvm;
-    // Prediction bodies: the same, label optional.
+    json!({"oneOf": [indexed, named], "example": {"label": 1, "indices": [3, 17], "values": [0.5, 1.0]}})
+}
+
+/// `PredictSampleObject`: a sample as `SampleObject`, its label optional.
+fn predict_sample_schema(sample: Value) -> Value {
     let mut predict_sample = sample;
     for form in predict_sample["oneOf"].as_array_mut().expect("oneOf") {
         let required = form["required"].as_array_mut().expect("required");
@@ -392,41 +443,39 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
         form["properties"]["label"] = json!({"type": ["number", "null"],
                                              "description": "optional; ignored by predict"});
     }
-    schemas["PredictSampleObject"] = predict_sample;
+    predict_sample
+}
+
+/// `POST /v1/predict`'s bodies: JSON items are `PredictSampleObject`s, LIBSVM lines may omit the label.
+fn predict_bodies(doc: &mut Value, patterns: &LibsvmPatterns) {
     let predict_body = &mut doc["paths"]["/v1/predict"]["post"]["requestBody"]["content"];
     for media in ["application/json", "application/x-ndjson"] {
         predict_body[media]["schema"]["items"] =
             json!({"$ref": "#/components/schemas/PredictSampleObject"});
     }
-    let pair = format!("{index}:{number}");
-    let predict_line = format!("({label}( {pair})*|{pair}( {pair})*)");
+    let pair = patterns.pair();
+    let predict_line = format!("({}( {pair})*|{pair}( {pair})*)", patterns.label);
     predict_body["text/plain"]["schema"] = json!({
         "type": "string",
         "description": "LIBSVM lines as for POST /v1/samples; a line may omit its label (`index:value ...`).",
         "pattern": format!("^\n*{predict_line}(\n+{predict_line})*\n*$"),
     });
-    // A body needs at least one sample.
-    for path in ["/v1/samples", "/v1/predict"] {
-        let content = &mut doc["paths"][path]["post"]["requestBody"]["content"];
-        for media in ["application/json", "application/x-ndjson"] {
-            content[media]["schema"]["minItems"] = json!(1);
-        }
-    }
-    if !auth {
-        for item in doc["paths"].as_object_mut().expect("paths").values_mut() {
-            for op in item.as_object_mut().expect("path item").values_mut() {
-                if let Some(reqs) = op.get_mut("security").and_then(Value::as_array_mut) {
-                    if !reqs
-                        .iter()
-                        .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
-                    {
-                        reqs.push(json!({}));
-                    }
+}
+
+/// A daemon without tokens: every security requirement also lists the empty one (no credentials).
+fn allow_no_credentials(doc: &mut Value) {
+    for item in doc["paths"].as_object_mut().expect("paths").values_mut() {
+        for op in item.as_object_mut().expect("path item").values_mut() {
+            if let Some(reqs) = op.get_mut("security").and_then(Value::as_array_mut) {
+                if !reqs
+                    .iter()
+                    .any(|r| r.as_object().is_some_and(|o| o.is_empty()))
+                {
+                    reqs.push(json!({}));
                 }
             }
         }
     }
-    doc
 }
 
 #[cfg(test)]

@@ -44,7 +44,8 @@
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate and the node's remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
 //!
-//! Learner metrics are set by the snapshot thread when it publishes; ingest counters by the handlers.
+//! Learner metrics are set by each learner's thread when it publishes; ingest counters by the sources
+//! and handlers. [`Metrics::new`] registers them family by family (one function per family below).
 
 use prometheus::core::Collector;
 use prometheus::{
@@ -139,268 +140,406 @@ pub mod reason {
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
 }
 
-/// Registers `metric` with `registry` and returns it (a handle: its clone in the registry shares its values).
-fn registered<M: Collector + Clone + 'static>(registry: &Registry, metric: M) -> M {
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("unique metric");
-    metric
+/// Registers metrics with one registry and returns their handles (a handle's clone in the registry
+/// shares its values).
+struct Registrar {
+    registry: Registry,
+}
+
+impl Registrar {
+    fn registered<M: Collector + Clone + 'static>(&self, metric: M) -> M {
+        self.registry
+            .register(Box::new(metric.clone()))
+            .expect("unique metric");
+        metric
+    }
+
+    fn gauge(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+        self.registered(GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"))
+    }
+
+    fn counter(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.registered(IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"))
+    }
+
+    /// A per-learner counter of seconds.
+    fn seconds(&self, name: &str, help: &str) -> CounterVec {
+        self.registered(CounterVec::new(Opts::new(name, help), LEARNER).expect("valid metric"))
+    }
+
+    fn int_gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.registered(IntGauge::new(name, help).expect("valid metric"))
+    }
+
+    fn int_counter(&self, name: &str, help: &str) -> IntCounter {
+        self.registered(IntCounter::new(name, help).expect("valid metric"))
+    }
+}
+
+/// The label of every per-learner series.
+const LEARNER: &[&str] = &["learner"];
+
+/// The published model of each learner, set at each publication.
+struct ModelFamily {
+    duality_gap: GaugeVec,
+    primal_objective: GaugeVec,
+    dual_objective: GaugeVec,
+    support_size: GaugeVec,
+    support_changes: IntCounterVec,
+    model_version: GaugeVec,
+    progressive_loss: GaugeVec,
+    snapshot_age: GaugeVec,
+    history_dropped: IntCounterVec,
+}
+
+fn model_family(r: &Registrar) -> ModelFamily {
+    ModelFamily {
+        duality_gap: r.gauge(
+            "thresher_duality_gap",
+            "P - D of the published model over its window",
+            LEARNER,
+        ),
+        primal_objective: r.gauge(
+            "thresher_primal_objective",
+            "Primal objective P(w) over the window",
+            LEARNER,
+        ),
+        dual_objective: r.gauge(
+            "thresher_dual_objective",
+            "Dual objective D(alpha) over the window",
+            LEARNER,
+        ),
+        support_size: r.gauge(
+            "thresher_support_size",
+            "Nonzero weights of the published model",
+            LEARNER,
+        ),
+        support_changes: r.counter(
+            "thresher_support_changes_total",
+            "Features entering or leaving the support between snapshots",
+            LEARNER,
+        ),
+        model_version: r.gauge(
+            "thresher_model_version",
+            "Version of the published snapshot",
+            LEARNER,
+        ),
+        progressive_loss: r.gauge(
+            "thresher_progressive_loss",
+            "Average loss of each sample predicted before it was learned",
+            LEARNER,
+        ),
+        snapshot_age: r.gauge(
+            "thresher_snapshot_age_seconds",
+            "Seconds since the published snapshot",
+            LEARNER,
+        ),
+        history_dropped: r.counter(
+            "thresher_history_points_dropped_total",
+            "Points the history ring dropped (oldest first) to stay at snapshot.history_points",
+            LEARNER,
+        ),
+    }
+}
+
+/// Each learner's solver and window.
+struct SolverFamily {
+    solver_steps: IntCounterVec,
+    window_samples: GaugeVec,
+    window_capacity: GaugeVec,
+    active_set_size: GaugeVec,
+    screened_features: GaugeVec,
+    numeric_faults: IntCounterVec,
+}
+
+fn solver_family(r: &Registrar) -> SolverFamily {
+    SolverFamily {
+        solver_steps: r.counter(
+            "thresher_solver_steps_total",
+            "Solver steps (block updates)",
+            LEARNER,
+        ),
+        window_samples: r.gauge("thresher_window_samples", "Samples in the window", LEARNER),
+        window_capacity: r.gauge(
+            "thresher_window_capacity",
+            "Window capacity (samples)",
+            LEARNER,
+        ),
+        active_set_size: r.gauge(
+            "thresher_active_set_size",
+            "Active set size of the subset solver (0 for other solvers)",
+            LEARNER,
+        ),
+        screened_features: r.gauge(
+            "thresher_screened_features",
+            "Features removed by gap-safe screening in the subset solver (0 for other solvers)",
+            LEARNER,
+        ),
+        numeric_faults: r.counter(
+            "thresher_numeric_faults_total",
+            "Non-finite numbers caught in a learner (not published; the learner is rebuilt)",
+            LEARNER,
+        ),
+    }
+}
+
+/// The grid of a `lambda = "auto"` learner.
+struct LambdaFamily {
+    lambda_live: GaugeVec,
+    lambda_progressive_loss: GaugeVec,
+    lambda_holdout_loss: GaugeVec,
+    lambda_switches: IntCounterVec,
+    lambda_holdout_samples: GaugeVec,
+    lambda_holdout_dropped: IntCounterVec,
+}
+
+fn lambda_family(r: &Registrar) -> LambdaFamily {
+    LambdaFamily {
+        lambda_live: r.gauge(
+            "thresher_lambda_live",
+            "lambda = auto: the lambda of the served grid member",
+            LEARNER,
+        ),
+        lambda_progressive_loss: r.gauge(
+            "thresher_lambda_progressive_loss",
+            "lambda = auto: each grid member's exponentially weighted progressive loss",
+            &["learner", "lambda"],
+        ),
+        lambda_holdout_loss: r.gauge(
+            "thresher_lambda_holdout_loss",
+            "lambda = auto, criterion holdout: each grid member's mean loss on the held-out samples",
+            &["learner", "lambda"],
+        ),
+        lambda_switches: r.counter(
+            "thresher_lambda_switches_total",
+            "lambda = auto: changes of the served grid member",
+            LEARNER,
+        ),
+        lambda_holdout_samples: r.gauge(
+            "thresher_lambda_holdout_samples",
+            "lambda = auto, criterion holdout: held-out samples in the ring",
+            LEARNER,
+        ),
+        lambda_holdout_dropped: r.counter(
+            "thresher_lambda_holdout_dropped_total",
+            "lambda = auto, criterion holdout: held-out samples dropped from the full ring, oldest first",
+            LEARNER,
+        ),
+    }
+}
+
+/// Ingest: admission, the queue and the named-feature dictionary.
+struct IngestFamily {
+    ingested: IntCounterVec,
+    rejected: IntCounterVec,
+    queue_batches: IntGauge,
+    samples_in_flight: IntGauge,
+    feature_names: IntGauge,
+    feature_names_refused: IntCounter,
+}
+
+fn ingest_family(r: &Registrar) -> IngestFamily {
+    IngestFamily {
+        ingested: r.counter(
+            "thresher_samples_ingested_total",
+            "Samples accepted",
+            &["source"],
+        ),
+        rejected: r.counter(
+            "thresher_samples_rejected_total",
+            "Samples refused",
+            &["reason"],
+        ),
+        queue_batches: r.int_gauge(
+            "thresher_ingest_queue_batches",
+            "Batches waiting in the ingest queue",
+        ),
+        samples_in_flight: r.int_gauge(
+            "thresher_ingest_samples_in_flight",
+            "Samples accepted and not yet absorbed by every learner",
+        ),
+        feature_names: r.int_gauge(
+            "thresher_feature_names",
+            "Names in the named-feature dictionary",
+        ),
+        feature_names_refused: r.int_counter(
+            "thresher_feature_names_refused_total",
+            "Requests refused by the feature dictionary's limits",
+        ),
+    }
+}
+
+/// The HTTP front: requests, connections and authentication.
+struct HttpFamily {
+    request_duration: HistogramVec,
+    http_connections: IntGauge,
+    http_connections_closed: IntCounterVec,
+    http_accept_errors: IntCounter,
+    auth_refused: IntCounterVec,
+}
+
+fn http_family(r: &Registrar) -> HttpFamily {
+    let request_duration = HistogramVec::new(
+        HistogramOpts::new(
+            "thresher_http_request_duration_seconds",
+            "HTTP request latency per route",
+        )
+        .buckets(vec![
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0,
+        ]),
+        &["route", "method"],
+    )
+    .expect("valid metric");
+    HttpFamily {
+        request_duration: r.registered(request_duration),
+        http_connections: r.int_gauge("thresher_http_connections", "Open HTTP connections"),
+        http_connections_closed: r.counter(
+            "thresher_http_connections_closed_total",
+            "HTTP connections the daemon closed, by reason",
+            &["reason"],
+        ),
+        http_accept_errors: r.int_counter(
+            "thresher_http_accept_errors_total",
+            "Failed accept calls on the HTTP listener",
+        ),
+        auth_refused: r.counter(
+            "thresher_http_auth_refused_total",
+            "Requests refused by authentication, by status",
+            &["status"],
+        ),
+    }
+}
+
+/// Checkpoints and the NATS batches they let the daemon acknowledge.
+struct DurabilityFamily {
+    checkpoints: IntCounterVec,
+    nats_batches: IntCounterVec,
+    nats_pending: IntGauge,
+}
+
+fn durability_family(r: &Registrar) -> DurabilityFamily {
+    DurabilityFamily {
+        checkpoints: r.counter(
+            "thresher_checkpoints_total",
+            "Checkpoint attempts by outcome",
+            &["outcome"],
+        ),
+        nats_batches: r.counter(
+            "thresher_nats_batches_total",
+            "NATS batches by outcome: acked (a checkpoint held them), invalid (terminated), empty",
+            &["outcome"],
+        ),
+        nats_pending: r.int_gauge(
+            "thresher_nats_pending_batches",
+            "NATS batches fetched and not yet acknowledged",
+        ),
+    }
+}
+
+/// The cluster: membership and the global model's cuts.
+struct ClusterFamily {
+    cluster_nodes: IntGauge,
+    cluster_cuts: IntCounterVec,
+    cluster_partial_bytes: IntCounterVec,
+    cluster_partial_seconds: CounterVec,
+    cluster_merge_seconds: CounterVec,
+    cluster_merges: IntCounterVec,
+}
+
+fn cluster_family(r: &Registrar) -> ClusterFamily {
+    ClusterFamily {
+        cluster_nodes: r.int_gauge(
+            "thresher_cluster_nodes",
+            "Live cluster members at this node's last announcement",
+        ),
+        cluster_cuts: r.counter(
+            "thresher_cluster_cuts_total",
+            "Cuts of the global model by outcome: complete, abandoned, invalid",
+            &["learner", "outcome"],
+        ),
+        cluster_partial_bytes: r.counter(
+            "thresher_cluster_partial_bytes_total",
+            "Bytes of partial-sum messages sent and received",
+            &["direction"],
+        ),
+        cluster_partial_seconds: r.seconds(
+            "thresher_cluster_partial_seconds_total",
+            "Seconds computing this node's partial sums for cuts",
+        ),
+        cluster_merge_seconds: r.seconds(
+            "thresher_cluster_merge_seconds_total",
+            "Seconds merging complete cuts into their certificate and the remote part",
+        ),
+        cluster_merges: r.counter(
+            "thresher_cluster_merges_total",
+            "Complete cuts merged",
+            LEARNER,
+        ),
+    }
 }
 
 impl Metrics {
+    /// Every metric registered, family by family, with the series that exist from the start.
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let gauge = |name: &str, help: &str, labels: &[&str]| {
-            registered(
-                &registry,
-                GaugeVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
+        let r = Registrar {
+            registry: Registry::new(),
         };
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            registered(
-                &registry,
-                IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric"),
-            )
-        };
-        let seconds = |name: &str, help: &str| {
-            registered(
-                &registry,
-                CounterVec::new(Opts::new(name, help), &["learner"]).expect("valid metric"),
-            )
-        };
-        let l = &["learner"];
+        let (model, solver, lambda) = (model_family(&r), solver_family(&r), lambda_family(&r));
+        let (ingest, http) = (ingest_family(&r), http_family(&r));
+        let (durability, cluster) = (durability_family(&r), cluster_family(&r));
         let m = Metrics {
-            duality_gap: gauge(
-                "thresher_duality_gap",
-                "P - D of the published model over its window",
-                l,
-            ),
-            primal_objective: gauge(
-                "thresher_primal_objective",
-                "Primal objective P(w) over the window",
-                l,
-            ),
-            dual_objective: gauge(
-                "thresher_dual_objective",
-                "Dual objective D(alpha) over the window",
-                l,
-            ),
-            support_size: gauge(
-                "thresher_support_size",
-                "Nonzero weights of the published model",
-                l,
-            ),
-            support_changes: counter(
-                "thresher_support_changes_total",
-                "Features entering or leaving the support between snapshots",
-                l,
-            ),
-            model_version: gauge(
-                "thresher_model_version",
-                "Version of the published snapshot",
-                l,
-            ),
-            progressive_loss: gauge(
-                "thresher_progressive_loss",
-                "Average loss of each sample predicted before it was learned",
-                l,
-            ),
-            snapshot_age: gauge(
-                "thresher_snapshot_age_seconds",
-                "Seconds since the published snapshot",
-                l,
-            ),
-            solver_steps: counter(
-                "thresher_solver_steps_total",
-                "Solver steps (block updates)",
-                l,
-            ),
-            history_dropped: counter(
-                "thresher_history_points_dropped_total",
-                "Points the history ring dropped (oldest first) to stay at snapshot.history_points",
-                l,
-            ),
-            window_samples: gauge("thresher_window_samples", "Samples in the window", l),
-            window_capacity: gauge("thresher_window_capacity", "Window capacity (samples)", l),
-            active_set_size: gauge(
-                "thresher_active_set_size",
-                "Active set size of the subset solver (0 for other solvers)",
-                l,
-            ),
-            screened_features: gauge(
-                "thresher_screened_features",
-                "Features removed by gap-safe screening in the subset solver (0 for other solvers)",
-                l,
-            ),
-            lambda_live: gauge(
-                "thresher_lambda_live",
-                "lambda = auto: the lambda of the served grid member",
-                l,
-            ),
-            lambda_progressive_loss: gauge(
-                "thresher_lambda_progressive_loss",
-                "lambda = auto: each grid member's exponentially weighted progressive loss",
-                &["learner", "lambda"],
-            ),
-            lambda_holdout_loss: gauge(
-                "thresher_lambda_holdout_loss",
-                "lambda = auto, criterion holdout: each grid member's mean loss on the held-out samples",
-                &["learner", "lambda"],
-            ),
-            lambda_switches: counter(
-                "thresher_lambda_switches_total",
-                "lambda = auto: changes of the served grid member",
-                l,
-            ),
-            lambda_holdout_samples: gauge(
-                "thresher_lambda_holdout_samples",
-                "lambda = auto, criterion holdout: held-out samples in the ring",
-                l,
-            ),
-            lambda_holdout_dropped: counter(
-                "thresher_lambda_holdout_dropped_total",
-                "lambda = auto, criterion holdout: held-out samples dropped from the full ring, oldest first",
-                l,
-            ),
-            ingested: counter(
-                "thresher_samples_ingested_total",
-                "Samples accepted",
-                &["source"],
-            ),
-            rejected: counter(
-                "thresher_samples_rejected_total",
-                "Samples refused",
-                &["reason"],
-            ),
-            queue_batches: registered(
-                &registry,
-                IntGauge::new(
-                    "thresher_ingest_queue_batches",
-                    "Batches waiting in the ingest queue",
-                )
-                .expect("valid metric"),
-            ),
-            samples_in_flight: registered(
-                &registry,
-                IntGauge::new(
-                    "thresher_ingest_samples_in_flight",
-                    "Samples accepted and not yet absorbed by every learner",
-                )
-                .expect("valid metric"),
-            ),
-            request_duration: {
-                let h = HistogramVec::new(
-                    HistogramOpts::new(
-                        "thresher_http_request_duration_seconds",
-                        "HTTP request latency per route",
-                    )
-                    .buckets(vec![
-                        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                        0.25, 0.5, 1.0, 2.5, 5.0,
-                    ]),
-                    &["route", "method"],
-                )
-                .expect("valid metric");
-                registered(&registry, h)
-            },
-            http_connections: registered(
-                &registry,
-                IntGauge::new("thresher_http_connections", "Open HTTP connections")
-                    .expect("valid metric"),
-            ),
-            http_connections_closed: counter(
-                "thresher_http_connections_closed_total",
-                "HTTP connections the daemon closed, by reason",
-                &["reason"],
-            ),
-            http_accept_errors: registered(
-                &registry,
-                IntCounter::new(
-                    "thresher_http_accept_errors_total",
-                    "Failed accept calls on the HTTP listener",
-                )
-                .expect("valid metric"),
-            ),
-            auth_refused: counter(
-                "thresher_http_auth_refused_total",
-                "Requests refused by authentication, by status",
-                &["status"],
-            ),
-            numeric_faults: counter(
-                "thresher_numeric_faults_total",
-                "Non-finite numbers caught in a learner (not published; the learner is rebuilt)",
-                l,
-            ),
-            feature_names: registered(
-                &registry,
-                IntGauge::new(
-                    "thresher_feature_names",
-                    "Names in the named-feature dictionary",
-                )
-                .expect("valid metric"),
-            ),
-            feature_names_refused: registered(
-                &registry,
-                IntCounter::new(
-                    "thresher_feature_names_refused_total",
-                    "Requests refused by the feature dictionary's limits",
-                )
-                .expect("valid metric"),
-            ),
-            checkpoints: counter(
-                "thresher_checkpoints_total",
-                "Checkpoint attempts by outcome",
-                &["outcome"],
-            ),
-            nats_batches: counter(
-                "thresher_nats_batches_total",
-                "NATS batches by outcome: acked (a checkpoint held them), invalid (terminated), empty",
-                &["outcome"],
-            ),
-            nats_pending: registered(
-                &registry,
-                IntGauge::new(
-                    "thresher_nats_pending_batches",
-                    "NATS batches fetched and not yet acknowledged",
-                )
-                .expect("valid metric"),
-            ),
-            cluster_nodes: registered(
-                &registry,
-                IntGauge::new(
-                    "thresher_cluster_nodes",
-                    "Live cluster members at this node's last announcement",
-                )
-                .expect("valid metric"),
-            ),
-            cluster_cuts: counter(
-                "thresher_cluster_cuts_total",
-                "Cuts of the global model by outcome: complete, abandoned, invalid",
-                &["learner", "outcome"],
-            ),
-            cluster_partial_bytes: counter(
-                "thresher_cluster_partial_bytes_total",
-                "Bytes of partial-sum messages sent and received",
-                &["direction"],
-            ),
-            cluster_partial_seconds: seconds(
-                "thresher_cluster_partial_seconds_total",
-                "Seconds computing this node's partial sums for cuts",
-            ),
-            cluster_merge_seconds: seconds(
-                "thresher_cluster_merge_seconds_total",
-                "Seconds merging complete cuts into their certificate and the remote part",
-            ),
-            cluster_merges: counter(
-                "thresher_cluster_merges_total",
-                "Complete cuts merged",
-                l,
-            ),
-            registry,
+            registry: r.registry,
+            duality_gap: model.duality_gap,
+            primal_objective: model.primal_objective,
+            dual_objective: model.dual_objective,
+            support_size: model.support_size,
+            support_changes: model.support_changes,
+            model_version: model.model_version,
+            progressive_loss: model.progressive_loss,
+            snapshot_age: model.snapshot_age,
+            solver_steps: solver.solver_steps,
+            history_dropped: model.history_dropped,
+            window_samples: solver.window_samples,
+            window_capacity: solver.window_capacity,
+            active_set_size: solver.active_set_size,
+            screened_features: solver.screened_features,
+            lambda_live: lambda.lambda_live,
+            lambda_progressive_loss: lambda.lambda_progressive_loss,
+            lambda_holdout_loss: lambda.lambda_holdout_loss,
+            lambda_switches: lambda.lambda_switches,
+            lambda_holdout_samples: lambda.lambda_holdout_samples,
+            lambda_holdout_dropped: lambda.lambda_holdout_dropped,
+            ingested: ingest.ingested,
+            rejected: ingest.rejected,
+            queue_batches: ingest.queue_batches,
+            samples_in_flight: ingest.samples_in_flight,
+            request_duration: http.request_duration,
+            http_connections: http.http_connections,
+            http_connections_closed: http.http_connections_closed,
+            http_accept_errors: http.http_accept_errors,
+            auth_refused: http.auth_refused,
+            numeric_faults: solver.numeric_faults,
+            feature_names: ingest.feature_names,
+            feature_names_refused: ingest.feature_names_refused,
+            checkpoints: durability.checkpoints,
+            nats_batches: durability.nats_batches,
+            nats_pending: durability.nats_pending,
+            cluster_nodes: cluster.cluster_nodes,
+            cluster_cuts: cluster.cluster_cuts,
+            cluster_partial_bytes: cluster.cluster_partial_bytes,
+            cluster_partial_seconds: cluster.cluster_partial_seconds,
+            cluster_merge_seconds: cluster.cluster_merge_seconds,
+            cluster_merges: cluster.cluster_merges,
         };
-        // Series that exist from the start, so dashboards and rate() have data before the first event.
+        m.create_initial_series();
+        m
+    }
+
+    /// Series that exist from the start, so dashboards and rate() have data before the first event.
+    fn create_initial_series(&self) {
         for source in ["http", "stdin"] {
-            m.ingested.with_label_values(&[source]);
+            self.ingested.with_label_values(&[source]);
         }
         for r in [
             reason::INVALID,
@@ -408,13 +547,13 @@ impl Metrics {
             reason::TOO_LARGE,
             reason::UNSUPPORTED_MEDIA_TYPE,
         ] {
-            m.rejected.with_label_values(&[r]);
+            self.rejected.with_label_values(&[r]);
         }
         for r in closed::ALL {
-            m.http_connections_closed.with_label_values(&[r]);
+            self.http_connections_closed.with_label_values(&[r]);
         }
         for status in ["401", "403"] {
-            m.auth_refused.with_label_values(&[status]);
+            self.auth_refused.with_label_values(&[status]);
         }
         for o in [
             checkpoint_outcome::WRITTEN,
@@ -422,9 +561,8 @@ impl Metrics {
             checkpoint_outcome::REFUSED,
             checkpoint_outcome::FAILED,
         ] {
-            m.checkpoints.with_label_values(&[o]);
+            self.checkpoints.with_label_values(&[o]);
         }
-        m
     }
 
     /// Samples accepted so far, every source (`thresher_samples_ingested_total`).
