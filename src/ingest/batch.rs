@@ -357,8 +357,14 @@ pub(crate) fn parse_body_with(
         }
         BodyFormat::JsonArray => Parsed::on(taken, 0, count(b',').div_ceil(2)),
     };
-    let outcome = read_body(format, segments, rules, fast, &mut parsed)
-        .and_then(|()| finish(&mut parsed, rules, dict));
+    // Every sample onto `parsed`, stopping at the first invalid one.
+    let outcome = match format {
+        BodyFormat::Libsvm | BodyFormat::Ndjson => {
+            read_lines(format, segments, rules, fast, &mut parsed)
+        }
+        BodyFormat::JsonArray => read_array(segments, rules, fast, &mut parsed),
+    }
+    .and_then(|()| finish(&mut parsed, rules, dict));
     let rows = parsed.rows();
     *out = parsed.samples;
     match outcome {
@@ -368,22 +374,6 @@ pub(crate) fn parse_body_with(
             out.truncate(parsed.base);
             Err(e)
         }
-    }
-}
-
-/// Parses every sample of a body onto `parsed`, stopping at the first invalid one.
-fn read_body(
-    format: BodyFormat,
-    segments: &[&[u8]],
-    rules: &Rules,
-    fast: bool,
-    parsed: &mut Parsed,
-) -> Result<(), BatchError> {
-    match format {
-        BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            read_lines(format, segments, rules, fast, parsed)
-        }
-        BodyFormat::JsonArray => read_array(segments, rules, fast, parsed),
     }
 }
 

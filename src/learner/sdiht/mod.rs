@@ -314,23 +314,12 @@ impl StreamingLearner for StreamSdiht {
             self.projected.clear();
             self.projected.extend_from_slice(window.alphas());
             project_with_sum(window, &c.loss, &mut self.projected, 0.0);
-            let at_iterate = dual_value(
-                window,
-                &c.loss,
-                c.lambda,
-                c.k,
-                &self.projected,
-                &mut self.dual_scratch,
-            );
+            let dual = |alpha: &[f64], scratch: &mut _| {
+                dual_value(window, &c.loss, c.lambda, c.k, alpha, scratch)
+            };
+            let at_iterate = dual(&self.projected, &mut self.dual_scratch);
             dual_of_primal(window, &c.loss, &self.it.w, b, true, &mut self.projected);
-            let at_primal = dual_value(
-                window,
-                &c.loss,
-                c.lambda,
-                c.k,
-                &self.projected,
-                &mut self.dual_scratch,
-            );
+            let at_primal = dual(&self.projected, &mut self.dual_scratch);
             Certificate::new(primal, at_iterate.max(at_primal), window.len())
         } else {
             fused_certificate(
