@@ -254,8 +254,12 @@ impl Daemon {
                 panic!("daemon did not log its address:\n{}", log.lock().unwrap());
             }
         };
+        // Pooled connections are dropped after 0.5 s idle, below the daemon's smallest
+        // `keepalive_timeout_s` (1 s): a request never goes out on a connection the daemon is closing
+        // for idleness at that moment (which the client sees as a reset).
         let client = Client::builder()
             .timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_millis(500))
             .build()
             .unwrap();
         Daemon {
