@@ -14,10 +14,10 @@
 //!  HTTP GET handlers read ModelCells only.
 //! ```
 //!
-//! [`run`] is a list of phases, each in its own file: `preflight` (every check that can stop the
-//! start, and the port bound), `restore` (the checkpoint read, the learners built), `learners`
-//! (the ingest queue, the router and the learner threads), the [`checkpoint`] thread, `sources`
-//! (stdin, NATS, the cluster tasks), `serve` (the HTTP front until the stop signal), then the
+//! [`run`] is a list of phases, each in its own file: `preflight.rs` (every check that can stop the
+//! start, and the port bound), `restore.rs` (the checkpoint read, the learners built), `learners.rs`
+//! (the ingest queue, the router and the learner threads), the [`checkpoint`] thread, `sources.rs`
+//! (stdin, NATS, the cluster tasks), `serve.rs` (the HTTP front until the stop signal), then the
 //! shutdown.
 //!
 //! Threads, named for what they do: `learner-NAME` (one per learner), `ingest-router`, `checkpoint`

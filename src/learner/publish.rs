@@ -78,27 +78,22 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// Unix seconds as RFC 3339 UTC with milliseconds (`2026-11-21T17:40:00.123Z`).
+/// Unix seconds as RFC 3339 UTC with milliseconds (`2026-11-21T17:40:00.123Z`), rounded to the
+/// millisecond. A time outside the years 0000–9999, which RFC 3339 cannot write, comes back as the
+/// number of seconds itself.
 pub fn rfc3339(unix: f64) -> String {
-    let millis = (unix * 1000.0).round() as i64;
-    let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (H. Hinnant), proleptic Gregorian calendar.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    use time::format_description::well_known::iso8601::{Config, EncodedConfig, TimePrecision};
+    use time::format_description::well_known::Iso8601;
+    const MILLIS: EncodedConfig = Config::DEFAULT
+        .set_time_precision(TimePrecision::Second {
+            decimal_digits: std::num::NonZeroU8::new(3),
+        })
+        .encode();
+    let nanos = i128::from((unix * 1000.0).round() as i64) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Iso8601::<MILLIS>).ok())
+        .unwrap_or_else(|| unix.to_string())
 }
 
 /// Points a history ring keeps unless `snapshot.history_points` says otherwise.

@@ -114,9 +114,9 @@ pub mod checkpoint_outcome {
     pub const UNCHANGED: &str = "unchanged";
     pub const REFUSED: &str = "refused";
     pub const FAILED: &str = "failed";
+    pub const ALL: [&str; 4] = [WRITTEN, UNCHANGED, REFUSED, FAILED];
 }
 
-/// Rejection reasons, exported as the `reason` label.
 /// `reason` labels of `thresher_http_connections_closed_total`.
 pub mod closed {
     pub const LIMIT_EVICTED: &str = "limit_evicted";
@@ -133,11 +133,13 @@ pub mod closed {
     ];
 }
 
+/// Rejection reasons, exported as the `reason` label of `thresher_samples_rejected_total`.
 pub mod reason {
     pub const INVALID: &str = "invalid";
     pub const QUEUE_FULL: &str = "queue_full";
     pub const TOO_LARGE: &str = "too_large";
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
+    pub const ALL: [&str; 4] = [INVALID, QUEUE_FULL, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE];
 }
 
 /// Registers metrics with one registry and returns their handles (a handle's clone in the registry
@@ -541,12 +543,7 @@ impl Metrics {
         for source in ["http", "stdin"] {
             self.ingested.with_label_values(&[source]);
         }
-        for r in [
-            reason::INVALID,
-            reason::QUEUE_FULL,
-            reason::TOO_LARGE,
-            reason::UNSUPPORTED_MEDIA_TYPE,
-        ] {
+        for r in reason::ALL {
             self.rejected.with_label_values(&[r]);
         }
         for r in closed::ALL {
@@ -555,12 +552,7 @@ impl Metrics {
         for status in ["401", "403"] {
             self.auth_refused.with_label_values(&[status]);
         }
-        for o in [
-            checkpoint_outcome::WRITTEN,
-            checkpoint_outcome::UNCHANGED,
-            checkpoint_outcome::REFUSED,
-            checkpoint_outcome::FAILED,
-        ] {
+        for o in checkpoint_outcome::ALL {
             self.checkpoints.with_label_values(&[o]);
         }
     }
@@ -575,15 +567,10 @@ impl Metrics {
 
     /// Samples refused so far, every reason (`thresher_samples_rejected_total`).
     pub fn samples_rejected_total(&self) -> u64 {
-        [
-            reason::INVALID,
-            reason::QUEUE_FULL,
-            reason::TOO_LARGE,
-            reason::UNSUPPORTED_MEDIA_TYPE,
-        ]
-        .iter()
-        .map(|r| self.rejected.with_label_values(&[r]).get())
-        .sum()
+        reason::ALL
+            .iter()
+            .map(|r| self.rejected.with_label_values(&[r]).get())
+            .sum()
     }
 
     /// Sets the dictionary's gauge and brings its refusal counter up to `refused` (both at scrape).

@@ -25,9 +25,9 @@
 //! runtime to finish its request in flight and close ([`GracefulShutdown`]), and waits up to `grace`.
 //!
 //! This file routes and accepts: where a connection is served, the accept loop, and the connection
-//! tasks. The connection table, its limits and its sweeper are in `connections` (every connection
-//! counts there); TLS, whose connections are all served on the runtime, in `tls`; the transport
-//! wrapper that reports arriving bytes to the table in `io`.
+//! tasks. The connection table, its limits and its sweeper are in `connections.rs` (every connection
+//! counts there); TLS, whose connections are all served on the runtime, in [`tls`]; the transport
+//! wrapper that reports arriving bytes to the table in `io.rs`.
 
 mod connections;
 mod io;
