@@ -10,6 +10,7 @@ Run as a script (`python3 benches/suites/contract.py check THRESHER SCHEMATHESIS
 the check.
 """
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -43,7 +44,18 @@ def check_cmd(ctx, build):
 
 def benches(ctx):
     return [Bench("schemathesis", "every schemathesis check against /openapi.json on the live daemon", check_cmd,
-                  parse=lambda o, e: {}, runs=(1, 1))]
+                  parse=parse, runs=(1, 1))]
+
+
+def parse(stdout, _stderr):
+    """schemathesis's `N generated, M passed` (and failed) test cases."""
+    out = {}
+    m = re.search(r"(\d+) generated, (.*)", stdout)
+    if m:
+        out["generated"] = float(m.group(1))
+        for n, what in re.findall(r"(\d+) (passed|failed|errored|skipped)", m.group(2)):
+            out[what] = float(n)
+    return out
 
 
 SUITE = Suite("contract", "the live API against its OpenAPI document (schemathesis, every check)", needs, benches,
