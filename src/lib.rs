@@ -64,8 +64,9 @@ pub mod sparse;
 pub mod synth;
 pub mod sys;
 
-pub use config::{Config, LearnerConfig};
+pub use config::Config;
 pub use daemon::{run, RunOptions};
+pub use learner::params::LearnerConfig;
 pub use learner::publish::{ModelCell, Snapshot};
 pub use learner::StreamingLearner;
 pub use loss::Loss;

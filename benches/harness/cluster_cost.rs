@@ -19,9 +19,9 @@ use cpu::{ms_since, summary, thread_cpu_ns};
 use learner::loadgen_learner;
 
 use clap::Parser;
-use thresher::config::StreamSolverKind;
 use thresher::learner::build;
 use thresher::learner::global::{cut_certificate, PartialSums, RemoteSums};
+use thresher::learner::params::StreamSolverKind;
 use thresher::sparse::ThresholdScratch;
 use thresher::synth::sparse_stream;
 

@@ -23,8 +23,8 @@ use learner::loadgen_learner;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use thresher::config::StreamSolverKind;
 use thresher::learner::build;
+use thresher::learner::params::StreamSolverKind;
 use thresher::sample::SampleBlock;
 use thresher::synth::sparse_stream;
 

@@ -16,12 +16,12 @@ use tower::ServiceExt;
 use super::{router, AppState};
 use crate::config::Config;
 use crate::ingest::batch::{FeatureDictionary, Rules};
-use crate::ingest::budget::SampleBudget;
 use crate::ingest::source::http::HttpSource;
-use crate::ingest::{Admission, Batch};
+use crate::ingest::Admission;
 use crate::learner::build;
 use crate::learner::publish::{ModelCell, Snapshot};
 use crate::metrics::Metrics;
+use crate::ring::{Batch, SampleBudget};
 use crate::sample::SampleBlock;
 use crate::sys::WorkerScheduling;
 

@@ -11,9 +11,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, SolverKind};
-use crate::config::learner::log_grid;
 use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
+use crate::learner::params::log_grid;
 use crate::loss::{Loss, LossKind};
 use crate::model::{LambdaAuto, Model};
 use crate::sample::{Dataset, Sample, SampleSet};

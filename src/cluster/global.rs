@@ -37,9 +37,9 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::ClusterView;
-use crate::config::LearnerConfig;
 use crate::learner::global::{cut_certificate, PartialSums, RemoteSums};
 use crate::learner::model_of;
+use crate::learner::params::LearnerConfig;
 use crate::learner::publish::SharedLearner;
 use crate::metrics::Metrics;
 use crate::model::ClusterCut;

@@ -153,9 +153,9 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::config::solvers::SolverOptions;
     use crate::config::tests::load_text;
     use crate::config::{Config, Overrides};
+    use crate::learner::params::SolverOptions;
     use crate::loss::LossKind;
     use crate::solver::StepRule;
 

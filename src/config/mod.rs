@@ -40,11 +40,10 @@ mod server;
 pub mod solvers;
 mod validate;
 
+use crate::learner::params::LearnerConfig;
 pub use error::ConfigError;
-pub use learner::{AutoLambda, Criterion, LearnerConfig, StreamSolverKind};
 pub use nats::NatsConfig;
 use raw::RawConfig;
-pub use solvers::SolverOptions;
 
 /// The validated configuration `thresher serve` runs on.
 #[derive(Debug, Clone, PartialEq)]

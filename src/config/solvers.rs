@@ -24,6 +24,7 @@ use std::time::Duration;
 use super::check::{count, duration, int, need, positive, range};
 use super::error::ConfigError;
 use super::raw::LearnerLayer;
+use crate::learner::params::SolverOptions;
 use crate::solver::mirror::{Constraint, Memory, MirrorConfig, MirrorMap, MirrorStep};
 use crate::solver::subset::{Penalty, SubsetParams};
 use crate::solver::StepRule;
@@ -77,73 +78,6 @@ const APPLIES_TO: &[(&str, &[&str])] = &[
 /// The solver-specific keys with their defaults (the shared keys unset).
 pub fn defaults() -> LearnerLayer {
     toml::from_str(SOLVER_KEYS_TOML).expect("the solver key defaults parse into a learner layer")
-}
-
-/// What a learner's solver needs beyond the shared keys.
-#[derive(Debug, Clone)]
-pub enum SolverOptions {
-    /// SDIHT reads only the shared keys.
-    Sdiht,
-    Mirror(MirrorConfig),
-    Smidas {
-        l1: f64,
-        /// The p-norm link's `p` (resolved from `ingest.max_dim` when the key is 0).
-        p: f64,
-        step: MirrorStep,
-        horizon: u64,
-    },
-    Subset {
-        params: SubsetParams,
-        resolve_interval: Duration,
-    },
-}
-
-impl PartialEq for SolverOptions {
-    /// `SubsetParams` is not `PartialEq`; compares the fields a config sets.
-    fn eq(&self, other: &Self) -> bool {
-        use SolverOptions::*;
-        match (self, other) {
-            (Sdiht, Sdiht) => true,
-            (Mirror(a), Mirror(b)) => a == b,
-            (
-                Smidas {
-                    l1,
-                    p,
-                    step,
-                    horizon,
-                },
-                Smidas {
-                    l1: l1b,
-                    p: pb,
-                    step: stepb,
-                    horizon: hb,
-                },
-            ) => (l1, p, step, horizon) == (l1b, pb, stepb, hb),
-            (
-                Subset {
-                    params: a,
-                    resolve_interval: ra,
-                },
-                Subset {
-                    params: b,
-                    resolve_interval: rb,
-                },
-            ) => {
-                let key = |p: &SubsetParams| {
-                    (
-                        p.penalty.lambda0,
-                        p.penalty.lambda1,
-                        p.penalty.lambda2,
-                        p.xi,
-                        p.zeta,
-                        p.c,
-                    )
-                };
-                key(a) == key(b) && ra == rb
-            }
-            _ => false,
-        }
-    }
 }
 
 /// A key set in learner `i` (in the file or the environment) that its solver does not read.
@@ -299,7 +233,8 @@ fn nonneg(value: &Option<f64>, key: &str) -> Result<f64, ConfigError> {
 mod tests {
     use super::*;
     use crate::config::tests::load_text;
-    use crate::config::{Config, Overrides, StreamSolverKind};
+    use crate::config::{Config, Overrides};
+    use crate::learner::params::StreamSolverKind;
     use crate::loss::LossKind;
 
     fn load(text: &str) -> Result<Config, ConfigError> {

@@ -33,10 +33,10 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::LearnerConfig;
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::nats::AckLedger;
 use crate::learner::auto::selector::AutoState;
+use crate::learner::params::LearnerConfig;
 use crate::learner::publish::{publish, ModelCell, SharedLearner, Snapshot};
 use crate::learner::{LearnerState, LearnerStats, PrimalState};
 use crate::metrics::Metrics;

@@ -85,7 +85,7 @@ impl StreamingLearner for PanicOnInsert {
     fn lambda_auto(&self) -> Option<crate::model::LambdaAuto> {
         self.inner.lambda_auto()
     }
-    fn config(&self) -> &crate::config::LearnerConfig {
+    fn config(&self) -> &crate::learner::params::LearnerConfig {
         self.inner.config()
     }
     fn stats(&self) -> crate::learner::LearnerStats {

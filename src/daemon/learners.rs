@@ -13,11 +13,11 @@ use super::checkpoint::CheckpointThread;
 use super::fault;
 use super::restore::Restored;
 use crate::config::Config;
-use crate::ingest::budget::SampleBudget;
-use crate::ingest::{Admission, Batch};
+use crate::ingest::Admission;
 use crate::learner::publish::SharedLearner;
 use crate::learner::worker::{learner_loop, router_loop, Fatal, PanicGuard, Publisher};
 use crate::metrics::Metrics;
+use crate::ring::{Batch, SampleBudget};
 use crate::sys::{set_throughput_scheduling, WorkerScheduling, LEARNER_NICE};
 
 /// The running learners and the queue in front of them.

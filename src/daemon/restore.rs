@@ -12,10 +12,11 @@ use super::checkpoint::{self, Checkpoint, CheckpointError, Checkpointer, Deliver
 use super::checkpoint::{LearnerCheckpoint, LearnerIdentity};
 use super::fault;
 use super::RunOptions;
-use crate::config::{Config, LearnerConfig};
+use crate::config::Config;
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::nats::AckLedger;
 use crate::learner::build;
+use crate::learner::params::LearnerConfig;
 use crate::learner::publish::{set_gauges, set_solver_gauges, ModelCell, SharedLearner};
 use crate::metrics::Metrics;
 

@@ -14,10 +14,11 @@ use super::restore::Restored;
 use crate::api::AppState;
 use crate::cluster::global::{GlobalModel, Subjects};
 use crate::cluster::Announcer;
-use crate::config::{Config, StreamSolverKind};
+use crate::config::Config;
 use crate::ingest::source::nats::{NatsSource, Sink};
 use crate::ingest::source::stdin::stdin_loop;
 use crate::ingest::NatsError;
+use crate::learner::params::StreamSolverKind;
 
 /// The sources besides HTTP, running.
 pub struct Sources {

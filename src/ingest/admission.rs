@@ -21,14 +21,10 @@ use std::time::Duration;
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use parking_lot::Mutex;
 
-use super::budget::{QueuedBatch, SampleBudget};
 use super::AdmitError;
 use crate::metrics::{reason, Metrics};
+use crate::ring::{Batch, QueuedBatch, SampleBudget};
 use crate::sample::SampleBlock;
-
-/// A batch on its way from ingest to the learners (shared by all learners, never copied), holding its
-/// share of the `ingest.queue_samples` budget until the last learner drops it.
-pub type Batch = Arc<QueuedBatch>;
 
 /// Where a batch came from: its label in `thresher_ingested_samples_total{source}`, and for a source
 /// that acknowledges upstream, the delivery number the learners record.
@@ -195,7 +191,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::budget::tests::samples;
+    use crate::ring::budget::tests::samples;
 
     fn counted(metrics: &Metrics, family: &str, label: &str) -> f64 {
         match family {

@@ -19,12 +19,11 @@
 //!   is an error naming its line, and no line is ever skipped silently (only blank lines and `#`
 //!   comments are). Feature indices are kept exactly as written.
 //! - [`admission`]: [`Admission`], the one door from a parsed batch to the learners, with the memory
-//!   bound of [`budget`].
+//!   bound of [`crate::ring::budget`].
 //! - Every error type is in one place (`error`, re-exported here).
 
 pub mod admission;
 pub mod batch;
-pub mod budget;
 mod error;
 pub mod file;
 #[doc(hidden)]
@@ -36,7 +35,7 @@ pub mod segments;
 mod simd;
 pub mod source;
 
-pub use admission::{Admission, Batch, Source};
+pub use admission::{Admission, Source};
 pub use error::{
     AdmitError, BatchError, BodyError, HttpIngestError, LineError, NatsError, ReadError,
 };

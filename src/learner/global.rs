@@ -179,7 +179,8 @@ pub fn replace_remote(it: &mut DualIterate, z_remote: &[(u32, f64)], n: usize, c
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, LearnerConfig};
+    use crate::config::Config;
+    use crate::learner::params::LearnerConfig;
     use crate::learner::sdiht::StreamSdiht;
     use crate::learner::StreamingLearner;
     use crate::loss::{Loss, LossKind};

@@ -43,7 +43,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{LearnerConfig, StreamSolverKind};
+use crate::learner::params::{LearnerConfig, StreamSolverKind};
 use crate::model::Model;
 use crate::ring::Window;
 use crate::sample::{Row, Sample, SampleBlock, SampleSet};
@@ -52,6 +52,7 @@ use crate::solver::Certificate;
 pub mod auto;
 pub mod global;
 pub mod mirror;
+pub mod params;
 pub mod publish;
 pub mod sdiht;
 pub mod subset;

@@ -29,7 +29,7 @@ use super::{
     Idle, LearnerCore, LearnerSnapshot, LearnerState, PrimalState, SolverGauges, StepOutcome,
     StreamingLearner,
 };
-use crate::config::{LearnerConfig, SolverOptions};
+use crate::learner::params::{LearnerConfig, SolverOptions};
 use crate::loss::LossKind;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
@@ -303,7 +303,8 @@ impl StreamSubset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, StreamSolverKind};
+    use crate::config::Config;
+    use crate::learner::params::StreamSolverKind;
     use crate::loss::Loss;
     use crate::synth::sparse_stream;
 

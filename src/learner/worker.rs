@@ -16,8 +16,8 @@ use tokio::sync::Notify;
 
 use super::publish::{publish, ModelCell, SharedLearner};
 use super::StepOutcome;
-use crate::ingest::Batch;
 use crate::metrics::Metrics;
+use crate::ring::Batch;
 use crate::sample::SampleBlock;
 
 /// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
@@ -200,8 +200,8 @@ pub fn learner_loop(
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::ingest::budget::{QueuedBatch, SampleBudget};
     use crate::learner::{LearnerCore, LearnerSnapshot, LearnerState, StreamingLearner};
+    use crate::ring::{QueuedBatch, SampleBudget};
     use crate::sample::Sample;
 
     /// A learner that panics on its first insert.

@@ -11,6 +11,10 @@
 //! `solver::objective::{primal_value, dual_value}` evaluate the certificate over the window exactly,
 //! with `window.alphas()` as the dual point. It knows nothing of solvers or threads.
 
+pub mod budget;
+
+pub use budget::{Batch, QueuedBatch, SampleBudget};
+
 use crate::sample::{DualRows, Row, Sample, SampleRef, SampleSet};
 
 /// A sample in the window with its dual variable and cached `||x_i||^2`.

@@ -2,7 +2,9 @@
 //! file with `#[path]`): the load generator's daemon learner — logistic loss, k = 100, lambda = 1e-4 —
 //! with the given solver, so their figures describe the learner the daemon suite (`benches/run daemon`) runs.
 
-use thresher::config::{Config, LearnerConfig, StreamSolverKind};
+use thresher::config::Config;
+
+use thresher::learner::params::{LearnerConfig, StreamSolverKind};
 use thresher::loss::{Loss, LossKind};
 
 pub fn loadgen_learner(solver: StreamSolverKind) -> LearnerConfig {

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::HOLDOUT_EVERY;
-use crate::config::LearnerConfig;
+use crate::learner::params::LearnerConfig;
 use crate::sample::{Sample, SampleBlock};
 use crate::solver::driver::SparseModel;
 use crate::sparse::merge_dot;

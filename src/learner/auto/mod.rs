@@ -64,7 +64,7 @@ mod tests;
 
 use super::{LearnerCore, LearnerSnapshot, LearnerState, LearnerStats, StepOutcome};
 use super::{SolverGauges, StreamingLearner};
-use crate::config::{Criterion, LearnerConfig};
+use crate::learner::params::{Criterion, LearnerConfig};
 use crate::model::LambdaAuto;
 use crate::sample::{Row, SampleBlock};
 use holdout::Holdout;

@@ -3,7 +3,7 @@
 //! switching rules with hysteresis over it ([`Selector`]), for both criteria.
 
 use super::NON_FINITE_LOSS;
-use crate::config::{AutoLambda, Criterion};
+use crate::learner::params::{AutoLambda, Criterion};
 
 /// Criterion `holdout`: certificates in a row at which a member must lead before the served lambda moves
 /// to it (one scoring is one set of models; three keep a member that leads only between two of its
@@ -170,7 +170,7 @@ impl Selector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::learner::log_grid;
+    use crate::learner::params::log_grid;
 
     fn rule(margin: f64, half_life: u64, n: usize) -> AutoLambda {
         AutoLambda {

@@ -3,7 +3,8 @@
 //! the bounded ring.
 
 use super::*;
-use crate::config::{AutoLambda, Config};
+use crate::config::Config;
+use crate::learner::params::AutoLambda;
 use crate::loss::{Loss, LossKind};
 use crate::sample::SampleSet;
 use crate::synth::sparse_stream;

@@ -4,7 +4,7 @@
 //! [`PrimalState`].
 
 use super::resume::Resumable;
-use crate::config::{LearnerConfig, SolverOptions};
+use crate::learner::params::{LearnerConfig, SolverOptions};
 use crate::learner::PrimalState;
 use crate::sample::Row;
 use crate::solver::mirror::state::MirrorState;

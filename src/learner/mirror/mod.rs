@@ -50,7 +50,7 @@ mod tests;
 use rand::seq::SliceRandom;
 
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
-use crate::config::LearnerConfig;
+use crate::learner::params::LearnerConfig;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;

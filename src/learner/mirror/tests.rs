@@ -2,7 +2,8 @@
 //! bit for bit, support recovery, checkpoints that resume the same model, the intercept, idling.
 
 use super::*;
-use crate::config::{Config, SolverOptions, StreamSolverKind};
+use crate::config::Config;
+use crate::learner::params::{SolverOptions, StreamSolverKind};
 use crate::learner::{Idle, IDLE_EPOCHS};
 use crate::loss::{Loss, LossKind};
 use crate::sample::Sample;

@@ -22,7 +22,7 @@ mod warm;
 
 use super::global::{replace_remote, PartialSums, RemoteSums};
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
-use crate::config::LearnerConfig;
+use crate::learner::params::LearnerConfig;
 use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;

@@ -1,5 +1,7 @@
-//! The ingest side's memory bound in samples: a [`SampleBudget`] that every accepted batch reserves from
-//! and gives back when the last learner has absorbed it.
+//! The memory bound of the queue into the learners' windows, in samples: a [`SampleBudget`] that every
+//! accepted batch reserves from and gives back when the last learner has absorbed it, and [`Batch`], the
+//! shared batch that crosses from `ingest` to the learners. It sits with the window, below both, so that
+//! neither depends on the other for the type they pass.
 //!
 //! Why samples and not only batches: the queues count batches (one request = one batch), but a batch can
 //! hold one sample or fifty thousand. A bound in batches alone is either too small for small requests
@@ -67,6 +69,10 @@ impl Drop for Ticket {
             .fetch_sub(self.samples, Ordering::AcqRel);
     }
 }
+
+/// What the ingest queue carries: one batch, shared by every learner (`Arc`), holding its reservation of
+/// the `ingest.queue_samples` budget until the last learner drops it.
+pub type Batch = Arc<QueuedBatch>;
 
 /// A batch on its way from ingest to the learners, with the reservation it holds.
 #[derive(Debug)]
