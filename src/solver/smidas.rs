@@ -24,7 +24,7 @@
 
 use super::mirror::maps::{lp_norm, soft};
 use super::mirror::state::checkpoint_dim;
-use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, DEFAULT_HORIZON};
+use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, StepClock, DEFAULT_HORIZON};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
@@ -46,11 +46,11 @@ pub struct SmidasState {
     /// `||theta||_p`.
     norm: f64,
     intercept: f64,
-    steps: u64,
+    /// Steps taken and the running `max_i c_i ||x_i||^2` over the rows seen.
+    clock: StepClock,
     horizon: u64,
     /// The link's gain the `Auto` step divides by (see [`SmidasState::set_sparsity_hint`]).
     gain: f64,
-    row_sq_max: f64,
     /// `grad psi*(theta)` materialised for [`SmidasState::model`]; refreshed by [`SmidasState::sync`].
     w: Vec<f64>,
     support: Vec<u32>,
@@ -87,10 +87,9 @@ impl SmidasState {
             is_active: vec![false; dim],
             norm: 0.0,
             intercept: 0.0,
-            steps: 0,
+            clock: StepClock::default(),
             horizon: DEFAULT_HORIZON,
             gain: p - 1.0,
-            row_sq_max: 0.0,
             w: vec![0.0; dim],
             support: Vec::new(),
             active_values: Vec::new(),
@@ -114,14 +113,19 @@ impl SmidasState {
     }
 
     pub fn observe_row_bound(&mut self, sq_norm: f64) {
-        self.row_sq_max = self.row_sq_max.max(sq_norm);
+        self.clock.observe(sq_norm);
     }
 
     /// `eta_t` of the next step: the p-norm mirror state's schedule.
     pub fn step_size(&self) -> f64 {
-        let smoothness = self.loss.smoothness() * self.row_sq_max + self.lambda;
-        self.step
-            .at(self.steps, self.gain, smoothness, self.lambda, self.horizon)
+        let smoothness = self.loss.smoothness() * self.clock.row_sq_max + self.lambda;
+        self.step.at(
+            self.clock.steps,
+            self.gain,
+            smoothness,
+            self.lambda,
+            self.horizon,
+        )
     }
 
     /// Scales the `Auto` step to the p-norm link's gain at `k` nonzero weights
@@ -196,7 +200,7 @@ impl SmidasState {
             self.numeric_faults += 1;
             return;
         }
-        self.row_sq_max = self.row_sq_max.max(row_sq);
+        self.clock.observe(row_sq);
         // Ridge part of the gradient, against the weights before this step.
         if self.lambda > 0.0 {
             for pos in 0..self.active.len() {
@@ -233,7 +237,7 @@ impl SmidasState {
         if self.fit_intercept {
             self.intercept -= eta * dl;
         }
-        self.steps += 1;
+        self.clock.steps += 1;
     }
 
     /// Materialises `w = grad psi*(theta)` and its support for [`SmidasState::model`].
@@ -292,26 +296,15 @@ impl SmidasState {
             .collect()
     }
 
-    /// Steps taken (the `t` of the step schedule).
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
-    /// The running `max_i c_i ||x_i||^2` over the rows seen.
-    pub fn row_sq_max(&self) -> f64 {
-        self.row_sq_max
+    /// Where the step schedule stands (steps taken, running row curvature).
+    pub fn clock(&self) -> StepClock {
+        self.clock
     }
 
     /// Sizes the state for features `0..dim` (or more: one past the largest index `coordinates`
     /// names) and restores `theta` from the coordinates (weights are recomputed from it), dropping the
     /// model it held; zero or non-finite entries are skipped.
-    pub fn resume(
-        &mut self,
-        dim: usize,
-        coordinates: &[(u32, f64, f64)],
-        steps: u64,
-        row_sq_max: f64,
-    ) {
+    pub fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock) {
         for &j in &self.active {
             self.theta[j as usize] = 0.0;
             self.is_active[j as usize] = false;
@@ -329,15 +322,14 @@ impl SmidasState {
         self.active_values
             .extend(self.active.iter().map(|&j| self.theta[j as usize]));
         self.norm = lp_norm(&self.active_values, self.p);
-        self.steps = steps;
-        self.row_sq_max = row_sq_max;
+        self.clock = clock;
         self.sync();
     }
 
     /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), as
     /// [`crate::solver::mirror::state::MirrorState::rewind_schedule`].
     pub fn rewind_schedule(&mut self) {
-        self.steps = self.steps.min(self.horizon);
+        self.clock.steps = self.clock.steps.min(self.horizon);
     }
 }
 
@@ -448,9 +440,9 @@ mod tests {
         let loss = Loss::new(LossKind::Squared, 0.25).unwrap();
         let mut s = SmidasState::new(1e-3, MirrorStep::Constant(1.0), loss, 0.01, true, 4).unwrap();
         s.step_sample(row(&[0], &[1.0], 1.0));
-        let before = (s.coordinates(), s.steps());
+        let before = (s.coordinates(), s.clock().steps);
         s.step_sample(row(&[2], &[1e300], 1e300));
         assert_eq!(s.numeric_faults(), 1);
-        assert_eq!((s.coordinates(), s.steps()), before);
+        assert_eq!((s.coordinates(), s.clock().steps), before);
     }
 }

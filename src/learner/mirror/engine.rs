@@ -8,7 +8,7 @@ use crate::learner::params::{LearnerConfig, SolverOptions};
 use crate::learner::PrimalState;
 use crate::sample::Row;
 use crate::solver::mirror::state::MirrorState;
-use crate::solver::mirror::{MirrorConfig, MirrorMap};
+use crate::solver::mirror::{MirrorConfig, MirrorMap, StepClock};
 use crate::solver::smidas::SmidasState;
 use crate::solver::ModelView;
 
@@ -48,15 +48,22 @@ pub trait PrimalEngine: Resumable + Send + Sized {
     fn export(&self) -> PrimalState {
         PrimalState {
             coordinates: self.coordinates(),
-            solver_steps: self.steps(),
-            row_sq_max: self.row_sq_max(),
+            solver_steps: self.clock().steps,
+            row_sq_max: self.clock().row_sq_max,
             active: Vec::new(),
             intercept: self.model().intercept,
         }
     }
     /// Resumes from what [`PrimalEngine::export`] wrote, sized for features `0..dim` at least.
     fn restore(&mut self, dim: usize, s: &PrimalState) {
-        self.resume(dim, &s.coordinates, s.solver_steps, s.row_sq_max);
+        self.resume(
+            dim,
+            &s.coordinates,
+            StepClock {
+                steps: s.solver_steps,
+                row_sq_max: s.row_sq_max,
+            },
+        );
         if s.intercept.is_finite() {
             self.set_intercept(s.intercept);
         }

@@ -4,6 +4,7 @@
 //! exact export and restore (`coordinates`, `resume`).
 
 use crate::solver::mirror::state::MirrorState;
+use crate::solver::mirror::StepClock;
 use crate::solver::smidas::SmidasState;
 
 /// A per-sample primal state whose exact state can be exported and restored, so a resumed one
@@ -12,15 +13,12 @@ pub trait Resumable {
     /// `(j, w_j, theta_j)` for every nonzero weight (`theta = grad psi(w)` on the support), in the
     /// order [`Resumable::resume`] needs to continue bit for bit.
     fn coordinates(&self) -> Vec<(u32, f64, f64)>;
-    /// Steps taken (the `t` of the step schedule).
-    fn steps(&self) -> u64;
-    /// The running `max_i c_i ||x_i||^2` over the rows seen.
-    fn row_sq_max(&self) -> f64;
+    /// Where the step schedule stands (steps taken, running row curvature).
+    fn clock(&self) -> StepClock;
     /// Sizes the state for features `0..dim` (or more: one past the largest index the checkpoint
-    /// names) and restores what
-    /// [`Resumable::coordinates`], [`Resumable::steps`] and [`Resumable::row_sq_max`] exported,
+    /// names) and restores what [`Resumable::coordinates`] and [`Resumable::clock`] exported,
     /// dropping the model it held; zero or non-finite entries are skipped.
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64);
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock);
     /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), so the automatic step is
     /// back to at least half its initial size. A streaming learner calls it when new samples arrive:
     /// passes over an unchanged window decay the step (and converge on it), new data makes it move again.
@@ -31,14 +29,11 @@ impl Resumable for MirrorState {
     fn coordinates(&self) -> Vec<(u32, f64, f64)> {
         MirrorState::coordinates(self)
     }
-    fn steps(&self) -> u64 {
-        MirrorState::steps(self)
+    fn clock(&self) -> StepClock {
+        MirrorState::clock(self)
     }
-    fn row_sq_max(&self) -> f64 {
-        MirrorState::row_sq_max(self)
-    }
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        MirrorState::resume(self, dim, coordinates, steps, row_sq_max);
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock) {
+        MirrorState::resume(self, dim, coordinates, clock);
     }
     fn rewind_schedule(&mut self) {
         MirrorState::rewind_schedule(self);
@@ -49,14 +44,11 @@ impl Resumable for SmidasState {
     fn coordinates(&self) -> Vec<(u32, f64, f64)> {
         SmidasState::coordinates(self)
     }
-    fn steps(&self) -> u64 {
-        SmidasState::steps(self)
+    fn clock(&self) -> StepClock {
+        SmidasState::clock(self)
     }
-    fn row_sq_max(&self) -> f64 {
-        SmidasState::row_sq_max(self)
-    }
-    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], steps: u64, row_sq_max: f64) {
-        SmidasState::resume(self, dim, coordinates, steps, row_sq_max);
+    fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock) {
+        SmidasState::resume(self, dim, coordinates, clock);
     }
     fn rewind_schedule(&mut self) {
         SmidasState::rewind_schedule(self);

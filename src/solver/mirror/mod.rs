@@ -217,6 +217,23 @@ pub const CURVATURE_SAMPLE_ROWS: usize = 8192;
 /// The `Auto` step's horizon for a state that does not know its data set's size (a streaming learner).
 pub const DEFAULT_HORIZON: u64 = 10_000;
 
+/// Where a per-sample state stands in its step schedule: the steps taken (the `t` of the schedule) and
+/// the running `max_i c_i ||x_i||^2` over the rows seen (the curvature the `Auto` step divides by).
+/// [`state::MirrorState`] and [`crate::solver::smidas::SmidasState`] each keep one, export it with their
+/// model and resume from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepClock {
+    pub steps: u64,
+    pub row_sq_max: f64,
+}
+
+impl StepClock {
+    /// Takes a row's `c_i ||x_i||^2` into the running maximum.
+    pub fn observe(&mut self, sq_norm: f64) {
+        self.row_sq_max = self.row_sq_max.max(sq_norm);
+    }
+}
+
 impl MirrorConfig {
     pub fn new(map: MirrorMap) -> MirrorConfig {
         MirrorConfig {

@@ -6,7 +6,7 @@
 
 use super::greedy;
 use super::pending::PendingGradient;
-use super::{Constraint, Memory, MirrorConfig, MirrorError, MirrorMap, DEFAULT_HORIZON};
+use super::{Constraint, Memory, MirrorConfig, MirrorError, MirrorMap, StepClock, DEFAULT_HORIZON};
 use crate::loss::Loss;
 use crate::sample::Row;
 use crate::solver::ModelView;
@@ -46,10 +46,9 @@ pub struct MirrorState {
     numeric_faults: u64,
     support: Vec<u32>,
     intercept: f64,
-    steps: u64,
-    /// Running `max_i c_i ||x_i||^2` over the rows seen.
-    row_sq_max: f64,
-    /// `L_B` when the data set is known (overrides `row_sq_max`).
+    /// Steps taken and the running `max_i c_i ||x_i||^2` over the rows seen.
+    clock: StepClock,
+    /// `L_B` when the data set is known (overrides `clock.row_sq_max`).
     batch_curvature: Option<f64>,
     /// Samples accumulated into `grad` since the last step, and their summed intercept gradient.
     pending: usize,
@@ -96,8 +95,7 @@ impl MirrorState {
             numeric_faults: 0,
             support: Vec::with_capacity(k),
             intercept: 0.0,
-            steps: 0,
-            row_sq_max: 0.0,
+            clock: StepClock::default(),
             batch_curvature: None,
             pending: 0,
             pending_intercept_grad: 0.0,
@@ -122,7 +120,7 @@ impl MirrorState {
 
     /// The smoothness `L = l''_max L_B + lambda` of a mini-batch gradient, which the `Auto` step uses.
     pub fn smoothness(&self) -> f64 {
-        self.loss.smoothness() * self.batch_curvature.unwrap_or(self.row_sq_max) + self.lambda
+        self.loss.smoothness() * self.batch_curvature.unwrap_or(self.clock.row_sq_max) + self.lambda
     }
 
     /// Fixes `L_B`, the curvature of a mini-batch of `X^T C X / |B|` (see the module docs); without it
@@ -136,7 +134,7 @@ impl MirrorState {
     /// Tells the learner the largest `c_i ||x_i||^2` it will see (offline: the data set's), so that the
     /// first `Auto` steps are already safe; streaming learners discover it row by row instead.
     pub fn observe_row_bound(&mut self, sq_norm: f64) {
-        self.row_sq_max = self.row_sq_max.max(sq_norm);
+        self.clock.observe(sq_norm);
     }
 
     /// The `s_psi` the `Auto` step divides by: [`MirrorMap::dual_scale`] at the sparsity `k`; with
@@ -161,7 +159,7 @@ impl MirrorState {
     /// `eta_t` of the next step (mirror-space units).
     pub fn step_size(&self) -> f64 {
         self.config.step.at(
-            self.steps,
+            self.clock.steps,
             self.gain(),
             self.smoothness(),
             self.lambda,
@@ -279,7 +277,7 @@ impl MirrorState {
         if let Some(&last) = row.indices.last() {
             self.ensure_dim(last as usize + 1);
         }
-        self.row_sq_max = self.row_sq_max.max(row.weight * sparse_sq_norm(row.values));
+        self.clock.observe(row.weight * sparse_sq_norm(row.values));
         let margin =
             masked_dot(row.indices, row.values, &self.w, &self.support_mask) + self.intercept;
         let dl = self.loss.sample(row.label, row.weight).derivative(margin);
@@ -396,7 +394,7 @@ impl MirrorState {
             self.decay_log = decay_after;
         }
         self.grad.clear();
-        self.steps += 1;
+        self.clock.steps += 1;
     }
 }
 
@@ -427,28 +425,16 @@ impl MirrorState {
         out
     }
 
-    /// Steps taken (the `t` of the step schedule).
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
-    /// The running `max_i c_i ||x_i||^2` over the rows seen.
-    pub fn row_sq_max(&self) -> f64 {
-        self.row_sq_max
+    /// Where the step schedule stands (steps taken, running row curvature).
+    pub fn clock(&self) -> StepClock {
+        self.clock
     }
 
     /// Sizes the state for features `0..dim` (or more: one past the largest index `coordinates`
-    /// names) and restores what [`MirrorState::coordinates`], [`MirrorState::steps`] and
-    /// [`MirrorState::row_sq_max`] exported, dropping the model it held; zero or non-finite entries are
+    /// names) and restores what [`MirrorState::coordinates`] and [`MirrorState::clock`] exported, dropping the model it held; zero or non-finite entries are
     /// skipped. Restores both `w` and `theta` (with [`Memory::Dense`] also the off-support `theta`, bit
     /// for bit as exported: a dense state resumes up to the rounding of its lazy ridge shrink).
-    pub fn resume(
-        &mut self,
-        dim: usize,
-        coordinates: &[(u32, f64, f64)],
-        steps: u64,
-        row_sq_max: f64,
-    ) {
+    pub fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock) {
         // Only the entries that are not zero are written: untouched room stays unbacked (`zero_dense`).
         zero_dense(&mut self.w);
         zero_dense(&mut self.theta);
@@ -471,8 +457,7 @@ impl MirrorState {
         self.support.sort_unstable();
         self.support.dedup();
         self.mark_support(true);
-        self.steps = steps;
-        self.row_sq_max = row_sq_max;
+        self.clock = clock;
     }
 
     /// Rewinds the step schedule to at most one horizon (`t <- min(t, H)`), so the automatic step is
@@ -480,7 +465,7 @@ impl MirrorState {
     /// passes over an unchanged window decay the step (and converge on it), new data makes it move
     /// again.
     pub fn rewind_schedule(&mut self) {
-        self.steps = self.steps.min(self.horizon());
+        self.clock.steps = self.clock.steps.min(self.horizon());
     }
 }
 

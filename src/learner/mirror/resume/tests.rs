@@ -96,12 +96,15 @@ fn check_round_trip<L: Checkpointed>(seed: u64) {
     // A learner holding another model: resume must clear it.
     let mut resumed = L::fresh();
     resumed.learn(&stream(seed + 1)[..100]);
-    let (steps, row_sq_max) = (original.steps(), original.row_sq_max());
-    resumed.resume(50, &with_junk(exported.clone()), steps, row_sq_max);
+    let clock = original.clock();
+    resumed.resume(50, &with_junk(exported.clone()), clock);
     assert_eq!(bits(&resumed.coordinates()), bits(&exported));
     assert_eq!(resumed.model().weights.len(), RESUMED_DIM);
-    assert_eq!(resumed.steps(), steps);
-    assert_eq!(resumed.row_sq_max().to_bits(), row_sq_max.to_bits());
+    assert_eq!(resumed.clock().steps, clock.steps);
+    assert_eq!(
+        resumed.clock().row_sq_max.to_bits(),
+        clock.row_sq_max.to_bits()
+    );
     for at in ["resumed", "continued"] {
         if at == "continued" {
             original.learn(&data[300..]);
@@ -112,7 +115,7 @@ fn check_round_trip<L: Checkpointed>(seed: u64) {
             bits(&original.coordinates()),
             "{at}"
         );
-        assert_eq!(resumed.steps(), original.steps(), "{at}");
+        assert_eq!(resumed.clock().steps, original.clock().steps, "{at}");
         let (a, b) = (original.model(), resumed.model());
         assert_eq!(a.support, b.support, "{at}");
         for &j in a.support {

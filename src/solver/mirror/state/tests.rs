@@ -53,7 +53,7 @@ fn euclidean_mirror_descent_is_stochastic_iht() {
                 learner.model().weights,
                 &w[..],
                 "{kind}: iterates differ at step {}",
-                learner.steps()
+                learner.clock().steps
             );
             assert_eq!(learner.model().support, &support[..]);
         }
@@ -143,7 +143,7 @@ fn samples_fed_one_by_one_step_like_consecutive_mini_batches() {
         assert_eq!(fed.pending(), 300 % 7);
         fed.flush();
         assert_eq!(fed.pending(), 0);
-        assert_eq!(fed.steps(), batched.steps());
+        assert_eq!(fed.clock().steps, batched.clock().steps);
         assert_eq!(fed.model().weights, batched.model().weights, "{map:?}");
         assert_eq!(fed.model().intercept, batched.model().intercept, "{map:?}");
         assert!(!fed.model().support.is_empty());
@@ -209,13 +209,16 @@ fn a_non_finite_step_is_rejected_and_counted() {
             };
             let mut l = MirrorState::new(config, loss, 0.01, 2, true, 4).unwrap();
             l.step_sample(row(&[0, 1], &[1.0, -0.5], 1.0));
-            let before = (l.coordinates(), l.model().intercept, l.steps());
+            let before = (l.coordinates(), l.model().intercept, l.clock().steps);
             // (1e300 - 0)^2 gradients overflow.
             l.step_sample(row(&[2], &[1e300], 1e300));
             assert_eq!(l.numeric_faults(), 1, "{map:?} {memory:?}");
-            assert_eq!((l.coordinates(), l.model().intercept, l.steps()), before);
+            assert_eq!(
+                (l.coordinates(), l.model().intercept, l.clock().steps),
+                before
+            );
             l.step_sample(row(&[0], &[1.0], 1.0));
-            assert_eq!(l.steps(), 2);
+            assert_eq!(l.clock().steps, 2);
             assert!(l.model().weights.iter().all(|w| w.is_finite()));
         }
     }
