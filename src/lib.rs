@@ -21,7 +21,8 @@
 //! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
 //! - [`loss`] — losses as types with their convex conjugates and each loss's dual coordinate maximiser,
 //!   in the DIHT paper's conventions.
-//! - [`ring`] — the bounded window of the last samples with their duals (drop-oldest).
+//! - [`ring`] — the bounded window of the last samples with their duals (drop-oldest), and the queued
+//!   batch that crosses from `ingest` to the learners with its share of the sample budget.
 //! - [`solver`] — pure solver steps (SDIHT's block step, IHT/HTP, the per-sample states of sparse mirror
 //!   descent and SMIDAS, best subset), the offline solvers around them, the certificate, and the
 //!   offline driver loop: no threads, no config, no file formats.
@@ -33,8 +34,8 @@
 //!   readers, every bad line an error naming its line), validated batches, and
 //!   [`ingest::Admission`], the one door from a parsed body to the learners.
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
-//!   core, one adapter per solver family (with the streaming state and its checkpoint export),
-//!   `lambda = "auto"`, the mathematics of a cluster's global model ([`learner::global`]), the worker
+//!   core, the parameters a learner runs by ([`learner::params`]), one adapter per solver family
+//!   (with the streaming state and its checkpoint export), `lambda = "auto"`, the mathematics of a cluster's global model ([`learner::global`]), the worker
 //!   threads (router, learners, panic guard, publish cadence) and publishing ([`learner::publish`]).
 //! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL), and the
 //!   exchange of partial sums by which their SDIHT learners learn one exact global model
