@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
 use crate::ingest::batch::Rules;
 
@@ -26,6 +26,29 @@ pub struct ErrorBody {
     /// The line of the first invalid sample.
     #[schema(nullable, minimum = 1)]
     line: Option<u64>,
+}
+
+/// What a route behind a `read` token answers before it runs: no or an unknown token (401), a token
+/// of another scope (403). Listed in each route's `responses` where the codes fall in order.
+#[derive(IntoResponses)]
+#[allow(dead_code)] // responses, built by the derive only
+pub enum ReadAuth {
+    #[response(status = 401, description = "Missing or unknown bearer token",
+        headers(("WWW-Authenticate" = String, description = "`Bearer`")))]
+    Unauthenticated(ErrorBody),
+    #[response(status = 403, description = "The token's scope is not `read`")]
+    Forbidden(ErrorBody),
+}
+
+/// [`ReadAuth`] for the one route behind a `write` token (`POST /v1/samples`).
+#[derive(IntoResponses)]
+#[allow(dead_code)] // responses, built by the derive only
+pub enum WriteAuth {
+    #[response(status = 401, description = "Missing or unknown bearer token",
+        headers(("WWW-Authenticate" = String, description = "`Bearer`")))]
+    Unauthenticated(ErrorBody),
+    #[response(status = 403, description = "The token's scope is not `write`")]
+    Forbidden(ErrorBody),
 }
 
 /// `202` from `POST /v1/samples`: the whole body entered the ingest queue.

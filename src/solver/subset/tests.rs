@@ -103,15 +103,24 @@ fn l1_l2(b: &[f64], l1: f64, l2: f64) -> f64 {
     b.iter().map(|v| l1 * v.abs() + l2 * v * v).sum::<f64>()
 }
 
+/// A reference solver's problem: unit-norm columns, labels, and the support it is restricted to.
+#[derive(Clone, Copy)]
+struct Restricted<'a> {
+    cols: &'a [Vec<f64>],
+    y: &'a [f64],
+    support: &'a [usize],
+}
+
+impl<'a> Restricted<'a> {
+    fn new(cols: &'a [Vec<f64>], y: &'a [f64], support: &'a [usize]) -> Self {
+        Restricted { cols, y, support }
+    }
+}
+
 /// Plain cyclic coordinate descent for `(1/2)||y - X_S b||^2 + lambda1 |b|_1 + lambda2 |b|^2` on the
 /// columns `support` (unit norm), run to a fixed point. Returns (b over all p, objective).
-fn elastic_net(
-    cols: &[Vec<f64>],
-    y: &[f64],
-    support: &[usize],
-    l1: f64,
-    l2: f64,
-) -> (Vec<f64>, f64) {
+fn elastic_net(problem: Restricted, l1: f64, l2: f64) -> (Vec<f64>, f64) {
+    let Restricted { cols, y, support } = problem;
     let p = cols.len();
     let mut b = vec![0.0; p];
     let mut r = y.to_vec();
@@ -161,7 +170,7 @@ fn enumerate_supports(
 /// The squared-loss optimum by enumeration, with the elastic net as the per-support reference.
 fn enumerate(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
     enumerate_supports(cols.len(), pen, |support| {
-        elastic_net(cols, y, support, pen.lambda1, pen.lambda2)
+        elastic_net(Restricted::new(cols, y, support), pen.lambda1, pen.lambda2)
     })
 }
 
@@ -310,7 +319,7 @@ fn lambda0_zero_is_the_elastic_net_of_a_plain_coordinate_descent() {
         let (cols, norms) = prob.normalised();
         let (l1, l2) = (0.3 + 0.1 * seed as f64, 0.05 * (seed + 1) as f64);
         let all: Vec<usize> = (0..prob.p).collect();
-        let (reference, _) = elastic_net(&cols, &prob.y, &all, l1, l2);
+        let (reference, _) = elastic_net(Restricted::new(&cols, &prob.y, &all), l1, l2);
         let mut par = params(0.0, l1, l2);
         par.variant = Variant::PrimDual;
         let mut solver = SubsetSolver::new(&prob.dataset(), par).unwrap();
@@ -700,13 +709,8 @@ mod logistic {
 
     /// Proximal gradient for `sum_i ln(1 + exp(-y_i x_i.b)) + lambda1 |b|_1 + lambda2 |b|^2` over the unit
     /// columns `support`, run to a fixed point. Returns (b over all p, objective without lambda0).
-    fn logistic_reference(
-        cols: &[Vec<f64>],
-        y: &[f64],
-        support: &[usize],
-        l1: f64,
-        l2: f64,
-    ) -> (Vec<f64>, f64) {
+    fn logistic_reference(problem: Restricted, l1: f64, l2: f64) -> (Vec<f64>, f64) {
+        let Restricted { cols, y, support } = problem;
         let p = cols.len();
         let n = y.len();
         let mut b = vec![0.0; p];
@@ -740,7 +744,7 @@ mod logistic {
     /// The logistic optimum by enumeration, with proximal gradient as the per-support reference.
     fn enumerate_logistic(cols: &[Vec<f64>], y: &[f64], pen: &Penalty) -> (f64, Vec<usize>) {
         enumerate_supports(cols.len(), pen, |support| {
-            logistic_reference(cols, y, support, pen.lambda1, pen.lambda2)
+            logistic_reference(Restricted::new(cols, y, support), pen.lambda1, pen.lambda2)
         })
     }
     #[test]
@@ -750,7 +754,8 @@ mod logistic {
             let (cols, norms) = prob.normalised();
             let (l1, l2) = (0.2 + 0.1 * seed as f64, 0.05 * (seed + 1) as f64);
             let all: Vec<usize> = (0..prob.p).collect();
-            let (reference, objective) = logistic_reference(&cols, &prob.y, &all, l1, l2);
+            let (reference, objective) =
+                logistic_reference(Restricted::new(&cols, &prob.y, &all), l1, l2);
             let mut solver =
                 SubsetSolver::new(&prob.dataset(), logistic_params(0.0, l1, l2)).unwrap();
             let report = solver.solve(&mut |_| {});
