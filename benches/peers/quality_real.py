@@ -322,7 +322,7 @@ def render(args, meta, sets, rows):
         f, d, p = by.get((ds.name, "fit"), {}), by.get((ds.name, "daemon"), {}), by.get((ds.name, peer_name[ds.task]))
         diff = lambda r: f"{(r[key] - p[key]) * unit:+.2f}{u}" if p and key in r and key in p else "-"
         ratio = f"{f['seconds'] / p['seconds']:.2f}" if p and "seconds" in f and "seconds" in p else "-"
-        out.append(f"| {ds.name} | {ds.n_train} / {ds.n_test} | {ds.dim} | {ds.nnz_row:.0f} | {shape(ds) or '-'} | "
+        out.append(f"| {ds.name} | {ds.n_train} / {ds.n_test} | {ds.dim - 1} | {ds.nnz_row:.0f} | {shape(ds) or '-'} | "
                    f"{ds.task} | {fmt(ds, f, key)} | {fmt(ds, d, key)} | {fmt(ds, p or {}, key)} | {diff(f)} | "
                    f"{diff(d)} | {ratio} | {verdict(ds, f, p, True)} | {verdict(ds, d, p, False)} |")
     out += ["", "## Per set", ""]
