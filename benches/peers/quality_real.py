@@ -122,14 +122,14 @@ def thresher_scores(args, model_path, ds):
 # ----------------------------------------------------------------------------------------- thresher
 
 
-def run_fit(args, ds):
-    model_path = os.path.join(args.work, f"{ds.name}.fit.auto.json")
+def run_fit(args, ds, extra=(), tag="auto"):
+    model_path = os.path.join(args.work, f"{ds.name}.fit.{tag}.json")
     cmd = [args.bin, "fit", ds.train, "--loss", LOSS[ds.task], "-k", str(K), "--lambda", "auto",
-           "--out", model_path]
+           "--out", model_path] + list(extra)
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     seconds = time.perf_counter() - started
-    with open(os.path.join(args.work, f"{ds.name}.fit.auto.stderr"), "w") as f:
+    with open(os.path.join(args.work, f"{ds.name}.fit.{tag}.stderr"), "w") as f:
         f.write(proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
@@ -361,6 +361,9 @@ def main():
     p.add_argument("--liblinear-tol", type=float, default=1e-4)
     p.add_argument("--timeout", type=float, default=900.0, help="per method, s")
     p.add_argument("--daemon-env", action="append", default=[], help="extra KEY=VALUE for the daemon")
+    p.add_argument("--fit-variant", action="append", default=[], metavar="NAME=FLAGS",
+                   help="also run `fit --lambda auto FLAGS` as row `fit NAME` (a diagnostic: the targets "
+                        "are judged on the default `fit` row only), e.g. 'intercept=--intercept'")
     args = p.parse_args()
     # What quality.run_daemon reads: bodies of 500 lines (a stream of small bodies, so that the daemon's
     # held-out ranking sees samples before every member has learned them), the window = the training part.
@@ -383,7 +386,12 @@ def main():
         ds = load_set(args, name)
         sets.append(ds)
         peer = ("liblinear", run_liblinear) if ds.task == "classification" else ("lassocv", run_lasso)
-        for method, fn, wanted in (("fit", run_fit, "fit"), ("daemon", run_daemon, "daemon"), peer + ("peer",)):
+        variants = []
+        for v in args.fit_variant:
+            tag, _, flags = v.partition("=")
+            variants.append((f"fit {tag}", lambda a, d, f=flags.split(), t=tag: run_fit(a, d, f, t), "fit"))
+        for method, fn, wanted in [("fit", run_fit, "fit")] + variants + [("daemon", run_daemon, "daemon"),
+                                                                          peer + ("peer",)]:
             if wanted not in methods:
                 continue
             log(f"{name}: {method}")
