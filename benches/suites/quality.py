@@ -118,7 +118,9 @@ def quality_cmd(ctx, build):
 def real_cmd(ctx, build):
     if not (ctx.real and {"fit", "liblinear"} <= set(ctx.methods)):
         return None
-    out = ctx.dir(f"real-{build.key}")
+    runs = ctx.__dict__.setdefault("real_runs", {})
+    runs[build.key] = runs.get(build.key, 0) + 1
+    out = ctx.dir(f"real-{build.key}-{runs[build.key]}")  # one folder per run: the reports are kept
     return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "quality_real.py"), "--real", REAL,
                     "--bin", build.thresher(), "--work", out, "--out", os.path.join(out, "quality_real.md"),
                     "--commit", build.rev, "--command", "benches/run quality --only real"])
@@ -189,7 +191,7 @@ def benches(ctx):
         Bench("quality", "fit and daemon vs VW, sklearn SGD, liblinear, River: held-out accuracy, nnz, time",
               quality_cmd, parse=parse_quality, runs=(1, 1), timeout=(1800, 14400)),
         Bench("real", "every real set: fit and daemon with lambda auto vs tuned L1 liblinear / LassoCV, held out",
-              real_cmd, parse=parse_real, runs=(1, 1), timeout=(3600, 3600)),
+              real_cmd, parse=parse_real, runs=(1, 3), timeout=(3600, 3600)),
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),
