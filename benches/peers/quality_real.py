@@ -167,7 +167,10 @@ def load_sparse(ds):
         return scipy.sparse.csr_matrix((x.data, x.indices.astype(np.int32), x.indptr.astype(np.int32)),
                                        shape=x.shape), y
 
-    return load(ds.train) + load(ds.test)
+    started = time.perf_counter()
+    train = load(ds.train)
+    parse = time.perf_counter() - started
+    return train + load(ds.test) + (parse,)
 
 
 def run_liblinear(args, ds):
@@ -176,7 +179,7 @@ def run_liblinear(args, ds):
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import l1_min_c
 
-    x, y, xt, yt = load_sparse(ds)
+    x, y, xt, yt, parse = load_sparse(ds)
     version = tuple(int(v) for v in __import__("re").findall(r"\d+", sklearn.__version__)[:2])
     l1 = dict(l1_ratio=1.0) if version >= (1, 8) else dict(penalty="l1")
     spent = {"tuning": 0.0, "final": 0.0}
@@ -218,9 +221,9 @@ def run_liblinear(args, ds):
         model, nnz = fit(c, x, y, "final")
     grid = ", ".join(f"{c:.3g}:{n}" + (f"/{100 * a:.1f}%" if a is not None else "") for c, n, a, _ in tried)
     row = dict(nnz=nnz, seconds=spent["tuning"] + spent["final"], tuning=spent["tuning"], final=spent["final"],
-               c=c, note=f"C = {c:.3g}" + (f" (chosen {chosen:.3g})" if c != chosen else "") +
-               f"; tuning {spent['tuning']:.2f} s ({len(tried)} fits) + final {spent['final']:.2f} s; "
-               f"inner C:nonzeros/accuracy {grid}")
+               c=c, parse=parse, note=f"C = {c:.3g}" + (f" (chosen {chosen:.3g})" if c != chosen else "") +
+               f"; tuning {spent['tuning']:.2f} s ({len(tried)} fits) + final {spent['final']:.2f} s (parsing "
+               f"{parse:.2f} s, not counted); inner C:nonzeros/accuracy {grid}")
     row.update(score(ds, model.decision_function(xt)))
     return row
 
@@ -229,7 +232,7 @@ def run_lasso(args, ds):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import Lasso, LassoCV
 
-    x, y, xt, yt = load_sparse(ds)
+    x, y, xt, yt, parse = load_sparse(ds)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -255,10 +258,10 @@ def run_lasso(args, ds):
         raise RuntimeError(f"no alpha gives <= {K} nonzeros")
     alpha, nnz, err, coef, intercept = best
     free = int(np.count_nonzero(cv.coef_))
-    row = dict(nnz=nnz, seconds=seconds, tuning=cv_s, final=seconds - cv_s, c=alpha,
+    row = dict(nnz=nnz, seconds=seconds, tuning=cv_s, final=seconds - cv_s, c=alpha, parse=parse,
                note=f"alpha = {alpha:.3g} (CV MSE {err:.4g}); LassoCV {cv_s:.2f} s + path to {K} nonzeros "
-                    f"{seconds - cv_s:.2f} s ({len(path)} alphas); unrestricted LassoCV: alpha {cv.alpha_:.3g}, "
-                    f"{free} nonzeros")
+                    f"{seconds - cv_s:.2f} s ({len(path)} alphas; parsing {parse:.2f} s, not counted); "
+                    f"unrestricted LassoCV: alpha {cv.alpha_:.3g}, {free} nonzeros")
     row.update(score(ds, xt @ coef + intercept))
     return row
 
@@ -328,7 +331,8 @@ def render(args, meta, sets, rows):
     out += ["", "## Per set", ""]
     for ds in sets:
         out += [f"### {ds.name}", "", f"{ds.what}; {ds.note}.", "",
-                "| method | accuracy / R^2 | AUC | nonzeros | seconds | note |", "| --- | --- | --- | --- | --- | --- |"]
+                "| method | accuracy / R^2 | AUC | nonzeros | seconds | note |",
+                "| --- | --- | --- | --- | --- | --- |"]
         key = "acc" if ds.task == "classification" else "r2"
         for r in rows:
             if r["data"] != ds.name:
