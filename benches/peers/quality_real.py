@@ -9,7 +9,8 @@ method reads the same two files:
 
   thresher fit     `thresher fit TRAIN --loss L -k 100 --lambda auto --out M`, nothing else; timed as a
                    whole process (parse, grid, refit, write); scored with `thresher predict --scores`.
-  thresher daemon  `serve` with THRESHER_LEARNER_{LOSS,K,LAMBDA=auto}, the training file POSTed in LIBSVM
+  thresher daemon  `serve` with THRESHER_LEARNER_{SOLVER=sdiht,LOSS,K,LAMBDA=auto} and a window of the
+                   whole training part, the rest at its defaults; the training file POSTed in LIBSVM
                    bodies of 500 lines, scored once the served lambda and support have held for 3 s
                    (benches/peers/quality.py's run_daemon, unchanged).
   liblinear        LogisticRegression(L1, solver='liblinear'), C tuned on an inner split of the training
@@ -21,7 +22,9 @@ method reads the same two files:
                    then Lasso on the whole training part down the same alphas (warm-started) while <= 100
                    nonzeros; the alpha with the lowest CV error among those is kept. Time = both.
 
-Writes WORK/results.jsonl (one JSON row per set and method) and a Markdown report (--out).
+Figures: accuracy and AUC (classification) or R^2 (regression) on the held-out part, nonzeros, seconds;
+`--fit-variant NAME=FLAGS` adds diagnostic `fit` rows (extra flags) beside the default one. Writes
+WORK/results.jsonl (one JSON row per set and method) and a Markdown report (--out).
 """
 import argparse
 import datetime
