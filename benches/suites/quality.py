@@ -7,13 +7,18 @@
 - fit: one pass of `thresher fit` (mirror, logistic, k = 100, lambda 1e-4) over the W3 training file:
   the solver's epoch time, the process's wall time, the model's certificate and sha256 (identical
   across builds when a change is meant to be exact);
+- real: `benches/peers/quality_real.py`, every real set of `benches/data/fetch.sh` (text with few long
+  documents, rare positives, reviews; two regression sets) with 25% held out (or the set's own split):
+  `fit --lambda auto` and the daemon's `lambda = "auto"` with their defaults, k = 100, against L1
+  liblinear tuned to <= 100 nonzeros on an inner split (LassoCV at <= 100 nonzeros for regression);
+  accuracy or R^2, nonzeros, fit time against the peer's tuning + final fit (report quality_real.md);
 - subset: best subset (l0 + l1 + l2) on Ren & Qian's Sec. 5.1 protocol, `benches/peers/subset.py`:
   thresher subset / dual-ast / diht against abess and L0Learn (L0Learn has wheels for CPython <= 3.10
   only: the suite runs it from pyenv's 3.10.13, or `PY310=/path/to/python3.10`, when python3 is newer).
 
 Peers are pip-installed into bench-venv/ (and bench-venv-py310/); what cannot be installed is named in
-the summary and the rest runs. Real data: `FETCH=/path/to/shared/datasets/fetch.sh` (default
-../shared/datasets/fetch.sh) fills data/real when it lacks the text sets.
+the summary and the rest runs. Real data: `FETCH=/path/to/fetch.sh` (default benches/data/fetch.sh)
+fills data/real when it lacks a set.
 """
 import hashlib
 import json
@@ -29,14 +34,23 @@ PEERS = ["numpy", "scipy", "scikit-learn", "vowpalwabbit", "river"]
 PROBE = {"scikit-learn": "sklearn"}
 TEXT_SETS = ["rotten_tomatoes", "trump_tweets"]
 REAL = os.path.join(ROOT, "data", "real")
+# What benches/data/fetch.sh writes (the real bench's sets).
+REAL_FILES = TEXT_SETS + ["convention_2012", "permeability", "ames"] + [
+    f"{s}.{part}" for s in ("reuters_grain", "reuters_corn", "fine_foods") for part in ("train", "test")]
 
 
 def w3_dir(ctx):
     return os.path.join(ROOT, "data", "w3-quick" if ctx.quick else "w3")
 
 
+def wanted(ctx, bench):
+    """Whether `--only` selects `bench` (the preparation skips what no selected benchmark reads)."""
+    only = ctx.options.get("only")
+    return not only or re.search(only, bench) is not None
+
+
 def needs(ctx):
-    return Needs(examples=["w3_stream"])
+    return Needs(examples=["w3_stream"] if wanted(ctx, "quality") or wanted(ctx, "fit") else [])
 
 
 def prepare(ctx):
@@ -50,20 +64,24 @@ def prepare(ctx):
     methods += ["river"] if "river" in have else []
     ctx.methods = methods
     w3 = w3_dir(ctx)
-    if not (os.path.exists(os.path.join(w3, "train.svm")) and os.path.exists(os.path.join(w3, "test.svm"))):
+    have_w3 = all(os.path.exists(os.path.join(w3, f)) for f in ("train.svm", "test.svm"))
+    if (wanted(ctx, "quality") or wanted(ctx, "fit")) and not have_w3:
         train, test = ("100000", "20000") if ctx.quick else ("1000000", "100000")
         ctx.sh([ctx.current.example("w3_stream"), "--train", train, "--test", test, "--out", w3],
                f"write the W3-like stream to {os.path.relpath(w3, ROOT)}")
     ctx.sets = ["w3"]
-    if not all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in TEXT_SETS):
-        fetch = os.environ.get("FETCH", os.path.join(ROOT, "..", "shared", "datasets", "fetch.sh"))
+    if not all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in REAL_FILES):
+        fetch = os.environ.get("FETCH", os.path.join(ROOT, "benches", "data", "fetch.sh"))
         if os.path.exists(fetch):
-            ctx.sh(["bash", fetch, REAL], "fetch the real text sets", check=False)
+            ctx.sh(["bash", fetch, REAL], "fetch the real sets", check=False)
+    ctx.real = all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in REAL_FILES)
+    if not ctx.real:
+        ctx.skip("real: data/real lacks sets of benches/data/fetch.sh: not run")
     if all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in TEXT_SETS):
         ctx.sets += TEXT_SETS
     else:
-        ctx.skip("quality: no data/real text sets (set FETCH=.../shared/datasets/fetch.sh): W3 only")
-    ctx.subset_py = subset_python(ctx)
+        ctx.skip("quality: no data/real text sets (see benches/data/fetch.sh): W3 only")
+    ctx.subset_py = subset_python(ctx) if wanted(ctx, "subset") else None
 
 
 def subset_python(ctx):
@@ -95,6 +113,33 @@ def quality_cmd(ctx, build):
            "--commit", build.rev, "--command", "benches/run quality" + (" --quick" if ctx.quick else ""),
            "--methods", ",".join(ctx.methods), "--sets", ",".join(ctx.sets)]
     return Command(cmd + (["--quick", "--river-samples", "20000"] if ctx.quick else []))
+
+
+def real_cmd(ctx, build):
+    if not (ctx.real and {"fit", "liblinear"} <= set(ctx.methods)):
+        return None
+    runs = ctx.__dict__.setdefault("real_runs", {})
+    runs[build.key] = runs.get(build.key, 0) + 1
+    out = ctx.dir(f"real-{build.key}-{runs[build.key]}")  # one folder per run: the reports are kept
+    return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "quality_real.py"), "--real", REAL,
+                    "--bin", build.thresher(), "--work", out, "--out", os.path.join(out, "quality_real.md"),
+                    "--commit", build.rev, "--command", "benches/run quality --only real"])
+
+
+def parse_real(stdout, stderr):
+    """The JSON rows quality_real.py wrote: SET/METHOD/{accuracy,auc,r2,nnz,seconds}."""
+    m = re.search(r"wrote (\S+)", stderr)
+    if not m:
+        return {}
+    out = {}
+    with open(os.path.join(os.path.dirname(m.group(1)), "results.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            for key, name in (("acc", "accuracy"), ("auc", "auc"), ("r2", "r2"), ("nnz", "nnz"),
+                              ("seconds", "seconds")):
+                if key in r:
+                    out[f"{r['data']}/{r['method']}/{name}"] = r[key]
+    return out
 
 
 def parse_quality(stdout, stderr):
@@ -145,6 +190,8 @@ def benches(ctx):
     return [
         Bench("quality", "fit and daemon vs VW, sklearn SGD, liblinear, River: held-out accuracy, nnz, time",
               quality_cmd, parse=parse_quality, runs=(1, 1), timeout=(1800, 14400)),
+        Bench("real", "every real set: fit and daemon with lambda auto vs tuned L1 liblinear / LassoCV, held out",
+              real_cmd, parse=parse_real, runs=(1, 3), timeout=(3600, 3600)),
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),
