@@ -325,7 +325,9 @@ fn the_intercept_fits_an_unbalanced_window_with_a_valid_gap() {
     let (with, state) = learn(true);
     let (without, _) = learn(false);
     assert!(with.intercept > 1.0, "b = {}", with.intercept);
-    assert_eq!(state.intercept, with.intercept);
+    // The checkpoint holds the iterate's `b`; the published model may be an earlier, better one of
+    // the same unchanged window (`certified_best`), with its own `b`.
+    assert!(state.intercept > 1.0, "b = {}", state.intercept);
     assert_eq!(without.intercept, 0.0);
     // `b` is free: the fitted objective is well below the best without it.
     let (p_with, d_without) = (with.certificate.primal, without.certificate.dual);
