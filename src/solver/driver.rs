@@ -13,9 +13,19 @@
 //!
 //! **Stalling.** The k-sparse problem is not convex: its gap need not close. Where the support keeps
 //! trading near-tied features, the certificate stops improving long before any `tol` is met (on the
-//! text sets the SDIHT gap sits at the same value from epoch 24 to epoch 1000). So a run also stops when
-//! `patience` certified points in a row fail to shrink the best gap by [`PROGRESS`] of itself since
-//! the last point that did; the model returned is still the best certified one.
+//! text sets the SDIHT gap sits at the same value from epoch 24 to epoch 1000). But a gap that stands
+//! still says nothing of the primal: on a long-document text set the gap stood at 0.20 from epoch 24
+//! while the best primal kept falling, from 0.54 to 0.40 by epoch 200 (13 points of test accuracy). So
+//! a certified point *makes progress* when the best gap shrank by [`PROGRESS`] of the gap at the last
+//! point that made progress, **or** the best primal fell below the primal at that point by
+//! [`PROGRESS`] of that gap (the gap is the scale on which a primal decrease matters: it bounds how far
+//! the primal can still fall against the best dual). A run stops `stalled` after `patience` certified
+//! points in a row without progress: the primal has stopped falling *and* the gap has stopped
+//! shrinking. The model returned is still the best certified one.
+//!
+//! **The empty model.** `w = 0, b = 0` is k-sparse, so its objective `P(0)` ([`zero_model_primal`]) is an
+//! upper bound as good as any iterate's. A run whose best certified primal ends above it returns the
+//! empty model instead, certified against the best dual, and says so ([`FitReport::empty_model`]).
 
 use std::time::{Duration, Instant};
 
@@ -150,6 +160,9 @@ impl SparseModel {
 /// The outcome of a run.
 #[derive(Debug, Clone)]
 pub struct FitReport {
+    /// The best certified iterate ended above the empty model's objective, so `model` is `w = 0, b = 0`
+    /// (certified against the best dual).
+    pub empty_model: bool,
     pub epochs: usize,
     pub seconds: f64,
     /// The best-so-far certificate (lowest primal, highest dual).
@@ -172,8 +185,9 @@ pub fn run<S: SampleSet>(
     let mut epoch = 0;
     let mut best_model = SparseModel::default();
     let mut best: Option<Certificate> = None;
-    // The best gap when progress was last made, and the certified points since.
+    // The best gap and primal when progress was last made, and the certified points since.
     let mut progress_gap = f64::INFINITY;
+    let mut progress_primal = f64::INFINITY;
     let mut without_progress = 0;
     let (certificate, stop_reason) = loop {
         let started = Instant::now();
@@ -218,8 +232,9 @@ pub fn run<S: SampleSet>(
         if certificate.relative_gap() <= stop.tol {
             break (certificate, StopReason::Converged);
         }
-        if certificate.gap < (1.0 - PROGRESS) * progress_gap {
+        if made_progress(&certificate, progress_gap, progress_primal) {
             progress_gap = certificate.gap;
+            progress_primal = certificate.primal;
             without_progress = 0;
         } else {
             without_progress += 1;
@@ -241,11 +256,35 @@ pub fn run<S: SampleSet>(
             break (certificate, StopReason::TimeBudget);
         }
     };
-    FitReport {
+    let mut report = FitReport {
+        empty_model: false,
         epochs: epoch,
         seconds: solver_time.as_secs_f64(),
         certificate,
         stop_reason,
         model: best_model,
+    };
+    if stop_reason != StopReason::Diverged {
+        fall_back_to_empty_model(problem, &mut report);
+    }
+    report
+}
+
+/// Whether the running certificate `c` made progress since the point with best gap `gap` and best
+/// primal `primal`: the gap shrank by [`PROGRESS`] of itself, or the primal fell by [`PROGRESS`] of
+/// that gap (module docs, "Stalling").
+pub fn made_progress(c: &Certificate, gap: f64, primal: f64) -> bool {
+    c.gap < (1.0 - PROGRESS) * gap || c.primal < primal - PROGRESS * gap
+}
+
+/// Replaces the report's model by the empty one when the empty model's objective is lower (module
+/// docs, "The empty model"); the dual, a lower bound for every k-sparse model, stays.
+fn fall_back_to_empty_model<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) {
+    let empty = zero_model_primal(problem);
+    let c = report.certificate;
+    if empty.is_finite() && empty < c.primal {
+        report.model = SparseModel::default();
+        report.certificate = Certificate::new(empty, c.dual, c.samples);
+        report.empty_model = true;
     }
 }
