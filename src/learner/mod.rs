@@ -61,6 +61,10 @@ pub mod worker;
 /// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
 pub const IDLE_EPOCHS: u64 = 200;
 
+/// The largest score magnitude progressive validation charges a classification loss for
+/// ([`LearnerCore::bounded_score`]): a sample's progressive logistic loss is at most `50 c`.
+pub const PROGRESSIVE_SCORE_BOUND: f64 = 50.0;
+
 /// Counters a learner keeps (and checkpoints).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LearnerStats {
@@ -420,6 +424,9 @@ pub struct LearnerCore {
     /// The model [`LearnerCore::certified_best`] last published, while the window has not changed
     /// since (`None` after an insert).
     best: Option<Model>,
+    /// The largest `|label|` seen (squared loss: [`LearnerCore::bounded_score`]); restored from the
+    /// window's labels on a restart.
+    label_bound: f64,
 }
 
 impl LearnerCore {
@@ -441,6 +448,7 @@ impl LearnerCore {
             steps_since_insert: 0,
             rng,
             best: None,
+            label_bound: 0.0,
         };
         if let Some(state) = state {
             if state.samples.len() > capacity {
@@ -463,6 +471,9 @@ impl LearnerCore {
             core.stats = state.stats;
             core.last_certificate = state.last_certificate;
             core.steps_since_insert = state.steps_since_insert;
+            core.label_bound = (0..core.window.len())
+                .map(|i| core.window.row(i).label.abs())
+                .fold(0.0, f64::max);
         }
         core
     }
@@ -514,6 +525,37 @@ impl LearnerCore {
             self.rng.gen_range(0..blocks)
         };
         b * n / blocks..(b + 1) * n / blocks
+    }
+
+    /// Counts the progressive loss of a sample with `label` and `weight` that the model before it
+    /// scored `score`, where `value` is the loss at `score`: the loss is taken at the score bounded by
+    /// [`LearnerCore::bounded_score`], so one divergent prediction adds a bounded amount to the
+    /// average, which the samples after it dilute (it stayed at 2.28e60 for good, checkpoints
+    /// included, when one prediction had run away). A bounded score never costs more than the raw
+    /// one: the label lies inside the bound.
+    pub fn predicted_score(&mut self, label: f64, weight: f64, score: f64, value: f64) {
+        let bounded = self.bounded_score(label, score);
+        let value = if bounded == score {
+            value
+        } else {
+            self.config.loss.sample(label, weight).value(bounded)
+        };
+        self.predicted(value);
+    }
+
+    /// The score progressive validation charges a sample with `label` for: `score` clamped to
+    /// `[-B, B]`, `B` = [`PROGRESSIVE_SCORE_BOUND`] for the classification losses (labels +-1; as
+    /// Vowpal Wabbit clamps its predictions), and for squared loss the largest `|label|` this learner
+    /// has seen (this one's included, so the clamp can only lower the loss; as VW clamps regression
+    /// predictions to the label range seen). NaN stays NaN (a numeric fault).
+    pub fn bounded_score(&mut self, label: f64, score: f64) -> f64 {
+        let bound = if self.config.loss.is_classification() {
+            PROGRESSIVE_SCORE_BOUND
+        } else {
+            self.label_bound = self.label_bound.max(label.abs());
+            self.label_bound
+        };
+        score.clamp(-bound, bound)
     }
 
     /// Counts a sample's loss under the model before it was learned (progressive validation). A
@@ -615,6 +657,36 @@ mod tests {
             (3, 1, 2)
         );
         assert_eq!(s.progressive_loss(), 2.0);
+    }
+
+    /// One runaway prediction adds a bounded amount to the progressive loss, which later samples
+    /// dilute: logistic at most the loss at score 50; squared at most the loss at the largest label
+    /// seen, and a clamp never raises a loss.
+    #[test]
+    fn a_runaway_prediction_adds_a_bounded_loss_that_dilutes() {
+        let mut config = Config::defaults().learners.remove(0);
+        config.loss = crate::loss::Loss::new(crate::loss::LossKind::Logistic, 0.5).unwrap();
+        let mut core = LearnerCore::new(config.clone(), 4, None);
+        let l = config.loss.sample(-1.0, 1.0);
+        core.predicted_score(-1.0, 1.0, 9.27e60, l.value(9.27e60));
+        let one = core.stats.progressive_loss();
+        assert!((one - l.value(PROGRESSIVE_SCORE_BOUND)).abs() < 1e-12, "{one}");
+        for _ in 0..999 {
+            core.predicted_score(-1.0, 1.0, -3.0, l.value(-3.0));
+        }
+        assert!(core.stats.progressive_loss() < 0.1, "{:?}", core.stats);
+        config.loss = crate::loss::Loss::new(crate::loss::LossKind::Squared, 0.5).unwrap();
+        let mut core = LearnerCore::new(config.clone(), 4, None);
+        let sq = |y: f64, u: f64| config.loss.sample(y, 1.0).value(u);
+        core.predicted_score(2.0, 1.0, 1.5, sq(2.0, 1.5));
+        assert_eq!(core.stats.progressive_loss_sum, sq(2.0, 1.5));
+        core.predicted_score(-1.0, 1.0, 1e12, sq(-1.0, 1e12));
+        assert_eq!(core.stats.progressive_loss_sum, sq(2.0, 1.5) + sq(-1.0, 2.0));
+        for (y, u) in [(0.5, -7.0), (-2.0, -1e300), (1.0, 0.25)] {
+            let before = core.stats.progressive_loss_sum;
+            core.predicted_score(y, 1.0, u, sq(y, u));
+            assert!(core.stats.progressive_loss_sum - before <= sq(y, u));
+        }
     }
 
     /// On a window that did not change, a model with a higher primal does not replace the one
