@@ -80,7 +80,12 @@ pub struct Convergence {
 
 impl Convergence {
     /// The record of a model with `certificate`, stopped for `reason`, against `tol`.
-    pub fn new(certificate: &Certificate, reason: &str, tol: f64, empty_model: bool) -> Convergence {
+    pub fn new(
+        certificate: &Certificate,
+        reason: &str,
+        tol: f64,
+        empty_model: bool,
+    ) -> Convergence {
         let relative_gap = certificate.relative_gap();
         let converged = relative_gap <= tol;
         Convergence {

@@ -405,6 +405,56 @@ pub fn model_of(
     )
 }
 
+/// The empty model's intercept and objective `P(0, b)` over `window`: `b` = 0 without an intercept,
+/// else its best value for `w = 0` (all margins 0, so only the two classes' weights matter for the
+/// classification losses; the weighted mean label for squared loss).
+fn empty_model_primal(window: &Window, config: &LearnerConfig) -> (f64, f64) {
+    let loss = &config.loss;
+    let n = window.len().max(1) as f64;
+    let rows = (0..window.len()).map(|i| window.row(i));
+    if loss.is_classification() {
+        let (mut positive, mut negative) = (0.0, 0.0);
+        for r in rows {
+            if r.label > 0.0 {
+                positive += r.weight;
+            } else {
+                negative += r.weight;
+            }
+        }
+        let b = if config.intercept {
+            crate::solver::sdiht::intercept::newton_intercept(loss, &[0.0, 0.0], 0.0, |i| {
+                [(1.0, positive), (-1.0, negative)][i]
+            })
+        } else {
+            0.0
+        };
+        let value = |y: f64, c: f64| {
+            if c > 0.0 {
+                loss.sample(y, c).value(b)
+            } else {
+                0.0
+            }
+        };
+        return (b, (value(1.0, positive) + value(-1.0, negative)) / n);
+    }
+    let b = if config.intercept {
+        let (mut sum, mut weight) = (0.0, 0.0);
+        for r in rows.clone() {
+            sum += r.weight * r.label;
+            weight += r.weight;
+        }
+        if weight > 0.0 {
+            sum / weight
+        } else {
+            0.0
+        }
+    } else {
+        0.0
+    };
+    let total: f64 = rows.map(|r| loss.sample(r.label, r.weight).value(b)).sum();
+    (b, total / n)
+}
+
 /// The state every learner keeps the same way, and the rules every learner follows with it.
 #[derive(Debug, Clone)]
 pub struct LearnerCore {
@@ -616,13 +666,51 @@ impl LearnerCore {
         snapshot
     }
 
-    /// The published view of `model` with the current counters (records nothing).
+    /// The published view of `model` with the current counters (records nothing): the empty model
+    /// instead when that is better ([`LearnerCore::empty_fallback`]), with the convergence record
+    /// ([`crate::model::Convergence`]: `converged` when the relative gap meets `tol`, else `stalled`
+    /// once the learner idles after [`IDLE_EPOCHS`], else `running`).
     pub fn view(&self, model: Model) -> LearnerSnapshot {
+        let (mut model, empty) = self.empty_fallback(model);
+        let reason = match self.idle() {
+            Some(Idle::Stalled) => "stalled",
+            _ => "running",
+        };
+        model.convergence = Some(crate::model::Convergence::new(
+            &model.certificate,
+            reason,
+            self.config.tol,
+            empty,
+        ));
         LearnerSnapshot {
             model,
             stats: self.stats,
             window_samples: self.window.len(),
         }
+    }
+
+    /// `model`, or the empty model (`w = 0`, with the intercept's best value for `w = 0` when the
+    /// learner has one) when that has the lower objective over the window, certified against the same
+    /// dual (a lower bound for every k-sparse model); `true` with the empty model. A learner whose
+    /// iterate has run above the empty model (values of very different magnitudes can stall it there:
+    /// primal 4.24e12 against 6.65e11 for `w = 0`) so serves `w = 0` and says so. Not for a cluster's
+    /// global model (certified over other windows) nor the subset learner's (another objective).
+    /// O(window): rows are read for their label and weight only.
+    pub fn empty_fallback(&self, model: Model) -> (Model, bool) {
+        if model.cluster.is_some() || model.lambda0.is_some() || self.window.is_empty() {
+            return (model, false);
+        }
+        let (b, empty) = empty_model_primal(&self.window, &self.config);
+        let c = model.certificate;
+        if !(empty.is_finite() && empty < c.primal) {
+            return (model, false);
+        }
+        let mut model = model;
+        model.support.clear();
+        model.weights.clear();
+        model.intercept = b;
+        model.certificate = Certificate::new(empty, c.dual, c.samples);
+        (model, true)
     }
 
     /// The checkpoint payload: the core's part, with the adapter's step scale and primal model.
@@ -670,7 +758,10 @@ mod tests {
         let l = config.loss.sample(-1.0, 1.0);
         core.predicted_score(-1.0, 1.0, 9.27e60, l.value(9.27e60));
         let one = core.stats.progressive_loss();
-        assert!((one - l.value(PROGRESSIVE_SCORE_BOUND)).abs() < 1e-12, "{one}");
+        assert!(
+            (one - l.value(PROGRESSIVE_SCORE_BOUND)).abs() < 1e-12,
+            "{one}"
+        );
         for _ in 0..999 {
             core.predicted_score(-1.0, 1.0, -3.0, l.value(-3.0));
         }
@@ -681,7 +772,10 @@ mod tests {
         core.predicted_score(2.0, 1.0, 1.5, sq(2.0, 1.5));
         assert_eq!(core.stats.progressive_loss_sum, sq(2.0, 1.5));
         core.predicted_score(-1.0, 1.0, 1e12, sq(-1.0, 1e12));
-        assert_eq!(core.stats.progressive_loss_sum, sq(2.0, 1.5) + sq(-1.0, 2.0));
+        assert_eq!(
+            core.stats.progressive_loss_sum,
+            sq(2.0, 1.5) + sq(-1.0, 2.0)
+        );
         for (y, u) in [(0.5, -7.0), (-2.0, -1e300), (1.0, 0.25)] {
             let before = core.stats.progressive_loss_sum;
             core.predicted_score(y, 1.0, u, sq(y, u));

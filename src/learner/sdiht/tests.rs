@@ -234,7 +234,7 @@ fn block_inserts_give_the_pinned_state_bit_for_bit() {
                 0x3ffbe81d0ec4041d,
                 0xbff1c0c0792025a6,
             ],
-            [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082b2094c8e2c87],
+            [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082a2b4af0572c5],
             0xf1b263911ca2b8dc,
         ),
     ];

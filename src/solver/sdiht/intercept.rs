@@ -55,7 +55,11 @@ pub fn newton_intercept(
     };
     let reach = intercept_reach(loss, margins);
     let (mut lo, mut hi) = (-reach, reach);
-    let b0 = if b0.is_finite() { b0.clamp(lo, hi) } else { 0.0 };
+    let b0 = if b0.is_finite() {
+        b0.clamp(lo, hi)
+    } else {
+        0.0
+    };
     if g(lo).0 >= 0.0 {
         return lo;
     }
