@@ -661,8 +661,10 @@ impl LearnerCore {
             }
             _ => model,
         };
+        // The learner's own model is kept, not the view of it (which may be the empty model).
+        let kept = model.clone();
         let snapshot = self.certified(model);
-        self.best = Some(snapshot.model.clone());
+        self.best = Some(kept);
         snapshot
     }
 
