@@ -669,15 +669,19 @@ impl LearnerCore {
     }
 
     /// The published view of `model` with the current counters (records nothing): the empty model
-    /// instead when that is better ([`LearnerCore::empty_fallback`]), with the convergence record
+    /// instead when the learner stalled above it ([`LearnerCore::empty_fallback`]), with the convergence record
     /// ([`crate::model::Convergence`]: `converged` when the relative gap meets `tol`, else `stalled`
     /// once the learner idles after [`IDLE_EPOCHS`], else `running`).
     pub fn view(&self, model: Model) -> LearnerSnapshot {
-        let (mut model, empty) = self.empty_fallback(model);
-        let reason = match self.idle() {
-            Some(Idle::Stalled) => "stalled",
-            _ => "running",
+        // Only a learner that stopped stepping falls back: while it runs, its iterate may pass
+        // through models worse than `w = 0` on its way (SMIDAS and mirror do, early on).
+        let stalled = matches!(self.idle(), Some(Idle::Stalled));
+        let (mut model, empty) = if stalled {
+            self.empty_fallback(model)
+        } else {
+            (model, false)
         };
+        let reason = if stalled { "stalled" } else { "running" };
         model.convergence = Some(crate::model::Convergence::new(
             &model.certificate,
             reason,
@@ -693,9 +697,9 @@ impl LearnerCore {
 
     /// `model`, or the empty model (`w = 0`, with the intercept's best value for `w = 0` when the
     /// learner has one) when that has the lower objective over the window, certified against the same
-    /// dual (a lower bound for every k-sparse model); `true` with the empty model. A learner whose
-    /// iterate has run above the empty model (values of very different magnitudes can stall it there:
-    /// primal 4.24e12 against 6.65e11 for `w = 0`) so serves `w = 0` and says so. Not for a cluster's
+    /// dual (a lower bound for every k-sparse model); `true` with the empty model. A learner that
+    /// stalled above the empty model (values of very different magnitudes can stall it there: primal
+    /// 4.24e12 against 6.65e11 for `w = 0`) so serves `w = 0` and says so ([`LearnerCore::view`]). Not for a cluster's
     /// global model (certified over other windows) nor the subset learner's (another objective).
     /// O(window): rows are read for their label and weight only.
     pub fn empty_fallback(&self, model: Model) -> (Model, bool) {

@@ -8,7 +8,7 @@ use crate::learner::{Idle, IDLE_EPOCHS};
 use crate::loss::{Loss, LossKind};
 use crate::sample::Sample;
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorMap, MirrorStep};
-use crate::solver::objective::{primal_value, separate_certificate, DualScratch};
+use crate::solver::objective::{separate_certificate, DualScratch};
 use crate::synth::sparse_stream;
 
 fn config(solver: StreamSolverKind, options: SolverOptions, k: usize) -> LearnerConfig {
@@ -56,19 +56,6 @@ fn feed(l: &mut dyn StreamingLearner, samples: &[Sample], steps_per_chunk: usize
 fn check_weak_duality(l: &mut dyn StreamingLearner) -> Certificate {
     let snap = l.certify();
     let c = snap.model.certificate;
-    if snap
-        .model
-        .convergence
-        .as_ref()
-        .is_some_and(|c| c.empty_model)
-    {
-        // The learner's model was worse than `w = 0`, which is served against the same dual.
-        let (window, config) = (l.window(), l.config());
-        let empty = primal_value(window, &config.loss, config.lambda, &[], 0.0);
-        assert_eq!(c.primal, empty);
-        assert!(c.primal >= c.dual, "{c:?}");
-        return c;
-    }
     assert!(c.gap >= -1e-12 * c.primal.abs().max(1.0), "{c:?}");
     assert_eq!(c.samples, l.window().len());
     let (window, config) = (l.window(), l.config());
@@ -262,14 +249,7 @@ fn intercept_certificate_keeps_weak_duality_and_the_checkpoint_carries_it() {
             assert!(p >= c.dual, "{solver:?}: P(w', b') = {p} < D = {}", c.dual);
         }
         let state = l.state();
-        // The checkpoint holds the learner's own intercept; the served one is the empty model's when
-        // that was better (`LearnerCore::empty_fallback`).
-        let empty = snap
-            .model
-            .convergence
-            .as_ref()
-            .is_some_and(|c| c.empty_model);
-        assert!(empty || state.primal.as_ref().unwrap().intercept == b);
+        assert_eq!(state.primal.as_ref().unwrap().intercept, b);
         let mut back: Box<dyn StreamingLearner> = match solver {
             StreamSolverKind::Mirror => Box::new(StreamMirror::new(config, 400, Some(state))),
             _ => Box::new(StreamSmidas::new(config, 400, Some(state))),
