@@ -177,8 +177,9 @@ pub struct FitArgs {
     /// Certify (and trace) every this many epochs.
     #[arg(long, default_value_t = 1)]
     pub cadence: usize,
-    /// Stop when this many certified epochs in a row shrink the best gap by less than 1% (0: never);
-    /// the k-sparse gap need not close, and often stops moving long before `--tol`.
+    /// Stop when this many certified epochs in a row neither shrink the best gap by 1% nor lower the
+    /// best primal by 0.1% of max(1, |P|) (0: never); the k-sparse gap need not close, and often stops
+    /// moving long before `--tol` while the primal still falls.
     #[arg(long, default_value_t = 10)]
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
