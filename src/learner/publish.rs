@@ -377,7 +377,7 @@ fn log_convergence_change(learner: &str, previous: Option<&Snapshot>, model: &Mo
             "the learner's model beats the empty model again: serving it"
         );
     }
-    if now.reason == "stalled" && !before.is_some_and(|b| b.reason == "stalled") {
+    if now.reason == "stalled" && before.is_none_or(|b| b.reason != "stalled") {
         tracing::warn!(
             learner,
             relative_gap = now.relative_gap,
