@@ -6,6 +6,9 @@
 //!  "certificate": {"primal": 0.51, "dual": 0.50, "gap": 0.01, "samples": 150}}
 //! ```
 //! `support` holds ascending feature indices exactly as in the input; `weights` is parallel to it.
+//!
+//! `convergence` (additive: absent in files written before it) says whether the model met its
+//! tolerance and, if not, why it stopped ([`Convergence`]): `fit` writes it, the daemon publishes it.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -47,6 +50,52 @@ pub struct Model {
     /// union of the listed nodes' windows. Absent for a node's own model and for `fit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterCut>,
+    /// Whether the certificate met the tolerance, and if not why the run stopped (or the learner
+    /// idles). Absent in model files written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convergence: Option<Convergence>,
+}
+
+/// Whether a model converged: its relative gap `(P - D) / max(1, |P|)` is at most `tol` (`fit --tol`,
+/// default 1e-6; the daemon's `[[learner]] tol`). The k-sparse problem is not convex, so its gap need
+/// not close: a model that did not converge is still the best certified one, and `relative_gap` says
+/// how far from the optimum it can be.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Convergence {
+    /// `relative_gap <= tol`.
+    pub converged: bool,
+    /// Why the run stopped: `converged`, `stalled` (neither the primal nor the gap improved for
+    /// `patience` certified points; the daemon: an idle learner after its idle epochs), `max_epochs`,
+    /// `time_budget`, `diverged`; the daemon also `running` (the learner is still stepping or
+    /// samples arrive).
+    pub reason: String,
+    pub relative_gap: f64,
+    pub tol: f64,
+    /// The best certified iterate's objective was above the empty model's, so the model served is
+    /// `w = 0` (with its intercept's best value for `w = 0` in the daemon), certified against the same
+    /// dual.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_model: bool,
+}
+
+impl Convergence {
+    /// The record of a model with `certificate`, stopped for `reason`, against `tol`.
+    pub fn new(
+        certificate: &Certificate,
+        reason: &str,
+        tol: f64,
+        empty_model: bool,
+    ) -> Convergence {
+        let relative_gap = certificate.relative_gap();
+        let converged = relative_gap <= tol;
+        Convergence {
+            converged,
+            reason: if converged { "converged" } else { reason }.to_string(),
+            relative_gap,
+            tol,
+            empty_model,
+        }
+    }
 }
 
 /// The cut a global model was certified on (`docs/cluster.md`).
@@ -131,6 +180,7 @@ impl Model {
             lambda2: None,
             lambda_auto: None,
             cluster: None,
+            convergence: None,
         }
     }
 
@@ -162,6 +212,13 @@ impl Model {
         }
         if !self.weights.iter().all(|w| w.is_finite()) || !self.intercept.is_finite() {
             return Err(ModelError::Inconsistent("non-finite weight"));
+        }
+        if let Some(c) = &self.convergence {
+            if !(c.relative_gap.is_finite() && c.tol.is_finite()) {
+                return Err(ModelError::Inconsistent(
+                    "convergence: non-finite relative gap or tolerance",
+                ));
+            }
         }
         if let Some(a) = &self.lambda_auto {
             if a.live >= a.grid.len() || a.losses.len() != a.grid.len() {
@@ -222,6 +279,7 @@ mod tests {
             lambda2: None,
             lambda_auto: None,
             cluster: None,
+            convergence: None,
         }
     }
 
@@ -264,6 +322,32 @@ mod tests {
             v
         };
         assert_eq!(bits(&back), bits(&m));
+    }
+
+    /// `convergence` is additive: a file without it reads as `None`; with it, it round-trips, `reason`
+    /// says `converged` exactly when the relative gap meets `tol`, and `empty_model` shows only when set.
+    #[test]
+    fn convergence_is_additive_and_says_why() {
+        let mut m = model();
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(!text.contains("convergence"), "{text}");
+        assert_eq!(Model::from_json(&text).unwrap().convergence, None);
+        let c = Convergence::new(&m.certificate, "stalled", 1e-6, false);
+        assert_eq!((c.converged, c.reason.as_str()), (false, "stalled"));
+        assert!((c.relative_gap - 0.1).abs() < 1e-12);
+        assert!(Convergence::new(&m.certificate, "stalled", 0.2, false).converged);
+        assert_eq!(
+            Convergence::new(&m.certificate, "stalled", 0.2, false).reason,
+            "converged"
+        );
+        m.convergence = Some(c);
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"reason\":\"stalled\"") && !text.contains("empty_model"));
+        assert_eq!(Model::from_json(&text).unwrap(), m);
+        m.convergence.as_mut().unwrap().empty_model = true;
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(text.contains("\"empty_model\":true"), "{text}");
+        assert_eq!(Model::from_json(&text).unwrap(), m);
     }
 
     #[test]

@@ -122,6 +122,27 @@ pub struct ModelSnapshotDoc {
     cluster: Option<ClusterCutDoc>,
     /// With `lambda = "auto"`: the grid, the lambda served, and how the members rank.
     lambda_auto: Option<LambdaAutoDoc>,
+    /// Whether the model converged, and if not why.
+    convergence: Option<ConvergenceDoc>,
+}
+
+/// Whether a model's relative gap `(P - D) / max(1, |P|)` met the learner's `tol`, and if not why.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ConvergenceDoc {
+    /// `relative_gap <= tol`.
+    converged: bool,
+    /// `converged`; `running` (the learner is still stepping); `stalled` (it idles, its idle
+    /// epochs spent without meeting `tol`).
+    #[schema(pattern = "^(converged|running|stalled|max_epochs|time_budget|diverged|max_outer)$")]
+    reason: String,
+    #[schema(minimum = 0)]
+    relative_gap: f64,
+    #[schema(minimum = 0)]
+    tol: f64,
+    /// The learner's own model was worse than the empty one over its window: `w = 0` (with the best
+    /// intercept for it) is served, certified against the same dual.
+    empty_model: Option<bool>,
 }
 
 /// The record of an automatic lambda (`lambda = "auto"`).

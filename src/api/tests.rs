@@ -698,6 +698,10 @@ async fn every_field_of_a_served_model_is_in_its_schema() {
         nodes: vec!["n1".into()],
         samples: vec![10],
     });
+    let mut convergence =
+        crate::model::Convergence::new(&snapshot.model.certificate, "stalled", 1e-9, true);
+    convergence.empty_model = true;
+    snapshot.model.convergence = Some(convergence);
     let api = api(
         vec![Arc::new(crate::learner::publish::ModelCell::new(
             "primary",
@@ -733,7 +737,7 @@ async fn every_field_of_a_served_model_is_in_its_schema() {
     };
     let snapshot_schema = &schemas["ModelSnapshot"];
     check(&model, snapshot_schema, "ModelSnapshot");
-    for nested in ["lambda_auto", "cluster", "certificate"] {
+    for nested in ["lambda_auto", "cluster", "certificate", "convergence"] {
         assert!(model[nested].is_object(), "{nested}: {model}");
         let schema = resolve(&snapshot_schema["properties"][nested]);
         check(&model[nested], &schema, nested);

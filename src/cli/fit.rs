@@ -15,7 +15,7 @@ use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
 use crate::learner::params::log_grid;
 use crate::loss::{Loss, LossKind};
-use crate::model::{LambdaAuto, Model};
+use crate::model::{Convergence, LambdaAuto, Model};
 use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
@@ -167,6 +167,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         report.certificate,
     );
     model.lambda_auto = lambda_auto;
+    model.convergence = Some(convergence_of(&report, stop.tol));
     eprintln!(
         "solver={} lambda={} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={}",
         solver_name,
@@ -181,7 +182,18 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.len(),
         data.dim(),
     );
+    super::warn_if_unconverged(&model);
     write_results(args, &model, &trace, true, (&rows, "epoch"))
+}
+
+/// The model file's record of how `report` ended against `tol` ([`Convergence`]).
+pub fn convergence_of(report: &FitReport, tol: f64) -> Convergence {
+    Convergence::new(
+        &report.certificate,
+        &report.stop_reason.to_string(),
+        tol,
+        report.empty_model,
+    )
 }
 
 /// What every fit of one `thresher fit` run shares: the flags, the loss, `k`, the step and the stop rule.
@@ -207,7 +219,7 @@ impl Fit<'_> {
     ) -> Result<(FitReport, &'static str, Option<WarmStart>), CliError> {
         let args = self.args;
         let (step, k) = (self.step, self.k);
-        let problem = Problem::new(data, self.loss, lambda, k, args.intercept)?;
+        let problem = Problem::new(data, self.loss, lambda, k, args.fits_intercept())?;
         let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
             SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
             SolverKind::Sdiht => {

@@ -177,15 +177,20 @@ pub struct FitArgs {
     /// Certify (and trace) every this many epochs.
     #[arg(long, default_value_t = 1)]
     pub cadence: usize,
-    /// Stop when this many certified epochs in a row shrink the best gap by less than 1% (0: never);
-    /// the k-sparse gap need not close, and often stops moving long before `--tol`.
+    /// Stop when this many certified epochs in a row neither shrink the best gap by 1% nor lower the
+    /// best primal by 0.1% of max(1, |P|) (0: never); the k-sparse gap need not close, and often stops
+    /// moving long before `--tol` while the primal still falls.
     #[arg(long, default_value_t = 10)]
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0).
-    #[arg(long)]
+    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0). The default for the
+    /// classification losses (logistic, hinge, Huber), as in the daemon; `--no-intercept` turns it off.
+    #[arg(long, conflicts_with = "no_intercept")]
     pub intercept: bool,
+    /// Fit no intercept, whatever the loss.
+    #[arg(long)]
+    pub no_intercept: bool,
     /// Mirror map of `--solver mirror`.
     #[arg(long, value_enum, default_value_t = MirrorKind::Euclidean)]
     pub mirror: MirrorKind,
@@ -211,6 +216,19 @@ pub struct FitArgs {
     /// Draw the trace here as SVG: primal, dual and gap per epoch (log scale) and the support size.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+impl FitArgs {
+    /// Whether the fit has an intercept: `--intercept`, or by default for a classification loss
+    /// (logistic, hinge, Huber) as in the daemon, unless `--no-intercept`; never by default for the
+    /// subset solvers (their dual has no intercept).
+    pub fn fits_intercept(&self) -> bool {
+        if self.intercept || self.no_intercept {
+            return self.intercept;
+        }
+        let classification = self.loss.is_some_and(|l| l != LossKind::Squared);
+        classification && !self.solver.is_subset()
+    }
 }
 
 /// `--lambda`: a ridge strength, or `auto`.
@@ -268,6 +286,24 @@ fn write_results(
         );
     }
     Ok(())
+}
+
+/// Warns on stderr when `model` did not converge (its relative gap above the tolerance): why it
+/// stopped, the relative gap, and whether the empty model was returned; nothing for a converged one.
+pub fn warn_if_unconverged(model: &crate::model::Model) {
+    let Some(c) = &model.convergence else { return };
+    if c.converged {
+        return;
+    }
+    let empty = if c.empty_model {
+        "; the best iterate was worse than the empty model, which is returned instead (w = 0)"
+    } else {
+        ""
+    };
+    eprintln!(
+        "warning: the model did not converge: stop={} relative_gap={:.3e} > tol={:e} (the certificate bounds its distance to the optimum; more --epochs, a larger --patience or a larger lambda may close it){empty}",
+        c.reason, c.relative_gap, c.tol
+    );
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), CliError> {

@@ -68,7 +68,14 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         run.single(&mut solver)
     };
     let certificate = solver.certificate();
-    let model = model_of(&solver, loss, name);
+    let mut model = model_of(&solver, loss, name);
+    // The subset solver stops on the absolute gap `--xi` (at least the relative one).
+    model.convergence = Some(crate::model::Convergence::new(
+        &certificate,
+        &stop,
+        args.tol.max(s.xi),
+        false,
+    ));
     let last = run.last.expect("solve takes at least one outer step");
     eprintln!(
         "solver={name} epochs={} seconds={:.4} primal={:.9e} dual={:.9e} gap={:.3e} support={} active_set={} screened={} stop={stop} samples={} dim={}",
@@ -89,6 +96,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     } else {
         "outer step"
     };
+    super::warn_if_unconverged(&model);
     write_results(args, &model, &run.trace, !s.path, (&run.rows, x_label))
 }
 

@@ -61,6 +61,10 @@ pub mod worker;
 /// Epochs over an unchanged window after which a learner idles even if the gap is not below `tol`.
 pub const IDLE_EPOCHS: u64 = 200;
 
+/// The largest score magnitude progressive validation charges a classification loss for
+/// ([`LearnerCore::bounded_score`]): a sample's progressive logistic loss is at most `50 c`.
+pub const PROGRESSIVE_SCORE_BOUND: f64 = 50.0;
+
 /// Counters a learner keeps (and checkpoints).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LearnerStats {
@@ -401,6 +405,56 @@ pub fn model_of(
     )
 }
 
+/// The empty model's intercept and objective `P(0, b)` over `window`: `b` = 0 without an intercept,
+/// else its best value for `w = 0` (all margins 0, so only the two classes' weights matter for the
+/// classification losses; the weighted mean label for squared loss).
+fn empty_model_primal(window: &Window, config: &LearnerConfig) -> (f64, f64) {
+    let loss = &config.loss;
+    let n = window.len().max(1) as f64;
+    let rows = (0..window.len()).map(|i| window.row(i));
+    if loss.is_classification() {
+        let (mut positive, mut negative) = (0.0, 0.0);
+        for r in rows {
+            if r.label > 0.0 {
+                positive += r.weight;
+            } else {
+                negative += r.weight;
+            }
+        }
+        let b = if config.intercept {
+            crate::solver::sdiht::intercept::newton_intercept(loss, &[0.0, 0.0], 0.0, |i| {
+                [(1.0, positive), (-1.0, negative)][i]
+            })
+        } else {
+            0.0
+        };
+        let value = |y: f64, c: f64| {
+            if c > 0.0 {
+                loss.sample(y, c).value(b)
+            } else {
+                0.0
+            }
+        };
+        return (b, (value(1.0, positive) + value(-1.0, negative)) / n);
+    }
+    let b = if config.intercept {
+        let (mut sum, mut weight) = (0.0, 0.0);
+        for r in rows.clone() {
+            sum += r.weight * r.label;
+            weight += r.weight;
+        }
+        if weight > 0.0 {
+            sum / weight
+        } else {
+            0.0
+        }
+    } else {
+        0.0
+    };
+    let total: f64 = rows.map(|r| loss.sample(r.label, r.weight).value(b)).sum();
+    (b, total / n)
+}
+
 /// The state every learner keeps the same way, and the rules every learner follows with it.
 #[derive(Debug, Clone)]
 pub struct LearnerCore {
@@ -420,6 +474,9 @@ pub struct LearnerCore {
     /// The model [`LearnerCore::certified_best`] last published, while the window has not changed
     /// since (`None` after an insert).
     best: Option<Model>,
+    /// The largest `|label|` seen (squared loss: [`LearnerCore::bounded_score`]); restored from the
+    /// window's labels on a restart.
+    label_bound: f64,
 }
 
 impl LearnerCore {
@@ -441,6 +498,7 @@ impl LearnerCore {
             steps_since_insert: 0,
             rng,
             best: None,
+            label_bound: 0.0,
         };
         if let Some(state) = state {
             if state.samples.len() > capacity {
@@ -463,6 +521,9 @@ impl LearnerCore {
             core.stats = state.stats;
             core.last_certificate = state.last_certificate;
             core.steps_since_insert = state.steps_since_insert;
+            core.label_bound = (0..core.window.len())
+                .map(|i| core.window.row(i).label.abs())
+                .fold(0.0, f64::max);
         }
         core
     }
@@ -514,6 +575,37 @@ impl LearnerCore {
             self.rng.gen_range(0..blocks)
         };
         b * n / blocks..(b + 1) * n / blocks
+    }
+
+    /// Counts the progressive loss of a sample with `label` and `weight` that the model before it
+    /// scored `score`, where `value` is the loss at `score`: the loss is taken at the score bounded by
+    /// [`LearnerCore::bounded_score`], so one divergent prediction adds a bounded amount to the
+    /// average, which the samples after it dilute (it stayed at 2.28e60 for good, checkpoints
+    /// included, when one prediction had run away). A bounded score never costs more than the raw
+    /// one: the label lies inside the bound.
+    pub fn predicted_score(&mut self, label: f64, weight: f64, score: f64, value: f64) {
+        let bounded = self.bounded_score(label, score);
+        let value = if bounded == score {
+            value
+        } else {
+            self.config.loss.sample(label, weight).value(bounded)
+        };
+        self.predicted(value);
+    }
+
+    /// The score progressive validation charges a sample with `label` for: `score` clamped to
+    /// `[-B, B]`, `B` = [`PROGRESSIVE_SCORE_BOUND`] for the classification losses (labels +-1; as
+    /// Vowpal Wabbit clamps its predictions), and for squared loss the largest `|label|` this learner
+    /// has seen (this one's included, so the clamp can only lower the loss; as VW clamps regression
+    /// predictions to the label range seen). NaN stays NaN (a numeric fault).
+    pub fn bounded_score(&mut self, label: f64, score: f64) -> f64 {
+        let bound = if self.config.loss.is_classification() {
+            PROGRESSIVE_SCORE_BOUND
+        } else {
+            self.label_bound = self.label_bound.max(label.abs());
+            self.label_bound
+        };
+        score.clamp(-bound, bound)
     }
 
     /// Counts a sample's loss under the model before it was learned (progressive validation). A
@@ -569,18 +661,62 @@ impl LearnerCore {
             }
             _ => model,
         };
+        // The learner's own model is kept, not the view of it (which may be the empty model).
+        let kept = model.clone();
         let snapshot = self.certified(model);
-        self.best = Some(snapshot.model.clone());
+        self.best = Some(kept);
         snapshot
     }
 
-    /// The published view of `model` with the current counters (records nothing).
+    /// The published view of `model` with the current counters (records nothing): the empty model
+    /// instead when the learner stalled above it ([`LearnerCore::empty_fallback`]), with the convergence record
+    /// ([`crate::model::Convergence`]: `converged` when the relative gap meets `tol`, else `stalled`
+    /// once the learner idles after [`IDLE_EPOCHS`], else `running`).
     pub fn view(&self, model: Model) -> LearnerSnapshot {
+        // Only a learner that stopped stepping falls back: while it runs, its iterate may pass
+        // through models worse than `w = 0` on its way (SMIDAS and mirror do, early on).
+        let stalled = matches!(self.idle(), Some(Idle::Stalled));
+        let (mut model, empty) = if stalled {
+            self.empty_fallback(model)
+        } else {
+            (model, false)
+        };
+        let reason = if stalled { "stalled" } else { "running" };
+        model.convergence = Some(crate::model::Convergence::new(
+            &model.certificate,
+            reason,
+            self.config.tol,
+            empty,
+        ));
         LearnerSnapshot {
             model,
             stats: self.stats,
             window_samples: self.window.len(),
         }
+    }
+
+    /// `model`, or the empty model (`w = 0`, with the intercept's best value for `w = 0` when the
+    /// learner has one) when that has the lower objective over the window, certified against the same
+    /// dual (a lower bound for every k-sparse model); `true` with the empty model. A learner that
+    /// stalled above the empty model (values of very different magnitudes can stall it there: primal
+    /// 4.24e12 against 6.65e11 for `w = 0`) so serves `w = 0` and says so ([`LearnerCore::view`]). Not for a cluster's
+    /// global model (certified over other windows) nor the subset learner's (another objective).
+    /// O(window): rows are read for their label and weight only.
+    pub fn empty_fallback(&self, model: Model) -> (Model, bool) {
+        if model.cluster.is_some() || model.lambda0.is_some() || self.window.is_empty() {
+            return (model, false);
+        }
+        let (b, empty) = empty_model_primal(&self.window, &self.config);
+        let c = model.certificate;
+        if !(empty.is_finite() && empty < c.primal) {
+            return (model, false);
+        }
+        let mut model = model;
+        model.support.clear();
+        model.weights.clear();
+        model.intercept = b;
+        model.certificate = Certificate::new(empty, c.dual, c.samples);
+        (model, true)
     }
 
     /// The checkpoint payload: the core's part, with the adapter's step scale and primal model.
@@ -615,6 +751,42 @@ mod tests {
             (3, 1, 2)
         );
         assert_eq!(s.progressive_loss(), 2.0);
+    }
+
+    /// One runaway prediction adds a bounded amount to the progressive loss, which later samples
+    /// dilute: logistic at most the loss at score 50; squared at most the loss at the largest label
+    /// seen, and a clamp never raises a loss.
+    #[test]
+    fn a_runaway_prediction_adds_a_bounded_loss_that_dilutes() {
+        let mut config = Config::defaults().learners.remove(0);
+        config.loss = crate::loss::Loss::new(crate::loss::LossKind::Logistic, 0.5).unwrap();
+        let mut core = LearnerCore::new(config.clone(), 4, None);
+        let l = config.loss.sample(-1.0, 1.0);
+        core.predicted_score(-1.0, 1.0, 9.27e60, l.value(9.27e60));
+        let one = core.stats.progressive_loss();
+        assert!(
+            (one - l.value(PROGRESSIVE_SCORE_BOUND)).abs() < 1e-12,
+            "{one}"
+        );
+        for _ in 0..999 {
+            core.predicted_score(-1.0, 1.0, -3.0, l.value(-3.0));
+        }
+        assert!(core.stats.progressive_loss() < 0.1, "{:?}", core.stats);
+        config.loss = crate::loss::Loss::new(crate::loss::LossKind::Squared, 0.5).unwrap();
+        let mut core = LearnerCore::new(config.clone(), 4, None);
+        let sq = |y: f64, u: f64| config.loss.sample(y, 1.0).value(u);
+        core.predicted_score(2.0, 1.0, 1.5, sq(2.0, 1.5));
+        assert_eq!(core.stats.progressive_loss_sum, sq(2.0, 1.5));
+        core.predicted_score(-1.0, 1.0, 1e12, sq(-1.0, 1e12));
+        assert_eq!(
+            core.stats.progressive_loss_sum,
+            sq(2.0, 1.5) + sq(-1.0, 2.0)
+        );
+        for (y, u) in [(0.5, -7.0), (-2.0, -1e300), (1.0, 0.25)] {
+            let before = core.stats.progressive_loss_sum;
+            core.predicted_score(y, 1.0, u, sq(y, u));
+            assert!(core.stats.progressive_loss_sum - before <= sq(y, u));
+        }
     }
 
     /// On a window that did not change, a model with a higher primal does not replace the one

@@ -306,6 +306,7 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         count_numeric_faults(metrics, &cell.name, snap.stats.numeric_faults);
         (snap, l.window().capacity(), l.gauges())
     };
+    log_convergence_change(&cell.name, previous.as_deref(), &snap.model);
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;
     let prev_steps = previous.as_ref().map_or(0, |p| p.steps);
@@ -354,6 +355,39 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
     true
 }
 
+/// Logs when a learner starts or stops serving the empty model in place of its own
+/// ([`super::LearnerCore::empty_fallback`]), and when it idles without having converged.
+fn log_convergence_change(learner: &str, previous: Option<&Snapshot>, model: &Model) {
+    let Some(now) = &model.convergence else {
+        return;
+    };
+    let before = previous.and_then(|p| p.model.convergence.as_ref());
+    let c = model.certificate;
+    if now.empty_model && !before.is_some_and(|b| b.empty_model) {
+        tracing::warn!(
+            learner,
+            primal = c.primal,
+            dual = c.dual,
+            "the learner's model is worse than the empty model over its window: serving w = 0"
+        );
+    } else if !now.empty_model && before.is_some_and(|b| b.empty_model) {
+        tracing::info!(
+            learner,
+            primal = c.primal,
+            "the learner's model beats the empty model again: serving it"
+        );
+    }
+    if now.reason == "stalled" && before.is_none_or(|b| b.reason != "stalled") {
+        tracing::warn!(
+            learner,
+            relative_gap = now.relative_gap,
+            tol = now.tol,
+            empty_model = now.empty_model,
+            "the learner idles without having converged (relative gap above tol)"
+        );
+    }
+}
+
 /// Brings `thresher_numeric_faults_total{learner}` up to the learner's own count.
 fn count_numeric_faults(metrics: &Metrics, learner: &str, faults: u64) {
     let counter = metrics.numeric_faults.with_label_values(&[learner]);
@@ -397,6 +431,17 @@ pub fn set_gauges(cell: &ModelCell, metrics: &Metrics) {
         .window_samples
         .with_label_values(&l)
         .set(s.window_samples as f64);
+    if let Some(c) = &s.model.convergence {
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        metrics
+            .model_converged
+            .with_label_values(&l)
+            .set(flag(c.converged));
+        metrics
+            .model_empty_fallback
+            .with_label_values(&l)
+            .set(flag(c.empty_model));
+    }
     metrics
         .snapshot_age
         .with_label_values(&l)

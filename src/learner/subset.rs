@@ -294,7 +294,7 @@ impl StreamSubset {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = sparse_dot(r.indices, r.values, &self.weights);
-            self.core.predicted(l.value(u));
+            self.core.predicted_score(r.label, r.weight, u, l.value(u));
             self.core.window.push_ref(sample, l.dual_of_margin(u));
         }
     }

@@ -10,6 +10,8 @@
 //! | `thresher_model_version` | gauge | learner | version of the published snapshot |
 //! | `thresher_progressive_loss` | gauge | learner | average loss of each sample predicted before it was learned |
 //! | `thresher_snapshot_age_seconds` | gauge | learner | seconds since the published snapshot was taken (at scrape) |
+//! | `thresher_model_converged` | gauge | learner | 1 when the published model's relative gap is at most the learner's `tol`, else 0 (its `convergence.reason` in the model JSON says why) |
+//! | `thresher_model_empty_fallback` | gauge | learner | 1 when the learner's best model was worse than the empty one and `w = 0` is served instead |
 //! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
 //! | `thresher_history_points_dropped_total` | counter | learner | points the `GET /v1/history` ring dropped, oldest first, to stay at `snapshot.history_points` |
 //! | `thresher_window_samples` | gauge | learner | samples in the window |
@@ -65,6 +67,8 @@ pub struct Metrics {
     pub model_version: GaugeVec,
     pub progressive_loss: GaugeVec,
     pub snapshot_age: GaugeVec,
+    pub model_converged: GaugeVec,
+    pub model_empty_fallback: GaugeVec,
     pub solver_steps: IntCounterVec,
     pub history_dropped: IntCounterVec,
     pub window_samples: GaugeVec,
@@ -239,6 +243,27 @@ fn model_family(r: &Registrar) -> ModelFamily {
         history_dropped: r.counter(
             "thresher_history_points_dropped_total",
             "Points the history ring dropped (oldest first) to stay at snapshot.history_points",
+            LEARNER,
+        ),
+    }
+}
+
+/// Whether each learner's published model converged, and whether it is the empty fallback.
+struct ConvergenceFamily {
+    model_converged: GaugeVec,
+    model_empty_fallback: GaugeVec,
+}
+
+fn convergence_family(r: &Registrar) -> ConvergenceFamily {
+    ConvergenceFamily {
+        model_converged: r.gauge(
+            "thresher_model_converged",
+            "1 when the published model's relative gap is at most the learner's tol, else 0",
+            LEARNER,
+        ),
+        model_empty_fallback: r.gauge(
+            "thresher_model_empty_fallback",
+            "1 when the learner's best model was worse than the empty model and w = 0 is served",
             LEARNER,
         ),
     }
@@ -490,6 +515,7 @@ impl Metrics {
         let (model, solver, lambda) = (model_family(&r), solver_family(&r), lambda_family(&r));
         let (ingest, http) = (ingest_family(&r), http_family(&r));
         let (durability, cluster) = (durability_family(&r), cluster_family(&r));
+        let convergence = convergence_family(&r);
         let m = Metrics {
             registry: r.registry,
             duality_gap: model.duality_gap,
@@ -500,6 +526,8 @@ impl Metrics {
             model_version: model.model_version,
             progressive_loss: model.progressive_loss,
             snapshot_age: model.snapshot_age,
+            model_converged: convergence.model_converged,
+            model_empty_fallback: convergence.model_empty_fallback,
             solver_steps: solver.solver_steps,
             history_dropped: model.history_dropped,
             window_samples: solver.window_samples,

@@ -443,8 +443,29 @@ pub fn project_rows_with_sum(
     }
 }
 
+/// Beyond this margin `y u` the logistic loss `log(1 + e^-40) = 4.2e-18` is below f64's resolution of
+/// any loss near 1: the intercept's bracket reaches this far past the largest margin.
+pub const LOGISTIC_MARGIN_BOUND: f64 = 40.0;
+
+/// The half-width of the bracket `[-r, r]` in which a classification loss's intercept is sought for
+/// margins `u_i = w.x_i`: `r = max_i |u_i| + M`, with `M` = [`LOGISTIC_MARGIN_BOUND`] for logistic
+/// and 1 for hinge and Huber (a margin of 1 costs them nothing). It holds every finite minimiser while
+/// both classes are present (at `b = r` every positive row is past `M` and every negative row's slope
+/// pulls back; likewise at `-r`; for logistic while the class weights differ by less than `e^38`); on a
+/// window of one class, where logistic has no finite minimiser, `b` stops at the edge, so the
+/// unpenalised intercept stays within `M` of the margins, which `ingest.max_abs_value` and the ridge
+/// term bound, instead of growing without bound (every refit from a warm start would go further).
+pub fn intercept_reach(loss: &Loss, margins: &[f64]) -> f64 {
+    let bound = match loss {
+        Loss::Logistic(_) => LOGISTIC_MARGIN_BOUND,
+        _ => 1.0,
+    };
+    margins.iter().fold(0.0f64, |m, u| m.max(u.abs())) + bound
+}
+
 /// The intercept minimising `P(w, b)` over `b` for fixed `w`: the root of `sum_i c_i l'(u_i + b)`,
-/// closed form for squared loss, bisection otherwise. `margins` holds `u_i = w.x_i`.
+/// closed form for squared loss, bisection otherwise within [`intercept_reach`]. `margins` holds
+/// `u_i = w.x_i`.
 pub fn best_intercept<S: SampleSet>(data: &S, loss: &Loss, margins: &[f64]) -> f64 {
     if data.is_empty() {
         return 0.0;
@@ -468,9 +489,9 @@ pub fn best_intercept<S: SampleSet>(data: &S, loss: &Loss, margins: &[f64]) -> f
             })
             .sum()
     };
-    let spread = margins.iter().fold(0.0f64, |m, u| m.max(u.abs())) + 2.0;
-    let (mut lo, mut hi) = (-spread, spread);
-    // A single-class problem has no finite minimiser; stop at the edge of the margins.
+    let reach = intercept_reach(loss, margins);
+    let (mut lo, mut hi) = (-reach, reach);
+    // A single-class problem may have no finite minimiser; stop at the bracket's edge.
     if slope(lo) >= 0.0 {
         return lo;
     }

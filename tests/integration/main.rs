@@ -17,4 +17,5 @@ mod regression;
 mod sdiht;
 mod security;
 mod status_page;
+mod stopping;
 mod subset;

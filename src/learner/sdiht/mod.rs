@@ -226,7 +226,7 @@ impl StreamingLearner for StreamSdiht {
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask) + b;
             let (value, alpha) = l.value_and_dual_of_margin(u);
-            self.core.predicted(value);
+            self.core.predicted_score(r.label, r.weight, u, value);
             if seq < passing {
                 continue;
             }

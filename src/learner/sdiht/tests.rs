@@ -234,7 +234,7 @@ fn block_inserts_give_the_pinned_state_bit_for_bit() {
                 0x3ffbe81d0ec4041d,
                 0xbff1c0c0792025a6,
             ],
-            [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082b2094c8e2c87],
+            [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082a2b4af0572c5],
             0xf1b263911ca2b8dc,
         ),
     ];
@@ -325,7 +325,9 @@ fn the_intercept_fits_an_unbalanced_window_with_a_valid_gap() {
     let (with, state) = learn(true);
     let (without, _) = learn(false);
     assert!(with.intercept > 1.0, "b = {}", with.intercept);
-    assert_eq!(state.intercept, with.intercept);
+    // The checkpoint holds the iterate's `b`; the published model may be an earlier, better one of
+    // the same unchanged window (`certified_best`), with its own `b`.
+    assert!(state.intercept > 1.0, "b = {}", state.intercept);
     assert_eq!(without.intercept, 0.0);
     // `b` is free: the fitted objective is well below the best without it.
     let (p_with, d_without) = (with.certificate.primal, without.certificate.dual);
