@@ -18,6 +18,7 @@
 pub mod driver;
 pub mod mirror;
 pub mod objective;
+pub mod polish;
 pub mod primal;
 pub mod sdiht;
 pub mod smidas;
