@@ -192,6 +192,8 @@ fn random_extreme_states_round_trip_exactly() {
                         lambda2: rng.gen_bool(0.3).then(|| number(&mut rng)),
                         lambda_auto: None,
                         cluster: None,
+                        polish: None,
+                        standardize: None,
                     },
                 }
             });
