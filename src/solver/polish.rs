@@ -30,7 +30,7 @@
 //! one. Above [`MAX_COORDINATES`] unknowns the `O(m^3)` solve and `O(m^2)` matrix are not worth it and
 //! polishing is skipped ([`PolishOutcome::TooManyCoordinates`]).
 //!
-//! Cost: one pass to gather each row's entries on `S` (`O(nnz)`), then per Newton step
+//! Cost: one pass to gather each row's entries on `S` (`O(nnz)`, through a `4 d`-byte map), then per Newton step
 //! `O(sum_i nnz_S(x_i)^2 + m^3)` for the Hessian and the solve, and `O(N)` per line-search trial.
 
 use serde::{Deserialize, Serialize};
@@ -115,8 +115,18 @@ struct Restricted {
 }
 
 impl Restricted {
-    /// Merges every row's ascending indices with the ascending `support`.
+    /// Each row's entries on the ascending `support`, looked up in a dense map from feature to
+    /// position (`4 d` bytes): one probe per stored value. Rows ascend in their indices, so the
+    /// positions ascend too.
     fn gather<S: SampleSet>(data: &S, support: &[u32]) -> Restricted {
+        const ABSENT: u32 = u32::MAX;
+        let dim = data
+            .dim()
+            .max(support.last().map_or(0, |&j| j as usize + 1));
+        let mut position = vec![ABSENT; dim];
+        for (at, &j) in support.iter().enumerate() {
+            position[j as usize] = at as u32;
+        }
         let mut out = Restricted {
             ptr: Vec::with_capacity(data.len() + 1),
             pos: Vec::new(),
@@ -125,17 +135,11 @@ impl Restricted {
         out.ptr.push(0);
         for i in 0..data.len() {
             let r = data.row(i);
-            let (mut a, mut b) = (0, 0);
-            while a < r.indices.len() && b < support.len() {
-                match r.indices[a].cmp(&support[b]) {
-                    std::cmp::Ordering::Less => a += 1,
-                    std::cmp::Ordering::Greater => b += 1,
-                    std::cmp::Ordering::Equal => {
-                        out.pos.push(b as u32);
-                        out.val.push(r.values[a]);
-                        a += 1;
-                        b += 1;
-                    }
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                let at = position.get(j as usize).copied().unwrap_or(ABSENT);
+                if at != ABSENT {
+                    out.pos.push(at);
+                    out.val.push(v);
                 }
             }
             out.ptr.push(out.pos.len());
