@@ -24,7 +24,7 @@
 //! model is returned unchanged.
 //!
 //! **The linear solve.** The Hessian is at most `(k + 1) x (k + 1)` and dense; it is factorised by the
-//! crate's own short Cholesky ([`super::primal::cholesky_solve`], which HTP already uses), damped by a
+//! crate's own short Cholesky (`solver::primal::cholesky_solve`, which HTP already uses), damped by a
 //! growing multiple of its largest diagonal if rounding makes it lose definiteness (the intercept's
 //! row has no ridge). No linear-algebra crate is a dependency and a solve of this size does not need
 //! one. Above [`MAX_COORDINATES`] unknowns the `O(m^3)` solve and `O(m^2)` matrix are not worth it and
@@ -311,8 +311,8 @@ impl NewtonScratch {
                 }
             }
         }
-        for j in 0..s {
-            self.g[j] += problem.lambda * x[j];
+        for (j, (g, &x)) in self.g[..s].iter_mut().zip(&x[..s]).enumerate() {
+            *g += problem.lambda * x;
             self.h[j * m + j] += problem.lambda;
         }
     }
