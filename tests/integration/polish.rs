@@ -154,6 +154,9 @@ fn standardize_makes_a_badly_scaled_problem_certifiable() {
         let mut args = base.to_vec();
         args.extend(["--step", step]);
         let out = thresher(&args);
+        // The columns span 12 decades: fit suggests --standardize.
+        assert!(stderr(&out).contains("decades"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("consider --standardize"));
         if out.status.success() {
             let raw = model_json(&files.model);
             assert!(relative_gap(&raw) > 0.5, "{step}: {raw}");

@@ -3,7 +3,8 @@
 //! support ([`crate::solver::polish`], on by default, `--no-polish` turns it off).
 //!
 //! With `--standardize` everything in between — the `--lambda auto` grid and its held-out scores, the
-//! search, the polish and the certificate — runs on the scaled columns; the scales are the RMS of each
+//! search, the polish and the certificate — runs on the scaled columns (without it, a warning suggests
+//! it when the columns' magnitudes span more than [`SUGGEST_STANDARDIZE_DECADES`] decades); the scales are the RMS of each
 //! column over the whole file ([`ColumnScales`]: no labels are read, so the held-out part informs only
 //! the column scales). Only the grid's final refit is polished; the grid members are ranked as the
 //! search left them.
@@ -54,25 +55,44 @@ impl Fit<'_> {
     }
 }
 
-/// `data` with its columns scaled when `--standardize` asks for it, and the scales.
+/// Without `--standardize`, `fit` suggests it on stderr when the columns' RMS spans more than this
+/// many decades: the real sets measured span at most 2.8, the badly scaled one 12, where the raw
+/// problem's solver diverges or its certificate is vacuous (`docs/benchmarks/quality.md`).
+pub const SUGGEST_STANDARDIZE_DECADES: f64 = 6.0;
+
+/// Prints the suggestion of [`SUGGEST_STANDARDIZE_DECADES`] when it applies.
+fn suggest_standardize(scales: &ColumnScales) {
+    if scales.decades() > SUGGEST_STANDARDIZE_DECADES {
+        eprintln!(
+            "warning: the columns' root mean squares span {:.1} decades; the solver may diverge or stall with a vacuous gap: consider --standardize",
+            scales.decades()
+        );
+    }
+}
+
+/// `data` with its columns scaled when `--standardize` asks for it, and the scales; without it, the
+/// scales are measured only to suggest it.
 pub(super) fn standardize_dataset(
     args: &FitArgs,
     mut data: Dataset,
 ) -> (Dataset, Option<ColumnScales>) {
+    let scales = ColumnScales::rms(&data);
     if !args.standardize {
+        suggest_standardize(&scales);
         return (data, None);
     }
-    let scales = ColumnScales::rms(&data);
     data.scale_columns(&scales);
     (data, Some(scales))
 }
 
-/// Scales `samples`' columns in place when `--standardize` asks for it; the scales.
+/// Scales `samples`' columns in place when `--standardize` asks for it; the scales (measured without
+/// it only to suggest it).
 pub(super) fn standardize_samples(args: &FitArgs, samples: &mut [Sample]) -> Option<ColumnScales> {
+    let scales = ColumnScales::rms_of_samples(samples);
     if !args.standardize {
+        suggest_standardize(&scales);
         return None;
     }
-    let scales = ColumnScales::rms_of_samples(samples);
     scales.scale_samples(samples);
     Some(scales)
 }
