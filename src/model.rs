@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::loss::LossKind;
 use crate::sample::Row;
+use crate::solver::polish::PolishRecord;
 use crate::solver::Certificate;
 
 pub const FORMAT: &str = "thresher-model/1";
@@ -54,6 +55,31 @@ pub struct Model {
     /// idles). Absent in model files written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence: Option<Convergence>,
+    /// `fit`: what polishing the search's model on its support did ([`crate::solver::polish`]).
+    /// Absent for the daemon's models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polish: Option<PolishRecord>,
+    /// `fit --standardize`: the problem was solved on scaled columns. Absent when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standardize: Option<Standardized>,
+}
+
+/// How a model solved on scaled columns relates to its file (`fit --standardize`).
+///
+/// Each column `j` was divided by its scale `s_j` (its root mean square over the training rows; never
+/// centred, so zeros stay zeros) and the problem solved on the scaled columns. `weights` are in the
+/// original units (`w_j = w'_j / s_j`), so `score` and `thresher predict` read raw features. The
+/// `certificate` is of the problem that was solved, written in original units
+/// `P(w, b) = (1/N) sum_i c_i l(x_i.w + b, y_i) + (lambda/2) sum_j (s_j w_j)^2`: a ridge penalty
+/// weighted by the scales, with `lambda` as the file gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Standardized {
+    /// How the scales were computed: `"rms"`.
+    pub scaling: String,
+    /// The problem the certificate is of: `"scaled"` (the penalty above).
+    pub certified: String,
+    /// `s_j` of each support feature, parallel to `support`.
+    pub scales: Vec<f64>,
 }
 
 /// Whether a model converged: its relative gap `(P - D) / max(1, |P|)` is at most `tol` (`fit --tol`,
@@ -181,6 +207,8 @@ impl Model {
             lambda_auto: None,
             cluster: None,
             convergence: None,
+            polish: None,
+            standardize: None,
         }
     }
 
@@ -217,6 +245,15 @@ impl Model {
             if !(c.relative_gap.is_finite() && c.tol.is_finite()) {
                 return Err(ModelError::Inconsistent(
                     "convergence: non-finite relative gap or tolerance",
+                ));
+            }
+        }
+        if let Some(s) = &self.standardize {
+            if s.scales.len() != self.support.len()
+                || !s.scales.iter().all(|s| s.is_finite() && *s > 0.0)
+            {
+                return Err(ModelError::Inconsistent(
+                    "standardize: scales must be finite, > 0 and parallel to support",
                 ));
             }
         }
@@ -280,6 +317,8 @@ mod tests {
             lambda_auto: None,
             cluster: None,
             convergence: None,
+            polish: None,
+            standardize: None,
         }
     }
 

@@ -1,5 +1,8 @@
 //! `thresher fit`: train one solver on a file, print a summary, write the model and the trace; with
-//! `--lambda auto`, first pick lambda from a grid on a held-out part of the file.
+//! `--lambda auto`, first pick lambda from a grid on a held-out part of the file. [`refine`] scales the
+//! columns first (`--standardize`) and polishes the model on its support after the search.
+
+mod refine;
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -117,14 +120,18 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         step,
         stop,
     };
-    let (lambda, lambda_auto, data, start) = match lambda_arg {
-        LambdaArg::Value(lambda) => (lambda, None, load(&args.data, args.format)?, None),
+    let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
+        LambdaArg::Value(lambda) => {
+            let (data, scales) = refine::standardize_dataset(args, load(&args.data, args.format)?);
+            (lambda, None, data, None, scales)
+        }
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
-            let samples = read_file(&args.data, format)?;
+            let mut samples = read_file(&args.data, format)?;
+            let scales = refine::standardize_samples(args, &mut samples);
             let (record, start) = fit.choose_lambda(&samples)?;
             let data = Dataset::from_samples(&samples, 0);
-            (record.grid[record.live], Some(record), data, start)
+            (record.grid[record.live], Some(record), data, start, scales)
         }
     };
 
@@ -139,15 +146,16 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         );
         bar
     });
-    let (report, solver_name, _) = fit.solve(&data, lambda, start.as_ref(), &stop, &mut |row| {
-        if let Some(bar) = &progress {
-            bar.set_position(row.epoch as u64);
-            bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
-        }
-        trace.push_str(&row.csv());
-        trace.push('\n');
-        rows.push(*row);
-    })?;
+    let (mut report, solver_name, _) =
+        fit.solve(&data, lambda, start.as_ref(), &stop, &mut |row| {
+            if let Some(bar) = &progress {
+                bar.set_position(row.epoch as u64);
+                bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
+            }
+            trace.push_str(&row.csv());
+            trace.push('\n');
+            rows.push(*row);
+        })?;
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
@@ -157,6 +165,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
             epoch: report.epochs,
         });
     }
+    let polish = fit.polish(&data, lambda, &mut report)?;
     let mut model = Model::from_sparse(
         &report.model,
         loss_kind,
@@ -168,6 +177,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     );
     model.lambda_auto = lambda_auto;
     model.convergence = Some(convergence_of(&report, stop.tol));
+    model.polish = Some(polish);
+    if let Some(scales) = &scales {
+        refine::to_original_units(&mut model, scales);
+    }
     eprintln!(
         "solver={} lambda={} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={}",
         solver_name,

@@ -216,6 +216,16 @@ pub struct FitArgs {
     /// Draw the trace here as SVG: primal, dual and gap per epoch (log scale) and the support size.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Do not polish the search's model: by default it is re-solved on its own support (Newton on at
+    /// most k weights and the intercept) and kept when its primal is lower; smooth losses only (not
+    /// hinge). The model file's `polish` says what happened.
+    #[arg(long)]
+    pub no_polish: bool,
+    /// Solve on columns divided by their root mean square (never centred: zeros stay zeros), write
+    /// the weights in the original units, and certify the scaled problem (the model file's
+    /// `standardize`). For features of very different magnitudes.
+    #[arg(long)]
+    pub standardize: bool,
 }
 
 impl FitArgs {

@@ -53,6 +53,11 @@ pub struct SubsetArgs {
 
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let s = &args.subset;
+    if args.standardize {
+        return Err(CliError::Argument(
+            "--standardize is for the k-sparse solvers: subset and dual-ast normalise their columns themselves".into(),
+        ));
+    }
     let (loss, lambda0, params) = params_of(args)?;
     let data = load(&args.data, args.format)?;
     let mut solver = SubsetSolver::new(&data, params)?;

@@ -210,6 +210,32 @@ impl Loss {
         }
     }
 
+    /// `l''(u, y)` where the loss is twice differentiable, `None` for hinge (piecewise linear: no
+    /// curvature to take a Newton step with). Squared: 2. Logistic: `s (1 - s)` with
+    /// `s = sigmoid(y u)`. Huber: `1 / gamma` on the quadratic piece `1 - gamma <= y u < 1`, else 0 —
+    /// a generalised second derivative (Huber is once differentiable only), which is what a damped
+    /// Newton step on it uses.
+    #[inline]
+    pub fn second_derivative(&self, u: f64, y: f64) -> Option<f64> {
+        match self {
+            Loss::Squared(_) => Some(2.0),
+            Loss::Huber(h) => {
+                let m = y * u;
+                Some(if m < 1.0 && m >= 1.0 - h.gamma {
+                    1.0 / h.gamma
+                } else {
+                    0.0
+                })
+            }
+            Loss::Hinge(_) => None,
+            Loss::Logistic(_) => {
+                // sigmoid(m) (1 - sigmoid(m)) = e / (1 + e)^2 with e = exp(-|m|), stable for both signs.
+                let e = (-(y * u).abs()).exp();
+                Some(e / ((1.0 + e) * (1.0 + e)))
+            }
+        }
+    }
+
     /// `(l(u, y), l'(u, y))`, equal bit for bit to [`Loss::value`] and [`Loss::derivative`]; logistic
     /// computes the `exp` they share once (at `m = 0` both take `exp(±0) = 1`).
     #[inline]
@@ -501,6 +527,33 @@ mod tests {
             let kink = matches!(loss, Loss::Hinge(_)) && ((y * u) - 1.0).abs() < 1e-5;
             if !kink {
                 assert!((fd - loss.derivative(u, y)).abs() < 1e-5, "{loss:?} u={u}");
+            }
+        });
+    }
+
+    /// `l''` against a central difference of `l'` away from Huber's two kinks; hinge has none.
+    #[test]
+    fn second_derivative_matches_finite_differences_off_kinks() {
+        for_each_draw(5, |rng, loss, y| {
+            let u: f64 = rng.gen_range(-4.0..4.0);
+            let Some(an) = loss.second_derivative(u, y) else {
+                assert!(matches!(loss, Loss::Hinge(_)));
+                return;
+            };
+            let h = 1e-6;
+            let kink = match loss {
+                Loss::Huber(g) => {
+                    let m = y * u;
+                    (m - 1.0).abs() < 1e-4 || (m - 1.0 + g.gamma).abs() < 1e-4
+                }
+                _ => false,
+            };
+            if !kink {
+                let fd = (loss.derivative(u + h, y) - loss.derivative(u - h, y)) / (2.0 * h);
+                assert!(
+                    (fd - an).abs() < 1e-5 * (1.0 + an),
+                    "{loss:?} u={u}: {fd} vs {an}"
+                );
             }
         });
     }

@@ -6,11 +6,13 @@
 //! solvers read rows through the [`SampleSet`] trait, which the daemon's ring-buffer window implements
 //! too, so the same solver code runs offline and live. The daemon moves samples in batches stored by
 //! column, [`SampleBlock`]s (one allocation per column, not two per sample), and hands single rows
-//! around as borrowed [`SampleRef`]s.
+//! around as borrowed [`SampleRef`]s. [`ColumnScales`] rescales a data set's columns (`fit --standardize`).
 
 mod block;
+mod scale;
 
 pub use block::SampleBlock;
+pub use scale::ColumnScales;
 
 use sprs::CsMatI;
 use thiserror::Error;

@@ -10,6 +10,8 @@
 //!   streaming learners drive too;
 //! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
 //!   conventions, driven by its own outer loop;
+//! - [`polish`] — not a search but its last step: Newton on the support a search chose, kept when its
+//!   primal is lower (`fit` runs it on the model it returns);
 //!
 //! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
 //! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
@@ -18,6 +20,7 @@
 pub mod driver;
 pub mod mirror;
 pub mod objective;
+pub mod polish;
 pub mod primal;
 pub mod sdiht;
 pub mod smidas;

@@ -12,6 +12,7 @@ mod limits;
 mod mirror;
 mod nats;
 mod nats_fixture;
+mod polish;
 mod prometheus;
 mod regression;
 mod sdiht;

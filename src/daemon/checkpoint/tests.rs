@@ -193,6 +193,8 @@ fn random_extreme_states_round_trip_exactly() {
                         lambda_auto: None,
                         cluster: None,
                         convergence: None,
+                        polish: None,
+                        standardize: None,
                     },
                 }
             });

@@ -1,0 +1,433 @@
+//! Polishing a k-sparse model on its own support: the convex problem that remains once the support is
+//! fixed, solved by Newton's method.
+//!
+//! The k-sparse search (SDIHT, IHT, mirror descent) picks a support `S`, `|S| <= k`, but stops with
+//! weights that need not minimise the objective on it: the dual solvers stall where the support trades
+//! near-tied features, and the model returned is the best *visited* iterate. On a fixed `S` problem
+//! (1.1) is smooth and strongly convex (the ridge term): `P_S(w_S, b) = (1/N) sum_i c_i l(x_iS.w_S + b,
+//! y_i) + (lambda/2) ||w_S||^2`, with at most `k` weights and the intercept. [`polish`] minimises it by
+//! Newton's method: gradient `(1/N) sum_i c_i l'(u_i) x_iS + lambda w_S` (and `(1/N) sum_i c_i l'(u_i)`
+//! for `b`), Hessian `(1/N) sum_i c_i l''(u_i) x_iS x_iS^T + lambda I` (no ridge on `b`), the step from
+//! a Cholesky solve, Armijo backtracking on `P_S`, stopping when the Newton decrement `-g.d / 2` is
+//! below [`TOLERANCE`] relative to `max(1, |P|)` or after [`MAX_ITERATIONS`] steps. Squared loss
+//! needs one step (its `P_S` is quadratic: the ridge solution on `S`).
+//!
+//! **The certificate stays exact.** The polished model is still k-sparse, so weak duality
+//! `P(w) >= D(alpha)` holds against every dual point the search found; [`polish_fit`] keeps the
+//! polished model only when its primal is lower, keeps the search's best dual, and raises it to `D` at
+//! the polished model's dual point (Thm 1(b)) when that is higher. The gap `P - D` therefore never grows.
+//!
+//! **Which losses.** Squared and logistic are twice differentiable. Huber is once differentiable with
+//! a piecewise-constant `l''` ([`crate::loss::Loss::second_derivative`]); damped Newton on it is the
+//! semismooth Newton method and the line search keeps every step a descent, so it is polished too.
+//! Hinge has no curvature: polishing is skipped ([`PolishOutcome::NonSmoothLoss`]) and the search's
+//! model is returned unchanged.
+//!
+//! **The linear solve.** The Hessian is at most `(k + 1) x (k + 1)` and dense; it is factorised by the
+//! crate's own short Cholesky (`solver::primal::cholesky_solve`, which HTP already uses), damped by a
+//! growing multiple of its largest diagonal if rounding makes it lose definiteness (the intercept's
+//! row has no ridge). No linear-algebra crate is a dependency and a solve of this size does not need
+//! one. Above [`MAX_COORDINATES`] unknowns the `O(m^3)` solve and `O(m^2)` matrix are not worth it and
+//! polishing is skipped ([`PolishOutcome::TooManyCoordinates`]).
+//!
+//! Cost: one pass to gather each row's entries on `S` (`O(nnz)`, through a `4 d`-byte map), then per Newton step
+//! `O(sum_i nnz_S(x_i)^2 + m^3)` for the Hessian and the solve, and `O(N)` per line-search trial.
+
+use serde::{Deserialize, Serialize};
+
+use super::driver::{FitReport, SparseModel};
+use super::objective::DualScratch;
+use super::primal::cholesky_solve;
+use super::{Certificate, Problem};
+use crate::sample::SampleSet;
+
+/// Newton steps at most.
+pub const MAX_ITERATIONS: usize = 50;
+/// Stop once the Newton decrement `-g.d / 2` (the predicted decrease) is at most this times `max(1, |P|)`.
+pub const TOLERANCE: f64 = 1e-13;
+/// The most unknowns (support plus intercept) polished: the dense Hessian takes `8 m^2` bytes (8 MiB)
+/// and its factorisation `m^3 / 3` flops (about 0.4 G).
+pub const MAX_COORDINATES: usize = 1024;
+/// Armijo's sufficient-decrease fraction.
+const ARMIJO: f64 = 1e-4;
+/// Step halvings before the line search gives up (the direction then makes no measurable progress).
+const MAX_HALVINGS: usize = 60;
+
+/// What polishing did (the model file's `polish`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolishOutcome {
+    /// The polished model had the lower primal and replaced the search's.
+    Kept,
+    /// Polishing found no lower primal (the search's model was already optimal on its support, to
+    /// rounding); the search's model is returned.
+    NotLower,
+    /// Hinge loss: no curvature to take a Newton step with; not polished.
+    NonSmoothLoss,
+    /// More than [`MAX_COORDINATES`] unknowns; not polished.
+    TooManyCoordinates,
+    /// No weight and no intercept to solve for.
+    NothingToSolve,
+    /// Not polished because the caller turned it off (`fit --no-polish`).
+    Off,
+}
+
+/// The record of a polish, as the model file carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PolishRecord {
+    pub outcome: PolishOutcome,
+    /// `P` of the search's model (the certificate's primal before polishing).
+    pub primal_search: f64,
+    /// `P` of the polished model, when one was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primal_polished: Option<f64>,
+    /// Newton steps taken.
+    pub iterations: usize,
+}
+
+impl PolishRecord {
+    /// The record of a fit that was not polished for `outcome`'s reason.
+    pub fn not_run(outcome: PolishOutcome, primal_search: f64) -> PolishRecord {
+        PolishRecord {
+            outcome,
+            primal_search,
+            primal_polished: None,
+            iterations: 0,
+        }
+    }
+}
+
+/// A model solved on its support.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Polished {
+    pub model: SparseModel,
+    /// `P` of the starting model and of [`Polished::model`], both computed here (same sums, same order).
+    pub primal_start: f64,
+    pub primal: f64,
+    pub iterations: usize,
+}
+
+/// Each row's entries on the support: positions into the support (ascending) and values, CSR.
+struct Restricted {
+    ptr: Vec<usize>,
+    pos: Vec<u32>,
+    val: Vec<f64>,
+}
+
+impl Restricted {
+    /// Each row's entries on the ascending `support`, looked up in a dense map from feature to
+    /// position (`4 d` bytes): one probe per stored value. Rows ascend in their indices, so the
+    /// positions ascend too.
+    fn gather<S: SampleSet>(data: &S, support: &[u32]) -> Restricted {
+        const ABSENT: u32 = u32::MAX;
+        let dim = data
+            .dim()
+            .max(support.last().map_or(0, |&j| j as usize + 1));
+        let mut position = vec![ABSENT; dim];
+        for (at, &j) in support.iter().enumerate() {
+            position[j as usize] = at as u32;
+        }
+        let mut out = Restricted {
+            ptr: Vec::with_capacity(data.len() + 1),
+            pos: Vec::new(),
+            val: Vec::new(),
+        };
+        out.ptr.push(0);
+        for i in 0..data.len() {
+            let r = data.row(i);
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                let at = position.get(j as usize).copied().unwrap_or(ABSENT);
+                if at != ABSENT {
+                    out.pos.push(at);
+                    out.val.push(v);
+                }
+            }
+            out.ptr.push(out.pos.len());
+        }
+        out
+    }
+
+    fn row(&self, i: usize) -> (&[u32], &[f64]) {
+        let range = self.ptr[i]..self.ptr[i + 1];
+        (&self.pos[range.clone()], &self.val[range])
+    }
+
+    /// `x_iS . x[..s] + offset_b` for every row, where `offset_b` is the intercept.
+    fn margins(&self, x: &[f64], b: f64, out: &mut Vec<f64>) {
+        out.clear();
+        for i in 0..self.ptr.len() - 1 {
+            let (pos, val) = self.row(i);
+            let dot: f64 = pos.iter().zip(val).map(|(&p, v)| x[p as usize] * v).sum();
+            out.push(dot + b);
+        }
+    }
+}
+
+/// `P_S` at margins `u` and support weights `w`: `(1/N) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
+fn objective<S: SampleSet>(problem: &Problem<S>, u: &[f64], w: &[f64]) -> f64 {
+    let data = problem.data;
+    let loss: f64 = u
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| {
+            let r = data.row(i);
+            r.weight * problem.loss.value(u, r.label)
+        })
+        .sum();
+    loss / problem.n() + 0.5 * problem.lambda * w.iter().map(|v| v * v).sum::<f64>()
+}
+
+/// Minimises `P` over the weights on `start`'s support and (when the problem has one) the intercept,
+/// from `start`, by damped Newton (the module docs). `Err` names why it was not run.
+pub fn polish<S: SampleSet>(
+    problem: &Problem<S>,
+    start: &SparseModel,
+) -> Result<Polished, PolishOutcome> {
+    if problem.loss.second_derivative(0.0, 1.0).is_none() {
+        return Err(PolishOutcome::NonSmoothLoss);
+    }
+    let s = start.support.len();
+    let m = s + usize::from(problem.intercept);
+    if m == 0 {
+        return Err(PolishOutcome::NothingToSolve);
+    }
+    if m > MAX_COORDINATES {
+        return Err(PolishOutcome::TooManyCoordinates);
+    }
+    let rows = Restricted::gather(problem.data, &start.support);
+    // x = (w_S, b): b is an unknown only with an intercept, else fixed at the start's.
+    let mut x = start.weights.clone();
+    let fixed_b = start.intercept;
+    if problem.intercept {
+        x.push(start.intercept);
+    }
+    let b_of = |x: &[f64]| if problem.intercept { x[s] } else { fixed_b };
+    let mut u = Vec::new();
+    rows.margins(&x, b_of(&x), &mut u);
+    let primal_start = objective(problem, &u, &x[..s]);
+    let mut f = primal_start;
+    let mut newton = NewtonScratch::new(m);
+    let mut iterations = 0;
+    while iterations < MAX_ITERATIONS && f.is_finite() {
+        newton.gradient_and_hessian(problem, &rows, &u, &x, s);
+        if !newton.solve() {
+            break;
+        }
+        // The Newton decrement squared, -g.d = g H^-1 g > 0: twice the predicted decrease.
+        let slope: f64 = newton.g.iter().zip(&newton.d).map(|(g, d)| g * d).sum();
+        if slope.is_nan() || slope >= 0.0 || -slope / 2.0 <= TOLERANCE * f.abs().max(1.0) {
+            break;
+        }
+        // du_i = x_iS . d_S + d_b: the margins move linearly along d.
+        rows.margins(&newton.d, b_of(&newton.d), &mut newton.du);
+        let Some((t, f_t)) = newton.line_search(problem, &u, &x, s, f, slope) else {
+            break;
+        };
+        for (x, d) in x.iter_mut().zip(&newton.d) {
+            *x += t * d;
+        }
+        // Margins from scratch rather than u + t du, so no rounding drift builds up across steps.
+        rows.margins(&x, b_of(&x), &mut u);
+        debug_assert!(f_t <= f);
+        f = objective(problem, &u, &x[..s]);
+        iterations += 1;
+    }
+    let intercept = b_of(&x);
+    x.truncate(s);
+    Ok(Polished {
+        model: SparseModel {
+            support: start.support.clone(),
+            weights: x,
+            intercept,
+        },
+        primal_start,
+        primal: f,
+        iterations,
+    })
+}
+
+/// The Newton system and its buffers, reused across steps.
+struct NewtonScratch {
+    m: usize,
+    g: Vec<f64>,
+    /// Lower triangle of the Hessian, row-major `m x m`.
+    h: Vec<f64>,
+    /// The factorised copy, then the step `d = -H^-1 g`.
+    factor: Vec<f64>,
+    d: Vec<f64>,
+    du: Vec<f64>,
+    trial_u: Vec<f64>,
+    trial_w: Vec<f64>,
+}
+
+impl NewtonScratch {
+    fn new(m: usize) -> NewtonScratch {
+        NewtonScratch {
+            m,
+            g: vec![0.0; m],
+            h: vec![0.0; m * m],
+            factor: vec![0.0; m * m],
+            d: vec![0.0; m],
+            du: Vec::new(),
+            trial_u: Vec::new(),
+            trial_w: Vec::new(),
+        }
+    }
+
+    /// `g` and the lower triangle of `H` at margins `u` and unknowns `x` (`s` weights, then `b` if
+    /// `m > s`).
+    fn gradient_and_hessian<S: SampleSet>(
+        &mut self,
+        problem: &Problem<S>,
+        rows: &Restricted,
+        u: &[f64],
+        x: &[f64],
+        s: usize,
+    ) {
+        let m = self.m;
+        self.g.iter_mut().for_each(|v| *v = 0.0);
+        self.h.iter_mut().for_each(|v| *v = 0.0);
+        let n = problem.n();
+        for (i, &u) in u.iter().enumerate() {
+            let r = problem.data.row(i);
+            let d1 = r.weight * problem.loss.derivative(u, r.label) / n;
+            let d2 = r.weight * problem.loss.second_derivative(u, r.label).unwrap_or(0.0) / n;
+            let (pos, val) = rows.row(i);
+            for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
+                let p = p as usize;
+                self.g[p] += d1 * v;
+                if d2 != 0.0 {
+                    // Positions ascend along the row: (p, q) with q <= p is the lower triangle.
+                    for (&q, &v2) in pos[..=a].iter().zip(&val[..=a]) {
+                        self.h[p * m + q as usize] += d2 * v * v2;
+                    }
+                }
+            }
+            if m > s {
+                self.g[s] += d1;
+                self.h[s * m + s] += d2;
+                for (&p, &v) in pos.iter().zip(val) {
+                    self.h[s * m + p as usize] += d2 * v;
+                }
+            }
+        }
+        for (j, (g, &x)) in self.g[..s].iter_mut().zip(&x[..s]).enumerate() {
+            *g += problem.lambda * x;
+            self.h[j * m + j] += problem.lambda;
+        }
+    }
+
+    /// `d = -H^-1 g` by Cholesky; when rounding makes `H` lose definiteness (an intercept on data
+    /// whose curvature has vanished), retried with `mu I` added, `mu` from `1e-12` of the largest
+    /// diagonal up by 100x. False if even that fails.
+    fn solve(&mut self) -> bool {
+        let m = self.m;
+        let scale = (0..m)
+            .map(|j| self.h[j * m + j].abs())
+            .fold(0.0f64, f64::max)
+            .max(f64::MIN_POSITIVE);
+        let mut damping = 0.0;
+        for _ in 0..8 {
+            self.factor.copy_from_slice(&self.h);
+            for j in 0..m {
+                self.factor[j * m + j] += damping;
+            }
+            for (d, g) in self.d.iter_mut().zip(&self.g) {
+                *d = -g;
+            }
+            if cholesky_solve(&mut self.factor, &mut self.d, m)
+                && self.d.iter().all(|d| d.is_finite())
+            {
+                return true;
+            }
+            damping = if damping == 0.0 {
+                1e-12 * scale
+            } else {
+                damping * 100.0
+            };
+        }
+        false
+    }
+
+    /// Backtracking from the full step: the first `t = 2^-j` with
+    /// `P(x + t d) <= P(x) + ARMIJO t g.d`, and its value; `None` if none within [`MAX_HALVINGS`].
+    fn line_search<S: SampleSet>(
+        &mut self,
+        problem: &Problem<S>,
+        u: &[f64],
+        x: &[f64],
+        s: usize,
+        f: f64,
+        slope: f64,
+    ) -> Option<(f64, f64)> {
+        let mut t = 1.0;
+        for _ in 0..MAX_HALVINGS {
+            self.trial_u.clear();
+            self.trial_u
+                .extend(u.iter().zip(&self.du).map(|(u, du)| u + t * du));
+            self.trial_w.clear();
+            self.trial_w
+                .extend(x[..s].iter().zip(&self.d).map(|(x, d)| x + t * d));
+            let f_t = objective(problem, &self.trial_u, &self.trial_w);
+            if f_t.is_finite() && f_t <= f + ARMIJO * t * slope {
+                return Some((t, f_t));
+            }
+            t *= 0.5;
+        }
+        None
+    }
+}
+
+/// Polishes a run's best model ([`polish`]) and keeps it when its primal is lower than the
+/// certificate's: the report's model becomes the polished one and its certificate
+/// `Certificate::new(P(polished), max(D_best, D(alpha(polished))), N)`, so the gap only shrinks. The
+/// record says what happened.
+pub fn polish_fit<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) -> PolishRecord {
+    let primal_search = report.certificate.primal;
+    let polished = match polish(problem, &report.model) {
+        Ok(polished) => polished,
+        Err(outcome) => return PolishRecord::not_run(outcome, primal_search),
+    };
+    let lower = polished.primal.is_finite()
+        && polished.primal < primal_search
+        && polished.primal < polished.primal_start
+        && polished.model.weights.iter().all(|w| w.is_finite())
+        && polished.model.intercept.is_finite();
+    let record = PolishRecord {
+        outcome: if lower {
+            PolishOutcome::Kept
+        } else {
+            PolishOutcome::NotLower
+        },
+        primal_search,
+        primal_polished: Some(polished.primal),
+        iterations: polished.iterations,
+    };
+    if lower {
+        let model = polished.model;
+        let mut w = vec![0.0; problem.data.dim()];
+        for (&j, &v) in model.support.iter().zip(&model.weights) {
+            w[j as usize] = v;
+        }
+        let mut alpha = Vec::new();
+        let dual = problem.dual_of_model(
+            problem.k,
+            &w,
+            model.intercept,
+            &mut alpha,
+            &mut DualScratch::default(),
+        );
+        let best_dual = if dual.is_finite() {
+            report.certificate.dual.max(dual)
+        } else {
+            report.certificate.dual
+        };
+        report.certificate =
+            Certificate::new(polished.primal, best_dual, report.certificate.samples);
+        report.model = model;
+    }
+    record
+}
+
+#[cfg(test)]
+mod tests;
