@@ -129,6 +129,10 @@ fn fit_lambda_auto_picks_the_lowest_holdout_loss_and_records_the_grid() {
         "3",
         "--epochs",
         "50",
+        "--cv-below",
+        "0",
+        "--lambda-extend",
+        "0",
         "--out",
         &files.model,
     ]);

@@ -268,6 +268,9 @@ impl AutoLambdaLearner {
             progressive,
             held_out: self.held_out() as u64,
             held_out_dropped: self.holdout.as_ref().map_or(0, |h| h.dropped()),
+            validation: None,
+            folds: None,
+            extended: Vec::new(),
         }
     }
 }
