@@ -59,6 +59,7 @@
 
 pub mod holdout;
 pub mod selector;
+pub mod shared;
 #[cfg(test)]
 mod tests;
 
