@@ -6,7 +6,7 @@
 //! **Served member.** The served model is a member's own (no extra learner at the chosen lambda, as
 //! [`super::AutoLambdaLearner`] keeps): between calls the window sits in the served member, so the
 //! learner's [`StreamingLearner::core`], window and checkpoint are the served member's. Held-out samples
-//! (one in [`HOLDOUT_EVERY`]) are learned by no member, the served one included: the window spans
+//! (one in [`super::HOLDOUT_EVERY`]) are learned by no member, the served one included: the window spans
 //! `capacity` learned samples, a quarter more of the stream than it would with every sample in it.
 //!
 //! **Choice.** At every certificate each member's current model is scored on the held-out ring, and
@@ -18,9 +18,12 @@
 //! found its level. A move only changes which member holds the window: every member has been learning
 //! all along, so the new served model is that member's own.
 //!
-//! **Work.** An insert predicts each sample with every member, evicts and stores the rows once, then
-//! enters each member's warm-start duals; a step steps the served member and the next member that has
-//! work (round-robin), as [`super::AutoLambdaLearner`] does.
+//! **Work.** An insert is the served member's own (it predicts each sample, stores the rows once, enters
+//! their warm-start duals: a single learner's insert, bit for bit); the other members only take the
+//! evicted samples out of their `z` and admit the new rows with dual 0, for their block steps to raise.
+//! So an insert costs about one learner's, and the members' progressive losses are not kept (the record's
+//! `progressive` is the served member's alone; the held-out ring ranks them). A step steps the served
+//! member and the next member that has work (round-robin), as [`super::AutoLambdaLearner`] does.
 //!
 //! **Checkpoint.** The served member's state (window, its duals) with the selection state; a restore
 //! gives the other members the served duals scaled by the ratio of the lambdas (which keeps `w`),
@@ -28,7 +31,7 @@
 
 use super::holdout::Holdout;
 use super::selector::{AutoState, Selector};
-use super::{at_lambda, nearest, HOLDOUT_EVERY, MIN_HOLDOUT, NON_FINITE_LOSS};
+use super::{at_lambda, nearest, MIN_HOLDOUT, NON_FINITE_LOSS};
 use crate::learner::params::LearnerConfig;
 use crate::learner::sdiht::StreamSdiht;
 use crate::learner::{
@@ -36,7 +39,7 @@ use crate::learner::{
 };
 use crate::model::LambdaAuto;
 use crate::ring::Window;
-use crate::sample::{Row, SampleBlock};
+use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 
 /// A member whose held-out loss moved by less than this (relative) between two scorings is settled.
@@ -61,6 +64,8 @@ pub struct SharedGrid {
     /// Reused per insert: the slots the pushes overwrite, and where the new rows went.
     evicted: Vec<usize>,
     positions: Vec<usize>,
+    /// Samples seen before a restore (the checkpoint's count).
+    seen_before: u64,
 }
 
 impl SharedGrid {
@@ -87,6 +92,7 @@ impl SharedGrid {
             }
         };
         let live = selection.live;
+        let seen_before = state.as_ref().map_or(0, |s| s.stats.samples_seen);
         let members: Vec<StreamSdiht> = grid
             .iter()
             .enumerate()
@@ -108,6 +114,7 @@ impl SharedGrid {
             idle: vec![false; n],
             evicted: Vec::new(),
             positions: Vec::new(),
+            seen_before,
         };
         let base: Vec<f64> = learner.members[live].window().alphas().to_vec();
         if !base.is_empty() {
@@ -141,6 +148,7 @@ impl SharedGrid {
         }
         self.members[live].park(&mut self.hand);
         self.members[i].lend(&mut self.hand);
+        self.members[i].settle_model();
         let out = f(&mut self.members[i]);
         self.members[i].park(&mut self.hand);
         self.members[live].lend(&mut self.hand);
@@ -153,10 +161,8 @@ impl SharedGrid {
         if self.holdout.len() < MIN_HOLDOUT {
             return;
         }
-        let losses: Vec<f64> = self
-            .members
-            .iter_mut()
-            .map(|m| match m.current_model() {
+        let losses: Vec<f64> = (0..self.members.len())
+            .map(|i| match self.with(i, |m| m.current_model()) {
                 Some(model) => self.holdout.loss_of(&self.config, &model),
                 None => NON_FINITE_LOSS,
             })
@@ -211,11 +217,11 @@ impl StreamingLearner for SharedGrid {
         &self.config
     }
 
-    /// The served member's counters, with the held-out samples counted as seen, every member's steps
-    /// and mutations, and the switches.
+    /// The served member's counters, with every sample that arrived counted as seen (held out or not,
+    /// whichever member served then), every member's steps and mutations, and the switches.
     fn stats(&self) -> LearnerStats {
         let mut stats = self.members[self.live()].stats();
-        stats.samples_seen += self.holdout.arrived() / HOLDOUT_EVERY;
+        stats.samples_seen = self.seen_before + self.holdout.arrived();
         stats.steps = self.members.iter().map(|m| m.stats().steps).sum();
         stats.mutations = self
             .members
@@ -231,38 +237,36 @@ impl StreamingLearner for SharedGrid {
         let learned = self.holdout.take_learned();
         let total = learned.len();
         if total > 0 {
-            let capacity = self.window().capacity();
-            let pushes = total.min(capacity);
-            self.evicted.clear();
-            let held = self.members[self.selector.state.live].window();
-            self.evicted.extend(held.evicted_by(pushes));
-            let evicted = std::mem::take(&mut self.evicted);
-            for i in 0..self.members.len() {
-                let before = self.members[i].stats();
-                self.with(i, |m| m.predict_and_evict(&[&learned], &evicted));
-                let after = self.members[i].stats();
-                self.deltas[i] = (
-                    after.progressive_loss_sum - before.progressive_loss_sum,
-                    after.progressive_count - before.progressive_count,
-                );
-            }
-            self.evicted = evicted;
-            // The rows are stored once, in the window held (between calls) by the served member.
             let live = self.live();
+            let capacity = self.members[live].window().capacity();
+            let pushes = total.min(capacity);
+            // The others first take out what the insert will evict, while the rows are still there.
             self.members[live].park(&mut self.hand);
-            if total >= capacity {
-                self.hand.clear();
-            }
-            self.positions.clear();
-            for sample in learned.iter().skip(total - pushes) {
-                self.positions.push(self.hand.push_ref(sample, 0.0));
+            self.evicted.clear();
+            self.evicted.extend(self.hand.evicted_by(pushes));
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if i != live {
+                    m.evict_parked(&self.hand, &self.evicted, total >= capacity, learned.dim());
+                }
             }
             self.members[live].lend(&mut self.hand);
-            let positions = std::mem::take(&mut self.positions);
-            for i in 0..self.members.len() {
-                self.with(i, |m| m.enter_new_duals(&positions));
+            let before = self.members[live].stats();
+            self.members[live].insert_batches(&[&learned]);
+            let after = self.members[live].stats();
+            self.deltas.iter_mut().for_each(|d| *d = (0.0, 0));
+            self.deltas[live] = (
+                after.progressive_loss_sum - before.progressive_loss_sum,
+                after.progressive_count - before.progressive_count,
+            );
+            self.positions.clear();
+            self.positions
+                .extend_from_slice(self.members[live].last_positions());
+            let len = self.members[live].window().len();
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if i != live {
+                    m.admit_parked(len, &self.positions);
+                }
             }
-            self.positions = positions;
             self.idle.iter_mut().for_each(|idle| *idle = false);
             self.selector.observe(&self.deltas);
         }
@@ -309,7 +313,7 @@ impl StreamingLearner for SharedGrid {
 
     fn state(&self) -> LearnerState {
         let mut state = self.members[self.live()].state();
-        // The held-out samples count as seen (after a restore, the served member's count holds them).
+        // Every sample that arrived counts as seen (a restore starts counting from it).
         state.stats.samples_seen = self.stats().samples_seen;
         state.auto = Some(self.selector.state.clone());
         state

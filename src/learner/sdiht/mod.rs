@@ -85,6 +85,8 @@ pub struct StreamSdiht {
     /// A member of a grid sharing one window ([`member`]): its duals while another member holds the
     /// window; empty otherwise.
     parked: Vec<f64>,
+    /// A parked member's `z` or `N` changed since `w` was thresholded ([`member`]).
+    rethreshold_due: bool,
 }
 
 impl StreamSdiht {
@@ -120,6 +122,7 @@ impl StreamSdiht {
             cut_w: Vec::new(),
             cut_z: Vec::new(),
             parked: Vec::new(),
+            rethreshold_due: false,
         };
         if let Some(state) = state {
             learner.it.scale = state.scale;
