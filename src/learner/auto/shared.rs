@@ -33,7 +33,7 @@ use super::holdout::Holdout;
 use super::selector::{AutoState, Selector};
 use super::{at_lambda, nearest, MIN_HOLDOUT, NON_FINITE_LOSS};
 use crate::learner::params::LearnerConfig;
-use crate::learner::sdiht::StreamSdiht;
+use crate::learner::sdiht::{Scratch, StreamSdiht};
 use crate::learner::{
     Idle, LearnerCore, LearnerSnapshot, LearnerState, LearnerStats, StepOutcome, StreamingLearner,
 };
@@ -52,6 +52,8 @@ pub struct SharedGrid {
     members: Vec<StreamSdiht>,
     /// An empty window exchanged for the shared one while it is lent (no allocation).
     hand: Window,
+    /// The buffers only the running member uses, passed along with the window.
+    scratch: Scratch,
     holdout: Holdout,
     selector: Selector,
     /// The next member (other than the served one) a step advances.
@@ -106,6 +108,7 @@ impl SharedGrid {
             config,
             members,
             hand: Window::new(capacity),
+            scratch: Scratch::default(),
             holdout: Holdout::new(capacity),
             selector: Selector::new(&rule, selection),
             rotor: 0,
@@ -146,12 +149,12 @@ impl SharedGrid {
         if i == live {
             return f(&mut self.members[i]);
         }
-        self.members[live].park(&mut self.hand);
-        self.members[i].lend(&mut self.hand);
+        self.members[live].park(&mut self.hand, &mut self.scratch);
+        self.members[i].lend(&mut self.hand, &mut self.scratch);
         self.members[i].settle_model();
         let out = f(&mut self.members[i]);
-        self.members[i].park(&mut self.hand);
-        self.members[live].lend(&mut self.hand);
+        self.members[i].park(&mut self.hand, &mut self.scratch);
+        self.members[live].lend(&mut self.hand, &mut self.scratch);
         out
     }
 
@@ -173,9 +176,9 @@ impl SharedGrid {
         self.last_loss.clone_from(&losses);
         let live = self.live();
         if self.selector.judge_among(&losses, &settled) {
-            self.members[live].park(&mut self.hand);
+            self.members[live].park(&mut self.hand, &mut self.scratch);
             let now = self.live();
-            self.members[now].lend(&mut self.hand);
+            self.members[now].lend(&mut self.hand, &mut self.scratch);
         }
     }
 
@@ -241,7 +244,7 @@ impl StreamingLearner for SharedGrid {
             let capacity = self.members[live].window().capacity();
             let pushes = total.min(capacity);
             // The others first take out what the insert will evict, while the rows are still there.
-            self.members[live].park(&mut self.hand);
+            self.members[live].park(&mut self.hand, &mut self.scratch);
             self.evicted.clear();
             self.evicted.extend(self.hand.evicted_by(pushes));
             for (i, m) in self.members.iter_mut().enumerate() {
@@ -249,7 +252,7 @@ impl StreamingLearner for SharedGrid {
                     m.evict_parked(&self.hand, &self.evicted, total >= capacity, learned.dim());
                 }
             }
-            self.members[live].lend(&mut self.hand);
+            self.members[live].lend(&mut self.hand, &mut self.scratch);
             let before = self.members[live].stats();
             self.members[live].insert_batches(&[&learned]);
             let after = self.members[live].stats();

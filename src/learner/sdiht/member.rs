@@ -8,21 +8,43 @@
 
 use super::{remove_contribution, StreamSdiht};
 use crate::ring::Window;
+use crate::solver::objective::{CertificateScratch, DualScratch};
 use crate::sample::SampleSet;
 use crate::sparse::zero_dense;
+
+/// The buffers a grid's members pass along with the window: one set for the grid, not one per member
+/// (the dense ones are d long).
+#[derive(Debug, Default)]
+pub struct Scratch {
+    dz: Vec<f64>,
+    certificate: CertificateScratch,
+    dual: DualScratch,
+    projected: Vec<f64>,
+}
 
 impl StreamSdiht {
     /// Takes the grid's window, lending it this member's duals (parked here meanwhile), and refits
     /// nothing: the member's `z`, `w` and sums are over exactly these samples with these duals.
-    pub fn lend(&mut self, window: &mut Window) {
+    pub fn lend(&mut self, window: &mut Window, scratch: &mut Scratch) {
         std::mem::swap(&mut self.core.window, window);
         self.core.window.swap_alphas(&mut self.parked);
+        self.swap_scratch(scratch);
     }
 
     /// Gives the grid's window back into `window`, keeping this member's duals parked here.
-    pub fn park(&mut self, window: &mut Window) {
+    pub fn park(&mut self, window: &mut Window, scratch: &mut Scratch) {
         self.core.window.swap_alphas(&mut self.parked);
         std::mem::swap(&mut self.core.window, window);
+        self.swap_scratch(scratch);
+    }
+
+    /// Exchanges the buffers only a running learner uses (the warm start's dense `dz`, zero between
+    /// inserts; the certificate's scratch; the projected duals) with `scratch`.
+    fn swap_scratch(&mut self, scratch: &mut Scratch) {
+        std::mem::swap(&mut self.dz, &mut scratch.dz);
+        std::mem::swap(&mut self.certificate_scratch, &mut scratch.certificate);
+        std::mem::swap(&mut self.dual_scratch, &mut scratch.dual);
+        std::mem::swap(&mut self.projected, &mut scratch.projected);
     }
 
     /// This member's duals while the window is lent to another (storage order of the window).
@@ -119,7 +141,8 @@ mod tests {
         let mut holder = StreamSdiht::new(config(1e-2), capacity, None);
         let mut member = StreamSdiht::new(config(1e-3), capacity, None);
         let mut shared = Window::new(capacity);
-        holder.lend(&mut shared);
+        let mut scratch = Scratch::default();
+        holder.lend(&mut shared, &mut scratch);
         let mut chunks: Vec<&[crate::sample::Sample]> = data.samples[..600].chunks(40).collect();
         chunks.push(&data.samples[600..]);
         for chunk in chunks {
@@ -133,8 +156,8 @@ mod tests {
             assert!(positions.iter().all(|&at| member.parked()[at] == 0.0));
             for _ in 0..4 {
                 holder.step();
-                holder.park(&mut shared);
-                member.lend(&mut shared);
+                holder.park(&mut shared, &mut scratch);
+                member.lend(&mut shared, &mut scratch);
                 member.settle_model();
                 member.step();
                 let (z, conj) = (member.it.z.clone(), member.it.conj_sum);
@@ -145,8 +168,8 @@ mod tests {
                 assert!((conj - member.it.conj_sum).abs() <= 1e-9 * (1.0 + conj.abs()));
                 let c = member.certify().model.certificate;
                 assert!(c.dual <= c.primal + 1e-12 * c.primal.abs().max(1.0), "{c:?}");
-                member.park(&mut shared);
-                holder.lend(&mut shared);
+                member.park(&mut shared, &mut scratch);
+                holder.lend(&mut shared, &mut scratch);
             }
         }
     }

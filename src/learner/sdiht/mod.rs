@@ -19,6 +19,7 @@
 //! exactly onto `sum alpha = 0` and at the dual point of `(w, b)` (also projected): both feasible.
 
 mod member;
+pub use member::Scratch;
 mod warm;
 
 use super::global::{replace_remote, PartialSums, RemoteSums};
