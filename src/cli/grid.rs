@@ -110,7 +110,8 @@ fn k_folds(samples: &[Sample], folds: usize, seed: u64) -> Option<Vec<Part>> {
         (0..folds)
             .map(|f| {
                 let (lo, hi) = (f * n / folds, (f + 1) * n / folds);
-                let train_rows: Vec<usize> = order[..lo].iter().chain(&order[hi..]).copied().collect();
+                let train_rows: Vec<usize> =
+                    order[..lo].iter().chain(&order[hi..]).copied().collect();
                 part(pick(&train_rows), pick(&order[lo..hi]), train_rows)
             })
             .collect(),
@@ -130,7 +131,13 @@ fn part(train: Vec<Sample>, held: Vec<Sample>, order: Vec<usize>) -> Part {
 
 /// The lowest score's index (ties: the larger lambda, the earlier one).
 fn best(points: &[Point]) -> usize {
-    (0..points.len()).fold(0, |b, i| if points[i].loss < points[b].loss { i } else { b })
+    (0..points.len()).fold(0, |b, i| {
+        if points[i].loss < points[b].loss {
+            i
+        } else {
+            b
+        }
+    })
 }
 
 impl Fit<'_> {
@@ -144,7 +151,10 @@ impl Fit<'_> {
         let args = self.args;
         check_flags(args)?;
         let cv = samples.len() < args.cv_below;
-        let parts = match cv.then(|| k_folds(samples, args.folds, args.seed)).flatten() {
+        let parts = match cv
+            .then(|| k_folds(samples, args.folds, args.seed))
+            .flatten()
+        {
             Some(parts) => parts,
             None => {
                 let (train, held, order) = holdout_split(samples, args.holdout, args.seed)
@@ -342,7 +352,10 @@ mod tests {
             loss,
             states: Vec::new(),
         };
-        assert_eq!(best(&[point(1.0, 2.0), point(0.1, 1.0), point(0.01, 1.0)]), 1);
+        assert_eq!(
+            best(&[point(1.0, 2.0), point(0.1, 1.0), point(0.01, 1.0)]),
+            1
+        );
         assert_eq!(best(&[point(1.0, 1.0), point(0.1, 1.0)]), 0);
     }
 }

@@ -362,7 +362,8 @@ pub fn build(
     state: Option<LearnerState>,
 ) -> Box<dyn StreamingLearner> {
     if let Some(rule) = &config.lambda_auto {
-        if config.solver == StreamSolverKind::Sdiht && rule.criterion == params::Criterion::Holdout {
+        if config.solver == StreamSolverKind::Sdiht && rule.criterion == params::Criterion::Holdout
+        {
             return Box::new(auto::shared::SharedGrid::new(
                 config.clone(),
                 capacity,

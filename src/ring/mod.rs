@@ -134,7 +134,8 @@ impl Window {
     pub fn evicted_by(&self, pushes: usize) -> impl Iterator<Item = usize> + '_ {
         let free = self.capacity - self.slots.len();
         let head = if self.is_full() { self.head } else { 0 };
-        (0..pushes.saturating_sub(free).min(self.slots.len())).map(move |i| (head + i) % self.capacity)
+        (0..pushes.saturating_sub(free).min(self.slots.len()))
+            .map(move |i| (head + i) % self.capacity)
     }
 
     /// Exchanges the duals with `alphas`, then sizes the window's to its samples (new entries 0): how
@@ -152,7 +153,10 @@ impl Window {
         (0..n)
             .map(|k| {
                 let i = (self.head + k) % n.max(1);
-                (self.slots[i].sample.clone(), alphas.get(i).copied().unwrap_or(0.0))
+                (
+                    self.slots[i].sample.clone(),
+                    alphas.get(i).copied().unwrap_or(0.0),
+                )
             })
             .collect()
     }
@@ -311,7 +315,9 @@ mod tests {
         assert_eq!(contents(&w).len(), 4);
         assert_eq!(
             pairs.iter().map(|(s, a)| (s.label, *a)).collect::<Vec<_>>(),
-            w.iter_oldest_first().map(|(s, a)| (s.label, a)).collect::<Vec<_>>()
+            w.iter_oldest_first()
+                .map(|(s, a)| (s.label, a))
+                .collect::<Vec<_>>()
         );
     }
 

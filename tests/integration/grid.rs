@@ -51,7 +51,10 @@ fn fit_lambda_auto_extends_the_grid_past_its_smallest_end_and_ranks_small_files_
     assert_eq!(auto.grid.len(), 3 + auto.extended.len());
     assert_eq!(&auto.grid[..3], &[10.0, 1.0, 0.1]);
     for (i, &lambda) in auto.extended.iter().enumerate() {
-        assert!((lambda / (0.1 * 0.1f64.powi(i as i32 + 1)) - 1.0).abs() < 1e-9, "{auto:?}");
+        assert!(
+            (lambda / (0.1 * 0.1f64.powi(i as i32 + 1)) - 1.0).abs() < 1e-9,
+            "{auto:?}"
+        );
         assert_eq!(auto.grid[3 + i], lambda);
     }
     assert!(model.lambda < 0.1, "{auto:?}\n{stderr}");
@@ -87,7 +90,10 @@ fn fit_lambda_auto_extends_the_grid_past_its_smallest_end_and_ranks_small_files_
     let base = ["--epochs", "2"];
     for (extra, message) in [
         (&["--folds", "1"][..], "--folds must be between 2 and 20"),
-        (&["--lambda-extend", "17"][..], "--lambda-extend must be at most 16"),
+        (
+            &["--lambda-extend", "17"][..],
+            "--lambda-extend must be at most 16",
+        ),
     ] {
         let mut args = vec![
             "fit",
@@ -141,6 +147,9 @@ fn fit_lambda_auto_extends_the_grid_past_its_largest_end_when_less_is_better() {
     assert_eq!(auto.grid[0], 0.1, "{auto:?}\n{stderr}");
     assert!(auto.extended.contains(&0.1), "{auto:?}");
     assert!(auto.grid.windows(2).all(|w| w[0] > w[1]), "{auto:?}");
-    assert!(auto.live > 0 && auto.losses[0] >= auto.losses[auto.live], "{auto:?}");
+    assert!(
+        auto.live > 0 && auto.losses[0] >= auto.losses[auto.live],
+        "{auto:?}"
+    );
     assert!(stderr.contains("extended=[0.1]"), "{stderr}");
 }

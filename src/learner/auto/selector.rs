@@ -148,9 +148,12 @@ impl Selector {
         let live = s.live;
         let served = s.holdout[live];
         let candidates = s.holdout.iter().copied().enumerate();
-        let leading = best_other(candidates.filter(|&(i, _)| eligible.get(i) == Some(&true)), live)
-            .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
-            .map(|(i, _)| i);
+        let leading = best_other(
+            candidates.filter(|&(i, _)| eligible.get(i) == Some(&true)),
+            live,
+        )
+        .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
+        .map(|(i, _)| i);
         self.leader = match (leading, self.leader) {
             (Some(i), Some((j, n))) if i == j => Some((i, n + 1)),
             (Some(i), _) => Some((i, 1)),

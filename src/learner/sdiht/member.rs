@@ -8,8 +8,8 @@
 
 use super::{remove_contribution, StreamSdiht};
 use crate::ring::Window;
-use crate::solver::objective::{CertificateScratch, DualScratch};
 use crate::sample::SampleSet;
+use crate::solver::objective::{CertificateScratch, DualScratch};
 use crate::sparse::zero_dense;
 
 /// The buffers a grid's members pass along with the window: one set for the grid, not one per member
@@ -92,8 +92,7 @@ impl StreamSdiht {
     pub fn settle_model(&mut self) {
         if std::mem::take(&mut self.rethreshold_due) {
             let c = &self.core.config;
-            self.it
-                .rethreshold(self.core.window.len(), c.lambda, c.k);
+            self.it.rethreshold(self.core.window.len(), c.lambda, c.k);
         }
     }
 
@@ -111,7 +110,11 @@ impl StreamSdiht {
         for (i, alpha) in alphas.enumerate().take(window.len()) {
             let r = window.row(i);
             let projected = loss.sample(r.label, r.weight).project(alpha);
-            window.alphas_mut()[i] = if projected.is_finite() { projected } else { 0.0 };
+            window.alphas_mut()[i] = if projected.is_finite() {
+                projected
+            } else {
+                0.0
+            };
         }
         self.recompute();
     }
@@ -149,7 +152,12 @@ mod tests {
             let block = crate::sample::SampleBlock::from_samples(chunk);
             let pushes = block.len().min(capacity);
             let evicted: Vec<usize> = holder.window().evicted_by(pushes).collect();
-            member.evict_parked(holder.window(), &evicted, block.len() >= capacity, block.dim());
+            member.evict_parked(
+                holder.window(),
+                &evicted,
+                block.len() >= capacity,
+                block.dim(),
+            );
             holder.insert(&block);
             let positions = holder.last_positions().to_vec();
             member.admit_parked(holder.window().len(), &positions);
@@ -167,7 +175,10 @@ mod tests {
                 }
                 assert!((conj - member.it.conj_sum).abs() <= 1e-9 * (1.0 + conj.abs()));
                 let c = member.certify().model.certificate;
-                assert!(c.dual <= c.primal + 1e-12 * c.primal.abs().max(1.0), "{c:?}");
+                assert!(
+                    c.dual <= c.primal + 1e-12 * c.primal.abs().max(1.0),
+                    "{c:?}"
+                );
                 member.park(&mut shared, &mut scratch);
                 holder.lend(&mut shared, &mut scratch);
             }

@@ -134,4 +134,3 @@ fn a_loss_is_settled_once_it_moves_less_than_one_percent() {
     assert!(!settled(1.0, 0.98));
     assert!(settled(0.0, 0.0));
 }
-
