@@ -164,6 +164,17 @@ pub struct LambdaAuto {
     /// first) since it started; 0 for `fit`.
     #[serde(default)]
     pub held_out_dropped: u64,
+    /// `fit`: how the grid was ranked, `"holdout"` (one held-out part) or `"cv"` (`folds`-fold
+    /// cross-validation, every sample held out once); absent in the daemon's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<String>,
+    /// `fit`, `validation = "cv"`: the number of folds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds: Option<u64>,
+    /// The lambdas tried past the configured grid's ends because its best lambda lay at one (they
+    /// are in `grid` too); empty when the grid as configured held its minimum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extended: Vec<f64>,
 }
 
 #[derive(Debug, Error)]

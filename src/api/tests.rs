@@ -691,6 +691,9 @@ async fn every_field_of_a_served_model_is_in_its_schema() {
         progressive: vec![0.5, 0.4],
         held_out: 120,
         held_out_dropped: 7,
+        validation: None,
+        folds: None,
+        extended: Vec::new(),
     });
     snapshot.model.cluster = Some(crate::model::ClusterCut {
         cut: 1,

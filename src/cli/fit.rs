@@ -1,6 +1,6 @@
 //! `thresher fit`: train one solver on a file, print a summary, write the model and the trace; with
-//! `--lambda auto`, first pick lambda from a grid on a held-out part of the file. [`refine`] scales the
-//! columns first (`--standardize`) and polishes the model on its support after the search.
+//! `--lambda auto`, first pick lambda from a grid ([`super::grid`]). [`refine`] scales the columns first
+//! (`--standardize`) and polishes the model on its support after the search.
 
 mod refine;
 
@@ -16,9 +16,8 @@ use rand_chacha::ChaCha8Rng;
 use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, SolverKind};
 use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
-use crate::learner::params::log_grid;
 use crate::loss::{Loss, LossKind};
-use crate::model::{Convergence, LambdaAuto, Model};
+use crate::model::{Convergence, Model};
 use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
@@ -210,19 +209,19 @@ pub fn convergence_of(report: &FitReport, tol: f64) -> Convergence {
 }
 
 /// What every fit of one `thresher fit` run shares: the flags, the loss, `k`, the step and the stop rule.
-struct Fit<'a> {
-    args: &'a FitArgs,
-    loss: Loss,
-    k: usize,
-    step: StepRule,
-    stop: StopRule,
+pub(super) struct Fit<'a> {
+    pub(super) args: &'a FitArgs,
+    pub(super) loss: Loss,
+    pub(super) k: usize,
+    pub(super) step: StepRule,
+    pub(super) stop: StopRule,
 }
 
 impl Fit<'_> {
     /// Runs the solver `--solver` asks for on `data` with `lambda` until `stop`, from `start` when
     /// the solver keeps duals, reporting certified points to `observe`; returns the run, the solver's
     /// name and its final dual state.
-    fn solve(
+    pub(super) fn solve(
         &self,
         data: &Dataset,
         lambda: f64,
@@ -281,160 +280,11 @@ impl Fit<'_> {
         let report = driver::run(&problem, solver.as_mut(), stop, observe);
         Ok((report, solver.name(), solver.warm_state()))
     }
-
-    /// `--lambda auto`: splits `samples` by `--seed` into a training part and `--holdout` held-out
-    /// samples, fits every grid lambda (largest first) on the training part, and scores each on the
-    /// held-out part by its mean (weighted) loss; the lowest wins (ties: the larger lambda). Prints
-    /// one line per lambda to stderr.
-    ///
-    /// Speed: a grid fit only has to rank its lambda, so it stops at a looser gap ([`GRID_TOL`]) or
-    /// after [`GRID_PATIENCE`] certified epochs without progress, and (for solvers that keep duals,
-    /// SDIHT) each starts from the previous lambda's model: continuation down the grid. The refit on
-    /// all samples then starts from the winner's duals, its held-out rows fresh (their duals start
-    /// from the model's margin). Returns that starting point with the record.
-    fn choose_lambda(
-        &self,
-        samples: &[Sample],
-    ) -> Result<(LambdaAuto, Option<WarmStart>), CliError> {
-        let args = self.args;
-        check_lambda_auto(args)?;
-        let (train, held, order) =
-            holdout_split(samples, args.holdout, args.seed).ok_or_else(|| {
-                CliError::Argument(format!(
-                    "--lambda auto needs at least 2 samples to hold some out, got {}",
-                    samples.len()
-                ))
-            })?;
-        let (train, held) = (
-            Dataset::from_samples(&train, 0),
-            Dataset::from_samples(&held, 0),
-        );
-        let grid = log_grid(args.lambda_max, args.lambda_min, args.lambda_grid);
-        let criterion = if ranks_by_errors(self.loss.kind()) {
-            "error"
-        } else {
-            "loss"
-        };
-        let (losses, mut states) = self.score_grid(&grid, &train, &held, criterion)?;
-        let n = grid.len();
-        let live = (0..n).fold(0, |best, i| if losses[i] < losses[best] { i } else { best });
-        eprintln!(
-            "lambda auto: chose lambda={:e} (holdout {criterion} {:.6e}); refitting on all {} samples",
-            grid[live],
-            losses[live],
-            samples.len()
-        );
-        let start = states[live]
-            .take()
-            .map(|state| in_file_order(state, &order, samples.len()));
-        let record = LambdaAuto {
-            grid,
-            live,
-            switches: 0,
-            losses,
-            criterion: if criterion == "error" {
-                "holdout_error".into()
-            } else {
-                "holdout".into()
-            },
-            progressive: Vec::new(),
-            held_out: held.len() as u64,
-            held_out_dropped: 0,
-        };
-        Ok((record, start))
-    }
-
-    /// Fits every lambda of `grid` (largest first) on `train`, each from the previous one's duals, and
-    /// scores it on `held` by `criterion` (`error` or `loss`), printing one line per lambda to stderr;
-    /// the scores and each fit's dual state.
-    fn score_grid(
-        &self,
-        grid: &[f64],
-        train: &Dataset,
-        held: &Dataset,
-        criterion: &str,
-    ) -> Result<(Vec<f64>, Vec<Option<WarmStart>>), CliError> {
-        let n = grid.len();
-        let grid_stop = StopRule {
-            tol: self.stop.tol.max(GRID_TOL),
-            patience: GRID_PATIENCE,
-            ..self.stop
-        };
-        let mut losses = Vec::with_capacity(n);
-        let mut states: Vec<Option<WarmStart>> = Vec::with_capacity(n);
-        for (at, &lambda) in grid.iter().enumerate() {
-            // The previous member's duals scaled by the ratio of the lambdas keep its `w` (`w~` is
-            // `-z / (lambda N)`), a feasible point (`F` is a box around 0 and the sum stays 0); every
-            // row is marked fresh, so its first visit starts from its margin under that `w`.
-            let start = states.last().and_then(Option::as_ref).map(|state| {
-                let scale = lambda / grid[at - 1];
-                WarmStart {
-                    alpha: state.alpha.iter().map(|a| a * scale).collect(),
-                    fresh: vec![true; state.alpha.len()],
-                    intercept: state.intercept,
-                }
-            });
-            let (report, name, state) =
-                self.solve(train, lambda, start.as_ref(), &grid_stop, &mut |_| {})?;
-            states.push(state);
-            let model = Model::from_sparse(
-                &report.model,
-                self.loss.kind(),
-                self.loss.gamma(),
-                name,
-                self.k,
-                lambda,
-                report.certificate,
-            );
-            let loss = if report.stop_reason == driver::StopReason::Diverged {
-                NON_FINITE_LOSS
-            } else if ranks_by_errors(self.loss.kind()) {
-                holdout_error(&model, held)
-            } else {
-                holdout_loss(&self.loss, &model, held)
-            };
-            eprintln!(
-                "lambda auto: lambda={lambda:e} holdout_{criterion}={loss:.6e} support={} epochs={} seconds={:.3} stop={} train={} holdout={}",
-                model.support.len(),
-                report.epochs,
-                report.seconds,
-                report.stop_reason,
-                train.len(),
-                held.len(),
-            );
-            losses.push(loss);
-        }
-        Ok((losses, states))
-    }
-}
-
-/// The `--lambda auto` flags are valid: a grid of 2 to 16 lambdas between finite `0 < min < max`, and a
-/// held-out fraction in `(0, 1)`.
-fn check_lambda_auto(args: &FitArgs) -> Result<(), CliError> {
-    let n = args.lambda_grid;
-    if !(2..=16).contains(&n) {
-        return Err(CliError::Argument(format!(
-            "--lambda-grid must be between 2 and 16, got {n}"
-        )));
-    }
-    let (max, min) = (args.lambda_max, args.lambda_min);
-    if !(min.is_finite() && max.is_finite() && min > 0.0 && min < max) {
-        return Err(CliError::Argument(format!(
-            "--lambda-min and --lambda-max must be finite with 0 < min < max, got {min} and {max}"
-        )));
-    }
-    if !(args.holdout > 0.0 && args.holdout < 1.0) {
-        return Err(CliError::Argument(format!(
-            "--holdout must be in (0, 1), got {}",
-            args.holdout
-        )));
-    }
-    Ok(())
 }
 
 /// A grid fit's duals on the training rows, put back in the file's row order (`order`: the training
 /// rows' positions among `samples` rows) for the refit on all of them; the held-out rows start fresh.
-fn in_file_order(state: WarmStart, order: &[usize], samples: usize) -> WarmStart {
+pub(super) fn in_file_order(state: WarmStart, order: &[usize], samples: usize) -> WarmStart {
     let mut alpha = vec![0.0; samples];
     let mut fresh = vec![true; samples];
     for (&row, &a) in order.iter().zip(&state.alpha) {

@@ -4,6 +4,7 @@
 //! [`CliError`] so the binary can print one clear message and exit non-zero.
 
 mod fit;
+mod grid;
 pub mod plot;
 mod predict;
 mod serve;
@@ -155,6 +156,17 @@ pub struct FitArgs {
     /// Fraction of the samples (chosen by `--seed`) `--lambda auto` holds out to score the grid.
     #[arg(long, default_value_t = 0.2)]
     pub holdout: f64,
+    /// `--lambda auto` on fewer samples than this ranks the grid by `--folds`-fold cross-validation
+    /// instead of one held-out part (0: always one held-out part).
+    #[arg(long, default_value_t = crate::cli::grid::CV_BELOW)]
+    pub cv_below: usize,
+    /// Folds of `--lambda auto`'s cross-validation (2 to 20).
+    #[arg(long, default_value_t = crate::cli::grid::FOLDS)]
+    pub folds: usize,
+    /// When `--lambda auto`'s best lambda is at an end of the grid, try up to this many more lambdas
+    /// a decade apart past that end, until the held-out loss turns up (0: the grid as given).
+    #[arg(long, default_value_t = crate::cli::grid::EXTEND)]
+    pub lambda_extend: usize,
     #[command(flatten)]
     pub subset: Box<subset::SubsetArgs>,
     #[arg(long, value_enum, default_value_t = SolverKind::Diht)]

@@ -365,7 +365,15 @@ pub fn build(
     capacity: usize,
     state: Option<LearnerState>,
 ) -> Box<dyn StreamingLearner> {
-    if config.lambda_auto.is_some() {
+    if let Some(rule) = &config.lambda_auto {
+        if config.solver == StreamSolverKind::Sdiht && rule.criterion == params::Criterion::Holdout
+        {
+            return Box::new(auto::shared::SharedGrid::new(
+                config.clone(),
+                capacity,
+                state,
+            ));
+        }
         return Box::new(auto::AutoLambdaLearner::new(
             config.clone(),
             capacity,

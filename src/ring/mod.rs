@@ -129,6 +129,38 @@ impl Window {
         at
     }
 
+    /// The storage indices the next `pushes` pushes will overwrite, in the order they will (the oldest
+    /// first): the samples they evict. Empty while `pushes` only fill free slots.
+    pub fn evicted_by(&self, pushes: usize) -> impl Iterator<Item = usize> + '_ {
+        let free = self.capacity - self.slots.len();
+        let head = if self.is_full() { self.head } else { 0 };
+        (0..pushes.saturating_sub(free).min(self.slots.len()))
+            .map(move |i| (head + i) % self.capacity)
+    }
+
+    /// Exchanges the duals with `alphas`, then sizes the window's to its samples (new entries 0): how
+    /// learners sharing one window's samples each lend it their own duals
+    /// (`learner::auto::shared`). A vector of the right length is not touched.
+    pub fn swap_alphas(&mut self, alphas: &mut Vec<f64>) {
+        std::mem::swap(&mut self.alphas, alphas);
+        self.alphas.resize(self.slots.len(), 0.0);
+    }
+
+    /// An owned copy of the contents, oldest first, each with its dual in `alphas` (storage order,
+    /// one per sample): the checkpoint payload of a learner whose duals are not the window's own.
+    pub fn to_pairs_with(&self, alphas: &[f64]) -> Vec<(Sample, f64)> {
+        let n = self.slots.len();
+        (0..n)
+            .map(|k| {
+                let i = (self.head + k) % n.max(1);
+                (
+                    self.slots[i].sample.clone(),
+                    alphas.get(i).copied().unwrap_or(0.0),
+                )
+            })
+            .collect()
+    }
+
     /// The storage index of the oldest sample, which the caller overwrites; the next one becomes oldest.
     fn advance_head(&mut self) -> usize {
         let at = self.head;
@@ -249,6 +281,44 @@ mod tests {
             .map(|(s, a)| (s.label, a))
             .collect();
         assert_eq!(again, order);
+    }
+
+    /// `evicted_by` names the slots the next pushes overwrite, and `swap_alphas` lends a window
+    /// another set of duals, sized to its samples.
+    #[test]
+    fn evicted_by_names_the_slots_the_next_pushes_overwrite() {
+        let mut w = Window::new(4);
+        w.push(s(0, 0.0), 0.0);
+        w.push(s(1, 1.0), 1.0);
+        assert_eq!(w.evicted_by(2).count(), 0);
+        assert_eq!(w.evicted_by(3).collect::<Vec<_>>(), [0]);
+        assert_eq!(w.evicted_by(9).collect::<Vec<_>>(), [0, 1]);
+        for i in 2..7 {
+            w.push(s(i, i as f64), i as f64);
+        }
+        // Full, the oldest (label 3) at the head.
+        let predicted: Vec<usize> = w.evicted_by(3).collect();
+        let mut overwritten = Vec::new();
+        for i in 7..10 {
+            assert!(w.oldest_if_full().is_some());
+            let sample = s(i, i as f64);
+            overwritten.push(w.push_ref(sample.view(), 0.0));
+        }
+        assert_eq!(predicted, overwritten);
+        let mut other = vec![5.0, 6.0];
+        w.swap_alphas(&mut other);
+        assert_eq!(w.alphas(), [5.0, 6.0, 0.0, 0.0]);
+        assert_eq!(other.len(), 4);
+        let pairs = w.to_pairs_with(&other);
+        assert_eq!(pairs, w.to_pairs_with(&other));
+        w.swap_alphas(&mut other);
+        assert_eq!(contents(&w).len(), 4);
+        assert_eq!(
+            pairs.iter().map(|(s, a)| (s.label, *a)).collect::<Vec<_>>(),
+            w.iter_oldest_first()
+                .map(|(s, a)| (s.label, a))
+                .collect::<Vec<_>>()
+        );
     }
 
     fn contents(w: &Window) -> Vec<(Sample, u64)> {

@@ -70,6 +70,21 @@ impl Holdout {
         &self.learned
     }
 
+    /// [`Holdout::learned`], moved out (so the members can learn it while the ring is scored);
+    /// [`Holdout::give_back_learned`] returns its buffers for the next split.
+    pub fn take_learned(&mut self) -> SampleBlock {
+        std::mem::take(&mut self.learned)
+    }
+
+    pub fn give_back_learned(&mut self, block: SampleBlock) {
+        self.learned = block;
+    }
+
+    /// Samples that arrived since the start (every [`HOLDOUT_EVERY`]-th was held out).
+    pub fn arrived(&self) -> u64 {
+        self.arrived
+    }
+
     /// The mean loss of `model` (its support ascending, as every learner keeps it) over the ring.
     pub fn loss_of(&self, config: &LearnerConfig, model: &SparseModel) -> f64 {
         let mut sum = 0.0;

@@ -4,10 +4,11 @@
 //! **Members.** [`AutoLambdaLearner`] wraps one learner per grid lambda, each built by
 //! [`super::build`] from the learner's config with its own `lambda` (so it works for every solver whose
 //! objective has the shared `lambda`: sdiht, mirror, smidas). Each member predicts each sample it
-//! learns with its own model before learning it (its progressive loss). Each member keeps its own
-//! window, so the window's memory is paid once per grid member (5x with the default grid): the
-//! members' solver states live inside their windows (the duals next to the samples) and sharing the
-//! samples would need a window that several learners mutate in step.
+//! learns with its own model before learning it (its progressive loss). Each member here keeps its own
+//! window, so the window's memory is paid once per grid member (5x with the default grid). SDIHT with
+//! criterion `holdout` (the default) is built as [`shared::SharedGrid`] instead: one window whose
+//! samples every member shares, each member keeping only its duals and vectors, the served model the
+//! best settled member's own. This adapter serves the other solvers and criterion `progressive`.
 //!
 //! **Criterion `holdout` (the default).** One sample in [`HOLDOUT_EVERY`] (by arrival) is held out:
 //! the members never learn it; it goes to a ring of at most `capacity / HOLDOUT_EVERY` samples (the
@@ -54,11 +55,13 @@
 //! warm start, not its exact former state. So a checkpoint holds one window, not one per member. The
 //! held-out ring is not checkpointed: it refills from the samples that arrive after the restart.
 //!
-//! **Layout.** This file holds the adapter ([`AutoLambdaLearner`]); [`selector`] the switching rules
-//! over the checkpointed selection state; [`holdout`] the ring of held-out samples and their scoring.
+//! **Layout.** This file holds the adapter ([`AutoLambdaLearner`]); [`shared`] the SDIHT grid on one
+//! shared window; [`selector`] the switching rules over the checkpointed selection state; [`holdout`] the
+//! ring of held-out samples and their scoring.
 
 pub mod holdout;
 pub mod selector;
+pub mod shared;
 #[cfg(test)]
 mod tests;
 
@@ -268,6 +271,9 @@ impl AutoLambdaLearner {
             progressive,
             held_out: self.held_out() as u64,
             held_out_dropped: self.holdout.as_ref().map_or(0, |h| h.dropped()),
+            validation: None,
+            folds: None,
+            extended: Vec::new(),
         }
     }
 }

@@ -132,6 +132,12 @@ impl Selector {
     /// and returns whether the served lambda changed: a member must lead the served lambda's member by
     /// the margin at [`CONFIRM_SCORINGS`] scorings in a row (the same member each time).
     pub fn judge(&mut self, losses: &[f64]) -> bool {
+        self.judge_among(losses, &vec![true; losses.len()])
+    }
+
+    /// [`Selector::judge`] where only the members marked `eligible` may take the served place (all of
+    /// them are recorded); the served member is compared whatever its mark.
+    pub fn judge_among(&mut self, losses: &[f64], eligible: &[bool]) -> bool {
         let s = &mut self.state;
         s.holdout.clear();
         s.holdout.extend(
@@ -141,9 +147,13 @@ impl Selector {
         );
         let live = s.live;
         let served = s.holdout[live];
-        let leading = best_other(s.holdout.iter().copied().enumerate(), live)
-            .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
-            .map(|(i, _)| i);
+        let candidates = s.holdout.iter().copied().enumerate();
+        let leading = best_other(
+            candidates.filter(|&(i, _)| eligible.get(i) == Some(&true)),
+            live,
+        )
+        .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
+        .map(|(i, _)| i);
         self.leader = match (leading, self.leader) {
             (Some(i), Some((j, n))) if i == j => Some((i, n + 1)),
             (Some(i), _) => Some((i, 1)),

@@ -18,6 +18,8 @@
 //! its optimum for the current `w` over the window at every certificate. The certificate is `P(w, b)` against `D` at the window's duals projected
 //! exactly onto `sum alpha = 0` and at the dual point of `(w, b)` (also projected): both feasible.
 
+mod member;
+pub use member::Scratch;
 mod warm;
 
 use super::global::{replace_remote, PartialSums, RemoteSums};
@@ -81,6 +83,11 @@ pub struct StreamSdiht {
     /// between cuts.
     cut_w: Vec<f64>,
     cut_z: Vec<f64>,
+    /// A member of a grid sharing one window ([`member`]): its duals while another member holds the
+    /// window; empty otherwise.
+    parked: Vec<f64>,
+    /// A parked member's `z` or `N` changed since `w` was thresholded ([`member`]).
+    rethreshold_due: bool,
 }
 
 impl StreamSdiht {
@@ -115,6 +122,8 @@ impl StreamSdiht {
             follows_intercept: false,
             cut_w: Vec::new(),
             cut_z: Vec::new(),
+            parked: Vec::new(),
+            rethreshold_due: false,
         };
         if let Some(state) = state {
             learner.it.scale = state.scale;

@@ -1,0 +1,336 @@
+//! `lambda = "auto"` for SDIHT with criterion `holdout` (the default): the grid members share one
+//! window. [`SharedGrid`] stores each learned sample once; each member ([`StreamSdiht`]) keeps only its
+//! own duals (one `f64` per window slot) and its vectors (`z`, `w`), and the window is lent to one
+//! member at a time with that member's duals ([`crate::learner::sdiht`]'s `member`).
+//!
+//! **Served member.** The served model is a member's own (no extra learner at the chosen lambda, as
+//! [`super::AutoLambdaLearner`] keeps): between calls the window sits in the served member, so the
+//! learner's [`StreamingLearner::core`], window and checkpoint are the served member's. Held-out samples
+//! (one in [`super::HOLDOUT_EVERY`]) are learned by no member, the served one included: the window spans
+//! `capacity` learned samples, a quarter more of the stream than it would with every sample in it.
+//!
+//! **Choice.** At every certificate each member's current model is scored on the held-out ring, and
+//! the served member moves to the best *settled* member when that leads the served one's loss by the
+//! margin at [`super::selector::CONFIRM_SCORINGS`] scorings in a row. A member is settled when its
+//! held-out loss moved by less than [`SETTLED`] (relative) since the previous scoring, or when it had no
+//! work left at its last step (converged or stalled on its window): a member still descending fast —
+//! the small lambdas, whose duals grow for many passes — is neither chosen nor judged until it has
+//! found its level. A move only changes which member holds the window: every member has been learning
+//! all along, so the new served model is that member's own.
+//!
+//! **Work.** An insert is the served member's own (it predicts each sample, stores the rows once, enters
+//! their warm-start duals: a single learner's insert, bit for bit); the other members only take the
+//! evicted samples out of their `z` and admit the new rows with dual 0, for their block steps to raise.
+//! So an insert costs about one learner's, and the members' progressive losses are not kept (the record's
+//! `progressive` is the served member's alone; the held-out ring ranks them). A step steps the served
+//! member and the next member that has work (round-robin), as [`super::AutoLambdaLearner`] does.
+//!
+//! **Checkpoint.** The served member's state (window, its duals) with the selection state; a restore
+//! gives the other members the served duals scaled by the ratio of the lambdas (which keeps `w`),
+//! projected onto their domains.
+
+use super::holdout::Holdout;
+use super::selector::{AutoState, Selector};
+use super::{at_lambda, nearest, MIN_HOLDOUT, NON_FINITE_LOSS};
+use crate::learner::params::LearnerConfig;
+use crate::learner::sdiht::{Scratch, StreamSdiht};
+use crate::learner::{
+    Idle, LearnerCore, LearnerSnapshot, LearnerState, LearnerStats, StepOutcome, StreamingLearner,
+};
+use crate::model::LambdaAuto;
+use crate::ring::Window;
+use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::solver::driver::SparseModel;
+
+/// A member whose held-out loss moved by less than this (relative) between two scorings is settled.
+pub const SETTLED: f64 = 0.01;
+
+/// `lambda = "auto"` over SDIHT members sharing one window (module docs).
+pub struct SharedGrid {
+    config: LearnerConfig,
+    /// One per grid lambda, in grid order; `members[live]` holds the window between calls.
+    members: Vec<StreamSdiht>,
+    /// An empty window exchanged for the shared one while it is lent (no allocation).
+    hand: Window,
+    /// The buffers only the running member uses, passed along with the window.
+    scratch: Scratch,
+    holdout: Holdout,
+    selector: Selector,
+    /// The next member (other than the served one) a step advances.
+    rotor: usize,
+    /// Per member: `(loss sum, count)` of the last insert, its last held-out loss, and whether its
+    /// last step found no work.
+    deltas: Vec<(f64, u64)>,
+    last_loss: Vec<f64>,
+    idle: Vec<bool>,
+    /// Reused per insert: the slots the pushes overwrite, and where the new rows went.
+    evicted: Vec<usize>,
+    positions: Vec<usize>,
+    /// Samples seen before a restore (the checkpoint's count).
+    seen_before: u64,
+}
+
+impl SharedGrid {
+    /// The members with an empty window, or resumed from `state` (module docs).
+    pub fn new(config: LearnerConfig, capacity: usize, state: Option<LearnerState>) -> SharedGrid {
+        let rule = config
+            .lambda_auto
+            .clone()
+            .expect("a SharedGrid is built for lambda = \"auto\"");
+        let grid = rule.grid.clone();
+        let start = grid.len() / 2;
+        let (selection, mut state) = match state {
+            None => (AutoState::new(grid.clone(), start), None),
+            Some(mut state) => {
+                let selection = match state.auto.take() {
+                    Some(s) if s.grid == grid && s.live < grid.len() => s,
+                    Some(s) => {
+                        let lambda = s.grid.get(s.live).copied().unwrap_or(grid[start]);
+                        AutoState::new(grid.clone(), nearest(&grid, lambda))
+                    }
+                    None => AutoState::new(grid.clone(), start),
+                };
+                (selection, Some(state))
+            }
+        };
+        let live = selection.live;
+        let seen_before = state.as_ref().map_or(0, |s| s.stats.samples_seen);
+        let members: Vec<StreamSdiht> = grid
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| {
+                let own = if i == live { state.take() } else { None };
+                StreamSdiht::new(at_lambda(&config, l), capacity, own)
+            })
+            .collect();
+        let n = grid.len();
+        let mut learner = SharedGrid {
+            config,
+            members,
+            hand: Window::new(capacity),
+            scratch: Scratch::default(),
+            holdout: Holdout::new(capacity),
+            selector: Selector::new(&rule, selection),
+            rotor: 0,
+            deltas: vec![(0.0, 0); n],
+            last_loss: vec![f64::NAN; n],
+            idle: vec![false; n],
+            evicted: Vec::new(),
+            positions: Vec::new(),
+            seen_before,
+        };
+        let base: Vec<f64> = learner.members[live].window().alphas().to_vec();
+        if !base.is_empty() {
+            for (i, &lambda) in grid.iter().enumerate().filter(|&(i, _)| i != live) {
+                let ratio = lambda / grid[live];
+                learner.with(i, |m| m.restart_from(base.iter().map(|a| a * ratio)));
+            }
+        }
+        learner
+    }
+
+    /// Index of the served member.
+    pub fn live(&self) -> usize {
+        self.selector.state.live
+    }
+
+    /// The members, in grid order.
+    pub fn members(&self) -> &[StreamSdiht] {
+        &self.members
+    }
+
+    pub fn selector(&self) -> &Selector {
+        &self.selector
+    }
+
+    /// Runs `f` on member `i` with the window lent to it (and back to the served member after).
+    fn with<R>(&mut self, i: usize, f: impl FnOnce(&mut StreamSdiht) -> R) -> R {
+        let live = self.live();
+        if i == live {
+            return f(&mut self.members[i]);
+        }
+        self.members[live].park(&mut self.hand, &mut self.scratch);
+        self.members[i].lend(&mut self.hand, &mut self.scratch);
+        self.members[i].settle_model();
+        let out = f(&mut self.members[i]);
+        self.members[i].park(&mut self.hand, &mut self.scratch);
+        self.members[live].lend(&mut self.hand, &mut self.scratch);
+        out
+    }
+
+    /// Scores every member's current model on the ring and moves the served place to the best settled
+    /// member when the selector says so (module docs).
+    fn score_holdout(&mut self) {
+        if self.holdout.len() < MIN_HOLDOUT {
+            return;
+        }
+        let losses: Vec<f64> = (0..self.members.len())
+            .map(|i| match self.with(i, |m| m.current_model()) {
+                Some(model) => self.holdout.loss_of(&self.config, &model),
+                None => NON_FINITE_LOSS,
+            })
+            .collect();
+        let settled: Vec<bool> = (0..losses.len())
+            .map(|i| self.idle[i] || settled(self.last_loss[i], losses[i]))
+            .collect();
+        self.last_loss.clone_from(&losses);
+        let live = self.live();
+        if self.selector.judge_among(&losses, &settled) {
+            self.members[live].park(&mut self.hand, &mut self.scratch);
+            let now = self.live();
+            self.members[now].lend(&mut self.hand, &mut self.scratch);
+        }
+    }
+
+    fn record(&self) -> LambdaAuto {
+        let s = &self.selector.state;
+        let n = s.grid.len();
+        LambdaAuto {
+            grid: s.grid.clone(),
+            live: s.live,
+            switches: s.switches,
+            losses: if s.holdout.len() == n {
+                s.holdout.clone()
+            } else {
+                vec![0.0; n]
+            },
+            criterion: self.selector.criterion.name().into(),
+            progressive: (0..n).map(|i| s.average(i)).collect(),
+            held_out: self.holdout.len() as u64,
+            held_out_dropped: self.holdout.dropped(),
+            validation: None,
+            folds: None,
+            extended: Vec::new(),
+        }
+    }
+}
+
+/// Whether a held-out loss that went from `before` to `now` has settled (module docs).
+fn settled(before: f64, now: f64) -> bool {
+    before.is_finite() && (now - before).abs() <= SETTLED * before.abs().max(f64::MIN_POSITIVE)
+}
+
+impl StreamingLearner for SharedGrid {
+    /// The served member's core: the window (with its duals) and its counters.
+    fn core(&self) -> &LearnerCore {
+        self.members[self.live()].core()
+    }
+
+    fn config(&self) -> &LearnerConfig {
+        &self.config
+    }
+
+    /// The served member's counters, with every sample that arrived counted as seen (held out or not,
+    /// whichever member served then), every member's steps and mutations, and the switches.
+    fn stats(&self) -> LearnerStats {
+        let mut stats = self.members[self.live()].stats();
+        stats.samples_seen = self.seen_before + self.holdout.arrived();
+        stats.steps = self.members.iter().map(|m| m.stats().steps).sum();
+        stats.mutations = self
+            .members
+            .iter()
+            .map(|m| m.stats().mutations)
+            .sum::<u64>()
+            + self.selector.state.switches;
+        stats
+    }
+
+    fn insert_batches(&mut self, batches: &[&SampleBlock]) {
+        self.holdout.split(batches);
+        let learned = self.holdout.take_learned();
+        let total = learned.len();
+        if total > 0 {
+            let live = self.live();
+            let capacity = self.members[live].window().capacity();
+            let pushes = total.min(capacity);
+            // The others first take out what the insert will evict, while the rows are still there.
+            self.members[live].park(&mut self.hand, &mut self.scratch);
+            self.evicted.clear();
+            self.evicted.extend(self.hand.evicted_by(pushes));
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if i != live {
+                    m.evict_parked(&self.hand, &self.evicted, total >= capacity, learned.dim());
+                }
+            }
+            self.members[live].lend(&mut self.hand, &mut self.scratch);
+            let before = self.members[live].stats();
+            self.members[live].insert_batches(&[&learned]);
+            let after = self.members[live].stats();
+            self.deltas.iter_mut().for_each(|d| *d = (0.0, 0));
+            self.deltas[live] = (
+                after.progressive_loss_sum - before.progressive_loss_sum,
+                after.progressive_count - before.progressive_count,
+            );
+            self.positions.clear();
+            self.positions
+                .extend_from_slice(self.members[live].last_positions());
+            let len = self.members[live].window().len();
+            for (i, m) in self.members.iter_mut().enumerate() {
+                if i != live {
+                    m.admit_parked(len, &self.positions);
+                }
+            }
+            self.idle.iter_mut().for_each(|idle| *idle = false);
+            self.selector.observe(&self.deltas);
+        }
+        self.holdout.give_back_learned(learned);
+    }
+
+    /// Nothing to remove here: an insert evicts from the shared window.
+    fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
+
+    /// A step of the served member and of the next member (round-robin) that has work.
+    fn step(&mut self) -> StepOutcome {
+        let live = self.live();
+        let served = self.members[live].step();
+        self.idle[live] = served != StepOutcome::Stepped;
+        let n = self.members.len();
+        let mut other = StepOutcome::Idle(Idle::EmptyWindow);
+        for _ in 0..n {
+            let i = self.rotor % n;
+            self.rotor = (self.rotor + 1) % n;
+            if i == live {
+                continue;
+            }
+            other = self.with(i, |m| m.step());
+            self.idle[i] = other != StepOutcome::Stepped;
+            if other == StepOutcome::Stepped {
+                break;
+            }
+        }
+        if served == StepOutcome::Stepped || other == StepOutcome::Stepped {
+            StepOutcome::Stepped
+        } else {
+            served
+        }
+    }
+
+    fn certify(&mut self) -> LearnerSnapshot {
+        self.score_holdout();
+        let live = self.live();
+        let mut snap = self.members[live].certify();
+        snap.model.lambda_auto = Some(self.record());
+        snap.stats = self.stats();
+        snap
+    }
+
+    fn state(&self) -> LearnerState {
+        let mut state = self.members[self.live()].state();
+        // Every sample that arrived counts as seen (a restore starts counting from it).
+        state.stats.samples_seen = self.stats().samples_seen;
+        state.auto = Some(self.selector.state.clone());
+        state
+    }
+
+    fn lambda_auto(&self) -> Option<LambdaAuto> {
+        Some(self.record())
+    }
+
+    fn current_model(&mut self) -> Option<SparseModel> {
+        let live = self.live();
+        self.members[live].current_model()
+    }
+}
+
+#[cfg(test)]
+mod tests;
