@@ -34,7 +34,7 @@ impl Fit<'_> {
                 report.certificate.primal,
             ));
         }
-        let problem = Problem::new(data, self.loss, lambda, self.k, self.args.intercept)?;
+        let problem = Problem::new(data, self.loss, lambda, self.k, self.args.fits_intercept())?;
         let gap_before = report.certificate.gap;
         let started = Instant::now();
         let record = polish_fit(&problem, report);
