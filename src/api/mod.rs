@@ -250,7 +250,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         serde_json::to_vec(&openapi::document(&state.ingest.rules, authenticated))
             .expect("the document serialises"),
     ));
-    Router::new()
+    let routes = Router::new()
         .route("/v1/samples", post(post_samples))
         .route("/v1/model", get(get_model))
         .route("/v1/models", get(get_models))
@@ -268,12 +268,15 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
                 ApiError::NoRoute(format!("{method} {}", uri.path()))
             },
         )
-        .layer(middleware::from_fn(method_not_allowed_body))
         .layer(middleware::from_fn_with_state(state.clone(), time_requests))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(Extension(openapi_doc))
-        .with_state(state)
+        .with_state(state);
+    // Outside the routes, so the 405 it rewrites already carries the `Allow` header axum adds.
+    Router::new()
+        .fallback_service(routes)
+        .layer(middleware::from_fn(method_not_allowed_body))
 }
 
 /// axum answers a known path asked with another method with an empty 405 and its `Allow` header:

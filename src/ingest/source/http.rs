@@ -191,6 +191,15 @@ impl HttpSource {
                     watch.row(rows)
                 });
             drop(segments);
+            if watch.stopped() == Some(Stopped::Busy) && !predict {
+                // As a full queue's refusal: every sample of the body, counted by its lines (an
+                // array's, as far as the parse read).
+                let n = match (format, &parsed) {
+                    (BodyFormat::JsonArray, Err(e)) => e.samples,
+                    _ => count_content_lines(&body.chunks),
+                };
+                source.admission.refused_full(n);
+            }
             drop(body);
             match (parsed, watch.stopped()) {
                 (_, Some(stopped)) => Err(source.stopped(stopped, limit)),
