@@ -56,6 +56,8 @@ pub struct AppState {
     pub ingest: Arc<HttpSource>,
     /// `snapshot.interval_ms`: how often the status page asks for new points.
     pub snapshot_interval: std::time::Duration,
+    /// `snapshot.history_page_points`: most points one `GET /v1/history` response holds.
+    pub history_page_points: usize,
     /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
@@ -104,11 +106,26 @@ impl IntoResponse for ApiError {
                     "close",
                 );
             }
+            ApiError::Body(e @ BodyError::Busy { .. }) => {
+                return with_header(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    e.to_string(),
+                    header::RETRY_AFTER,
+                    &RETRY_AFTER_SECONDS.to_string(),
+                );
+            }
             ApiError::Body(e) => {
                 let status = match e {
-                    BodyError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                    BodyError::Stalled(_) | BodyError::Unreadable(_) => StatusCode::BAD_REQUEST,
+                    BodyError::UnsupportedMediaType(_) | BodyError::UnsupportedEncoding(_) => {
+                        StatusCode::UNSUPPORTED_MEDIA_TYPE
+                    }
+                    BodyError::TooLarge { .. } | BodyError::OverBudget { .. } => {
+                        StatusCode::PAYLOAD_TOO_LARGE
+                    }
+                    BodyError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                    BodyError::Stalled(_) | BodyError::Unreadable(_) | BodyError::ClientGone => {
+                        StatusCode::BAD_REQUEST
+                    }
                 };
                 (status, json!({"error": e.to_string(), "line": null}))
             }
@@ -233,7 +250,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         serde_json::to_vec(&openapi::document(&state.ingest.rules, authenticated))
             .expect("the document serialises"),
     ));
-    Router::new()
+    let routes = Router::new()
         .route("/v1/samples", post(post_samples))
         .route("/v1/model", get(get_model))
         .route("/v1/models", get(get_models))
@@ -255,7 +272,37 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(Extension(BodyLimit(body_limit)))
         .layer(Extension(openapi_doc))
-        .with_state(state)
+        .with_state(state);
+    // Outside the routes, so the 405 it rewrites already carries the `Allow` header axum adds.
+    Router::new()
+        .fallback_service(routes)
+        .layer(middleware::from_fn(method_not_allowed_body))
+}
+
+/// axum answers a known path asked with another method with an empty 405 and its `Allow` header:
+/// this gives that answer the JSON error body every other error has, naming the allowed methods.
+async fn method_not_allowed_body(req: Request, next: Next) -> Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let response = next.run(req).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let allowed = allow
+        .as_ref()
+        .and_then(|a| a.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let message = format!("{method} is not allowed on {path}; allowed: {allowed}");
+    let mut r = (
+        StatusCode::METHOD_NOT_ALLOWED,
+        Json(json!({"error": message, "line": null})),
+    )
+        .into_response();
+    if let Some(allow) = allow {
+        r.headers_mut().insert(header::ALLOW, allow);
+    }
+    r
 }
 
 async fn time_requests(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
@@ -481,13 +528,10 @@ async fn predict(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let format = HttpSource::format(&headers)?;
-    let chunks = state.ingest.read(&headers, body, limit).await?;
+    let body = state.ingest.read(&headers, body, limit, format).await?;
     let cell = find_cell(&state, q.learner.as_deref())?.clone();
-    let samples = state
-        .ingest
-        .parse(format, chunks, true)
-        .await
-        .map_err(ApiError::Invalid)?;
+    // The rows hold their reservation of the in-flight sample budget until the answer is built.
+    let (samples, _reserved) = state.ingest.parse(format, body, true).await?;
     let s = cell.get().ok_or(ApiError::NoModel)?;
     let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
     Ok(Json(
@@ -507,7 +551,9 @@ struct HistoryQuery {
 }
 
 /// The scalars of a learner's last published snapshots, oldest first: the history ring of
-/// `snapshot.history_points` points (a full ring drops its oldest), empty before the first model.
+/// `snapshot.history_points` points (a full ring drops its oldest), empty before the first model. One
+/// response holds at most `snapshot.history_page_points` points, the oldest after `since`; `more`
+/// says later ones are left.
 #[utoipa::path(get, path = "/v1/history", tag = "models",
     params(HistoryQuery),
     responses(
@@ -521,19 +567,33 @@ struct HistoryQuery {
 async fn history(
     State(state): State<Arc<AppState>>,
     query: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let since = u64::try_from(q.since.unwrap_or(0)).map_err(|_| {
         ApiError::BadRequest("since must be a model version, 0 or more".to_string())
     })?;
-    let cell = find_cell(&state, q.learner.as_deref())?;
-    Ok(Json(json!({
-        "learner": cell.name,
-        "capacity": cell.history_capacity(),
-        "interval_ms": state.snapshot_interval.as_millis() as u64,
-        "now": crate::learner::publish::unix_now(),
-        "points": cell.history_since(since),
-    })))
+    let cell = find_cell(&state, q.learner.as_deref())?.clone();
+    let (page, interval_ms) = (
+        state.history_page_points,
+        state.snapshot_interval.as_millis() as u64,
+    );
+    // A page is copied and serialised on the blocking pool, not on the read thread that serves the
+    // health checks and models.
+    let body = tokio::task::spawn_blocking(move || {
+        let (points, more) = cell.history_page(since, page);
+        serde_json::to_vec(&json!({
+            "learner": cell.name,
+            "capacity": cell.history_capacity(),
+            "interval_ms": interval_ms,
+            "now": crate::learner::publish::unix_now(),
+            "points": points,
+            "more": more,
+        }))
+        .expect("a history page serialises")
+    })
+    .await
+    .map_err(|e| ApiError::BadRequest(format!("the history could not be built: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// Prometheus metrics.
@@ -549,6 +609,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         set_gauges(cell, &state.metrics);
     }
     state.ingest.admission.set_gauges();
+    state.ingest.set_gauges();
     let dictionary = &state.ingest.dictionary;
     state
         .metrics

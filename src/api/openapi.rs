@@ -230,8 +230,11 @@ pub struct History {
     interval_ms: u64,
     /// The daemon's clock, Unix seconds (snapshot ages without trusting the client's clock).
     now: f64,
-    /// One per published snapshot with a version above `since`, oldest first.
+    /// One per published snapshot with a version above `since`, oldest first, at most
+    /// `snapshot.history_page_points` of them.
     points: Vec<crate::learner::publish::HistoryPoint>,
+    /// The ring holds later points than this page's: ask again with `since` = the last point's version.
+    more: bool,
 }
 
 /// `GET /v1/cluster`: this node, the membership TTL, and each live member (`node`, `thresher`,

@@ -57,15 +57,20 @@ pub(crate) fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Ap
             dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
             rules: rules(false),
             predict_rules: rules(true),
-            metrics,
+            metrics: metrics.clone(),
             // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
             worker_scheduling: WorkerScheduling {
                 slice_ns: 0,
                 yield_interval: std::time::Duration::ZERO,
             },
             body_idle: config.limits.body_idle,
+            inflight: crate::ingest::inflight::InflightBytes::new(
+                config.inflight_bytes,
+                metrics.clone(),
+            ),
         }),
         snapshot_interval: config.snapshot_interval,
+        history_page_points: config.history_page_points,
         cluster: None,
     });
     Api {

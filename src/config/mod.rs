@@ -50,6 +50,8 @@ use raw::RawConfig;
 pub struct Config {
     pub listen: SocketAddr,
     pub body_limit_bytes: usize,
+    /// Request bytes in flight at most (bodies being read or parsed), `server.inflight_bytes`.
+    pub inflight_bytes: usize,
     /// The scheduler time slice the body parser and learner threads ask for, nanoseconds; 0 leaves the
     /// kernel's default.
     pub worker_slice_ns: u64,
@@ -71,6 +73,8 @@ pub struct Config {
     pub snapshot_interval: Duration,
     /// Points of each learner's history ring (`GET /v1/history`).
     pub history_points: usize,
+    /// Most points one `GET /v1/history` response holds (`snapshot.history_page_points`).
+    pub history_page_points: usize,
     pub data_dir: Option<PathBuf>,
     pub checkpoint_interval: Duration,
     /// At least one; the first is the primary.
@@ -118,6 +122,8 @@ pub struct ConnectionLimits {
     pub body_idle: Duration,
     /// Longest wait for a request on an open connection (no byte of one arrived).
     pub keepalive: Duration,
+    /// Longest a response may wait for its reader to take more bytes before the connection is closed.
+    pub write_timeout: Duration,
     /// Open connections at most (the daemon may lower it to fit the file-descriptor limit).
     pub max_connections: usize,
 }

@@ -92,6 +92,7 @@ layer! {
     ServerLayer, "the [server] table" {
         listen: String,
         body_limit_bytes: i64,
+        inflight_bytes: i64,
         worker_slice_us: i64,
         yield_interval_us: i64,
         auth_tokens_file: String,
@@ -101,6 +102,7 @@ layer! {
         header_read_timeout_s: i64,
         body_idle_timeout_s: i64,
         keepalive_timeout_s: i64,
+        write_timeout_s: i64,
         max_connections: i64,
     }
 }
@@ -131,6 +133,7 @@ layer! {
     SnapshotLayer, "the [snapshot] table" {
         interval_ms: i64,
         history_points: i64,
+        history_page_points: i64,
     }
 }
 

@@ -82,6 +82,7 @@ pub(super) fn read_limits(server: &ServerLayer) -> Result<ConnectionLimits, Conf
             "server.keepalive_timeout_s",
             86_400,
         )?,
+        write_timeout: secs(&server.write_timeout_s, "server.write_timeout_s", 3600)?,
         max_connections: count(
             &server.max_connections,
             "server.max_connections",
@@ -111,6 +112,7 @@ mod tests {
                 header_read: Duration::from_secs(10),
                 body_idle: Duration::from_secs(30),
                 keepalive: Duration::from_secs(60),
+                write_timeout: Duration::from_secs(10),
                 max_connections: 768,
             }
         );

@@ -31,6 +31,7 @@ impl RawConfig {
                 1,
                 1 << 32,
             )?,
+            inflight_bytes: count(&server.inflight_bytes, "server.inflight_bytes", 1, 1 << 40)?,
             worker_slice_ns: int(
                 &server.worker_slice_us,
                 "server.worker_slice_us",
@@ -90,6 +91,12 @@ impl RawConfig {
             history_points: count(
                 &snapshot.history_points,
                 "snapshot.history_points",
+                1,
+                100_000,
+            )?,
+            history_page_points: count(
+                &snapshot.history_page_points,
+                "snapshot.history_page_points",
                 1,
                 100_000,
             )?,

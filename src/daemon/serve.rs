@@ -50,8 +50,13 @@ pub fn app_state(
             metrics: metrics.clone(),
             worker_scheduling: learners.scheduling,
             body_idle: config.limits.body_idle,
+            inflight: crate::ingest::inflight::InflightBytes::new(
+                config.inflight_bytes,
+                metrics.clone(),
+            ),
         }),
         snapshot_interval: config.snapshot_interval,
+        history_page_points: config.history_page_points,
         cluster: config
             .nats
             .as_ref()

@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 
 use super::AdmitError;
 use crate::metrics::{reason, Metrics};
+use crate::ring::budget::Ticket;
 use crate::ring::{Batch, QueuedBatch, SampleBudget};
 use crate::sample::SampleBlock;
 
@@ -83,6 +84,12 @@ impl Admission {
             || self.budget.in_flight() >= self.budget.limit()
     }
 
+    /// An empty reservation of the sample budget for a parse to grow as its rows appear
+    /// ([`crate::ingest::inflight::ParseWatch`]), and the budget's limit.
+    pub fn parse_ticket(&self) -> (Ticket, usize) {
+        (self.budget.empty_ticket(), self.budget.limit())
+    }
+
     /// Counts `n` samples refused because the queue was full (without offering them).
     pub fn refused_full(&self, n: usize) {
         self.metrics
@@ -94,8 +101,32 @@ impl Admission {
     /// Offers `samples` to the learners without waiting; counts them under `source` when admitted, as
     /// `queue_full` rejections when refused for room. Returns how many were admitted.
     pub fn admit(&self, samples: SampleBlock, source: Source) -> Result<usize, AdmitError> {
-        let n = samples.len();
-        let reserved = QueuedBatch::reserve(&self.budget, samples).map(|mut batch| {
+        let reserved = QueuedBatch::reserve(&self.budget, samples).map_err(|back| back.len());
+        self.offer(reserved, source)
+    }
+
+    /// [`Admission::admit`] for samples whose reservation a parse already holds (`ticket`, trimmed to
+    /// them): never refused for the budget, only for a full queue.
+    pub fn admit_reserved(
+        &self,
+        samples: SampleBlock,
+        ticket: Ticket,
+        source: Source,
+    ) -> Result<usize, AdmitError> {
+        self.offer(Ok(QueuedBatch::with_ticket(samples, ticket)), source)
+    }
+
+    /// Offers a reserved batch to the queue (or counts a batch of `n` the budget refused).
+    fn offer(
+        &self,
+        reserved: Result<QueuedBatch, usize>,
+        source: Source,
+    ) -> Result<usize, AdmitError> {
+        let n = match &reserved {
+            Ok(batch) => batch.samples().len(),
+            Err(n) => *n,
+        };
+        let reserved = reserved.map(|mut batch| {
             batch.set_delivery(source.delivery());
             Arc::new(batch)
         });

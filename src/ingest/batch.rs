@@ -338,6 +338,36 @@ pub(crate) fn parse_body_with(
     fast: bool,
     out: &mut SampleBlock,
 ) -> Result<usize, BatchError> {
+    parse_body_watched(format, segments, rules, dict, fast, out, &mut |_| Ok(()))
+}
+
+/// A row watch: called with the 1-based number of a row before it is kept; an error ends the parse
+/// with it (the HTTP source's in-flight bounds and cancellation, `ingest::inflight`).
+pub type Watch<'a> = dyn FnMut(usize) -> Result<(), BatchError> + 'a;
+
+/// [`parse_segments`] under a row [`Watch`].
+pub fn parse_segments_watched(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    watch: &mut Watch<'_>,
+) -> Result<SampleBlock, BatchError> {
+    let mut block = SampleBlock::new();
+    parse_body_watched(format, segments, rules, dict, true, &mut block, watch)?;
+    Ok(block)
+}
+
+/// [`parse_body_with`] under a row [`Watch`].
+fn parse_body_watched(
+    format: BodyFormat,
+    segments: &[&[u8]],
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    fast: bool,
+    out: &mut SampleBlock,
+    watch: &mut Watch<'_>,
+) -> Result<usize, BatchError> {
     // One slot per line is at most a few percent too many (blank and comment lines), and one feature
     // per ':' is exact for LIBSVM lines (up to colons in comments): this saves the regrowth copies of
     // the columns that hold every sample of the body, without holding much more memory than the body
@@ -360,9 +390,9 @@ pub(crate) fn parse_body_with(
     // Every sample onto `parsed`, stopping at the first invalid one.
     let outcome = match format {
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
-            read_lines(format, segments, rules, fast, &mut parsed)
+            read_lines(format, segments, rules, fast, &mut parsed, watch)
         }
-        BodyFormat::JsonArray => read_array(segments, rules, fast, &mut parsed),
+        BodyFormat::JsonArray => read_array(segments, rules, fast, &mut parsed, watch),
     }
     .and_then(|()| finish(&mut parsed, rules, dict));
     let rows = parsed.rows();
@@ -393,6 +423,7 @@ fn read_lines(
     rules: &Rules,
     fast: bool,
     parsed: &mut Parsed,
+    watch: &mut Watch<'_>,
 ) -> Result<(), BatchError> {
     let mut scratch = plain::Scratch::default();
     // The sample count is only needed for a rejection: counted then, not on every body.
@@ -411,6 +442,7 @@ fn read_lines(
         if is_skippable(line) {
             return Ok(());
         }
+        watch(parsed.rows() + 1)?;
         read_line(format, number, line, rules, fast, parsed, &mut scratch)
             .map_err(|e| fail(number, e.to_string(), total()))
     })
@@ -465,6 +497,7 @@ fn read_array(
     rules: &Rules,
     fast: bool,
     parsed: &mut Parsed,
+    watch: &mut Watch<'_>,
 ) -> Result<(), BatchError> {
     // An array is one text: its segments are joined.
     let joined;
@@ -485,10 +518,13 @@ fn read_array(
         let mut first_error = None;
         let read = plain::parse_array_fields(body, &mut scratch, |n, fields, scratch| {
             if first_error.is_none() {
-                first_error = parsed
-                    .push_plain_json(n + 1, fields, scratch, rules.predict)
-                    .err()
-                    .map(|e| (n + 1, e.to_string()));
+                first_error = match watch(parsed.rows() + 1) {
+                    Err(e) => Some((n + 1, e.message)),
+                    Ok(()) => parsed
+                        .push_plain_json(n + 1, fields, scratch, rules.predict)
+                        .err()
+                        .map(|e| (n + 1, e.to_string())),
+                };
             }
         });
         match (read, first_error) {
@@ -500,11 +536,7 @@ fn read_array(
             }
         }
     }
-    let items: Vec<serde_json::Value> = serde_json::from_str(body).map_err(|e| BatchError {
-        line: None,
-        message: format!("invalid JSON array: {e}"),
-        samples: 0,
-    })?;
+    let items = super::json::read_items_watched(body, watch)?;
     let total = items.len();
     for (n, item) in items.into_iter().enumerate() {
         let p = serde_json::from_value::<WireSample>(item)

@@ -87,6 +87,28 @@ pub enum BodyError {
     /// The body is, or says it is, longer than `server.body_limit_bytes`; the rest is not read.
     #[error("request body is over the limit of {limit} bytes (server.body_limit_bytes)")]
     TooLarge { limit: usize },
+    /// The body names a `Content-Encoding` (its value) the daemon does not decode.
+    #[error(
+        "unsupported content encoding {0:?}: send the body uncompressed (no Content-Encoding, or \
+         identity)"
+    )]
+    UnsupportedEncoding(String),
+    /// The in-flight budget `key` has no room for this request now: retry later.
+    #[error("the daemon has as many request {what} in flight as {key} allows; retry later")]
+    Busy {
+        what: &'static str,
+        key: &'static str,
+    },
+    /// This request alone holds more `what` than the whole in-flight budget `key`.
+    #[error("the request holds more {what} than {key} allows in flight ({limit})")]
+    OverBudget {
+        what: &'static str,
+        key: &'static str,
+        limit: usize,
+    },
+    /// The client closed the connection before its request was answered.
+    #[error("the client went away")]
+    ClientGone,
     /// Nothing arrived for `server.body_idle_timeout_s`; the rest is not read.
     #[error("the request body stalled for {}s (server.body_idle_timeout_s)", .0.as_secs())]
     Stalled(Duration),

@@ -20,6 +20,8 @@
 //!   comments are). Feature indices are kept exactly as written.
 //! - [`admission`]: [`Admission`], the one door from a parsed batch to the learners, with the memory
 //!   bound of [`crate::ring::budget`].
+//! - [`inflight`]: the bound on request memory in flight: body bytes before they are read, samples as
+//!   a body is parsed, and the parse's stop when its client goes.
 //! - Every error type is in one place (`error`, re-exported here).
 
 pub mod admission;
@@ -28,6 +30,7 @@ mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inflight;
 pub mod json;
 pub mod libsvm;
 pub mod lines;

@@ -239,6 +239,16 @@ impl ModelCell {
         history.points.range(start..).cloned().collect()
     }
 
+    /// At most `limit` of [`ModelCell::history_since`]'s points (the oldest), and whether later ones
+    /// are left.
+    pub fn history_page(&self, since: u64, limit: usize) -> (Vec<HistoryPoint>, bool) {
+        let history = self.history.lock();
+        let start = history.points.partition_point(|p| p.version <= since);
+        let end = start.saturating_add(limit).min(history.points.len());
+        let page = history.points.range(start..end).cloned().collect();
+        (page, end < history.points.len())
+    }
+
     /// How many points the history ring keeps.
     pub fn history_capacity(&self) -> usize {
         self.history.lock().capacity

@@ -26,11 +26,13 @@
 //! | `thresher_lambda_holdout_dropped_total` | counter | learner | `lambda = "auto"`, criterion `holdout`: held-out samples dropped from the full ring, oldest first |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
+//! | `thresher_inflight_refused_total` | counter | reason | requests refused by the in-flight bounds (`ingest::inflight`): `bytes_busy` (503: `server.inflight_bytes` has no room for the body), `bytes_too_large` (413: larger than the whole budget), `samples_busy` (503: `ingest.queue_samples` spent while the body was parsed), `samples_too_large` (413: more samples than the whole budget), `client_gone` (the client closed the connection during the parse, which stopped) |
+//! | `thresher_inflight_bytes` | gauge | | request body bytes reserved in flight, bounded by `server.inflight_bytes` (at scrape) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
 //! | `thresher_ingest_samples_in_flight` | gauge | | samples accepted and not yet absorbed by every learner, bounded by `ingest.queue_samples` (at scrape) |
 //! | `thresher_http_request_duration_seconds` | histogram | route, method | request latency per route |
 //! | `thresher_http_connections` | gauge | | open HTTP connections, bounded by `server.max_connections` |
-//! | `thresher_http_connections_closed_total` | counter | reason | connections the daemon closed: `limit_evicted` (the longest-idle one, to admit a new one at the limit), `limit_refused` (a new one, every connection busy), `header_timeout`, `idle_timeout`, `tls_handshake` (failed or timed out) |
+//! | `thresher_http_connections_closed_total` | counter | reason | connections the daemon closed: `limit_evicted` (the longest-idle one, to admit a new one at the limit), `limit_refused` (a new one, every connection busy), `header_timeout`, `idle_timeout`, `tls_handshake` (failed or timed out), `write_timeout` (its client read nothing of a response for `server.write_timeout_s`) |
 //! | `thresher_http_accept_errors_total` | counter | | failed `accept` calls (e.g. out of file descriptors); each is followed by a short pause |
 //! | `thresher_http_auth_refused_total` | counter | status (`401`, `403`) | requests refused by authentication |
 //! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
@@ -83,6 +85,8 @@ pub struct Metrics {
     pub lambda_holdout_dropped: IntCounterVec,
     pub ingested: IntCounterVec,
     pub rejected: IntCounterVec,
+    pub inflight_refused: IntCounterVec,
+    pub inflight_bytes: IntGauge,
     pub queue_batches: IntGauge,
     pub samples_in_flight: IntGauge,
     pub request_duration: HistogramVec,
@@ -128,12 +132,30 @@ pub mod closed {
     pub const HEADER_TIMEOUT: &str = "header_timeout";
     pub const IDLE_TIMEOUT: &str = "idle_timeout";
     pub const TLS_HANDSHAKE: &str = "tls_handshake";
-    pub const ALL: [&str; 5] = [
+    pub const WRITE_TIMEOUT: &str = "write_timeout";
+    pub const ALL: [&str; 6] = [
         LIMIT_EVICTED,
         LIMIT_REFUSED,
         HEADER_TIMEOUT,
         IDLE_TIMEOUT,
         TLS_HANDSHAKE,
+        WRITE_TIMEOUT,
+    ];
+}
+
+/// `reason` labels of `thresher_inflight_refused_total`.
+pub mod inflight_refused {
+    pub const BYTES_BUSY: &str = "bytes_busy";
+    pub const BYTES_TOO_LARGE: &str = "bytes_too_large";
+    pub const SAMPLES_BUSY: &str = "samples_busy";
+    pub const SAMPLES_TOO_LARGE: &str = "samples_too_large";
+    pub const CLIENT_GONE: &str = "client_gone";
+    pub const ALL: [&str; 5] = [
+        BYTES_BUSY,
+        BYTES_TOO_LARGE,
+        SAMPLES_BUSY,
+        SAMPLES_TOO_LARGE,
+        CLIENT_GONE,
     ];
 }
 
@@ -359,6 +381,8 @@ fn lambda_family(r: &Registrar) -> LambdaFamily {
 struct IngestFamily {
     ingested: IntCounterVec,
     rejected: IntCounterVec,
+    inflight_refused: IntCounterVec,
+    inflight_bytes: IntGauge,
     queue_batches: IntGauge,
     samples_in_flight: IntGauge,
     feature_names: IntGauge,
@@ -376,6 +400,15 @@ fn ingest_family(r: &Registrar) -> IngestFamily {
             "thresher_samples_rejected_total",
             "Samples refused",
             &["reason"],
+        ),
+        inflight_refused: r.counter(
+            "thresher_inflight_refused_total",
+            "Requests refused by the in-flight bounds, by reason",
+            &["reason"],
+        ),
+        inflight_bytes: r.int_gauge(
+            "thresher_inflight_bytes",
+            "Request body bytes reserved in flight",
         ),
         queue_batches: r.int_gauge(
             "thresher_ingest_queue_batches",
@@ -542,6 +575,8 @@ impl Metrics {
             lambda_holdout_dropped: lambda.lambda_holdout_dropped,
             ingested: ingest.ingested,
             rejected: ingest.rejected,
+            inflight_refused: ingest.inflight_refused,
+            inflight_bytes: ingest.inflight_bytes,
             queue_batches: ingest.queue_batches,
             samples_in_flight: ingest.samples_in_flight,
             request_duration: http.request_duration,
@@ -573,6 +608,9 @@ impl Metrics {
         }
         for r in reason::ALL {
             self.rejected.with_label_values(&[r]);
+        }
+        for r in inflight_refused::ALL {
+            self.inflight_refused.with_label_values(&[r]);
         }
         for r in closed::ALL {
             self.http_connections_closed.with_label_values(&[r]);

@@ -46,6 +46,14 @@ impl SampleBudget {
             })
     }
 
+    /// An empty reservation, to be grown as a body is parsed ([`Ticket::try_grow`]).
+    pub fn empty_ticket(self: &Arc<Self>) -> Ticket {
+        Ticket {
+            budget: self.clone(),
+            samples: 0,
+        }
+    }
+
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
     }
@@ -60,6 +68,38 @@ impl SampleBudget {
 pub struct Ticket {
     budget: Arc<SampleBudget>,
     samples: usize,
+}
+
+impl Ticket {
+    /// Samples this ticket holds.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// Reserves `n` more samples, or false (nothing reserved) if that would take the budget over its
+    /// limit. No exception for an empty budget: a parse grows its ticket as it goes, so a body with
+    /// more samples than the whole limit fails here however quiet the daemon is.
+    pub fn try_grow(&mut self, n: usize) -> bool {
+        let limit = self.budget.limit;
+        let grown = self
+            .budget
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used.saturating_add(n) <= limit).then_some(used + n)
+            })
+            .is_ok();
+        if grown {
+            self.samples += n;
+        }
+        grown
+    }
+
+    /// Gives back all but `n` of the samples held (a parse reserves ahead of its rows).
+    pub fn shrink_to(&mut self, n: usize) {
+        let excess = self.samples.saturating_sub(n);
+        self.budget.in_flight.fetch_sub(excess, Ordering::AcqRel);
+        self.samples -= excess;
+    }
 }
 
 impl Drop for Ticket {
@@ -98,6 +138,17 @@ impl QueuedBatch {
                 delivery: 0,
             }),
             None => Err(Box::new(samples)),
+        }
+    }
+
+    /// Wraps `samples` with a reservation already taken for them (a parse's, [`Ticket::try_grow`]),
+    /// trimmed to their number.
+    pub fn with_ticket(samples: SampleBlock, mut ticket: Ticket) -> QueuedBatch {
+        ticket.shrink_to(samples.len());
+        QueuedBatch {
+            samples,
+            _ticket: ticket,
+            delivery: 0,
         }
     }
 
@@ -153,6 +204,23 @@ pub(crate) mod tests {
         let big = QueuedBatch::reserve(&budget, samples(25)).unwrap();
         assert!(QueuedBatch::reserve(&budget, samples(1)).is_err());
         drop(big);
+        assert_eq!(budget.in_flight(), 0);
+    }
+
+    /// A parse's ticket grows up to the limit and no further (an empty budget included), and shrinks
+    /// to its rows when it becomes a batch.
+    #[test]
+    fn a_growing_ticket_stops_at_the_limit_and_shrinks_to_its_rows() {
+        let budget = SampleBudget::new(10);
+        let mut ticket = budget.empty_ticket();
+        assert!(ticket.try_grow(8));
+        assert!(!ticket.try_grow(3), "8 + 3 > 10");
+        assert_eq!((ticket.samples(), budget.in_flight()), (8, 8));
+        let batch = QueuedBatch::with_ticket(samples(5), ticket);
+        assert_eq!(budget.in_flight(), 5);
+        drop(batch);
+        let mut alone = budget.empty_ticket();
+        assert!(!alone.try_grow(11), "more than the whole limit, even alone");
         assert_eq!(budget.in_flight(), 0);
     }
 }

@@ -7,6 +7,7 @@ mod common;
 mod daemon;
 mod examples;
 mod grid;
+mod inflight;
 mod layout;
 mod learners;
 mod limits;

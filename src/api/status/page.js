@@ -312,11 +312,15 @@
         const lastVersion = l.points.length ? l.points[l.points.length - 1].version : 0;
         // A version below the last point's: the daemon started afresh, so its history did too.
         if (m.version < lastVersion) l.points = [];
-        const since = l.points.length ? l.points[l.points.length - 1].version : 0;
-        const h = await getJson("/v1/history?learner=" + encodeURIComponent(m.learner) + "&since=" + since);
+        let h;
+        do {
+          // One page of snapshot.history_page_points at a time, oldest first, until none is left.
+          const since = l.points.length ? l.points[l.points.length - 1].version : 0;
+          h = await getJson("/v1/history?learner=" + encodeURIComponent(m.learner) + "&since=" + since);
+          for (const q of h.points) l.points.push(q);
+          if (l.points.length > h.capacity) l.points.splice(0, l.points.length - h.capacity);
+        } while (h.more && h.points.length > 0);
         interval = Math.max(100, h.interval_ms);
-        for (const q of h.points) l.points.push(q);
-        if (l.points.length > h.capacity) l.points.splice(0, l.points.length - h.capacity);
         l.model = m.version > 0 ? m : null;
         l.now = h.now;
         render(l);

@@ -82,6 +82,11 @@ impl Table {
         }
     }
 
+    /// `server.write_timeout_s`, for the connections' transports.
+    pub(super) fn write_timeout(&self) -> Duration {
+        self.limits.write_timeout
+    }
+
     /// Milliseconds since the table's epoch.
     pub(super) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
@@ -255,6 +260,7 @@ mod tests {
                 header_read: Duration::from_secs(10),
                 body_idle: Duration::from_secs(30),
                 keepalive: Duration::from_secs(60),
+                write_timeout: Duration::from_secs(10),
                 max_connections,
             },
             Metrics::new(),

@@ -1,8 +1,9 @@
 //! The HTTP front: one listening socket, two places to serve a connection.
 //!
 //! A dedicated **read thread** (`http-read`: a current-thread tokio runtime on its own OS thread) accepts every
-//! connection and peeks at the first byte of its first request. `P` (POST, PUT, PATCH: a request body
-//! — samples to learn, samples to predict) hands the connection to the multi-threaded runtime, whose
+//! connection and peeks at the method of its first request (after any empty lines, which HTTP/1.1
+//! allows before a request line). POST, PUT, PATCH (a request body — samples to learn, samples to
+//! predict) and HTTP/2's preface (`PRI`) hand the connection to the multi-threaded runtime, whose
 //! workers read bodies and hand them to the parsers.
 //! Anything else (`GET /v1/model`, `/metrics`, the health checks) is served on the read thread itself,
 //! which never reads a large body. A keep-alive connection stays where its first request put it, with
@@ -60,7 +61,7 @@ use crate::metrics::{closed, Metrics};
 use connections::{sweep, Registration, RequestInProgress, Table};
 use io::Tracked;
 
-/// Where a connection is served, from the first byte of its first request.
+/// Where a connection is served, from the method of its first request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Served {
     /// On the read thread: no request body expected.
@@ -69,12 +70,53 @@ enum Served {
     Runtime,
 }
 
-fn served_by(first_byte: Option<u8>) -> Served {
-    match first_byte {
-        Some(b'P') => Served::Runtime,
+/// The longest start of a request [`method_of`] looks at: empty lines and a method fit well inside.
+const PEEK_BYTES: usize = 64;
+
+/// The method of the request that starts `peeked` (after empty lines): `Ok(method)`, `Err(true)` if
+/// more bytes are needed to tell, `Err(false)` if `peeked` cannot start a request (hyper answers it).
+fn method_of(peeked: &[u8]) -> Result<&[u8], bool> {
+    let start = peeked
+        .iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .ok_or(peeked.len() < PEEK_BYTES)?;
+    let rest = &peeked[start..];
+    match rest.iter().position(|&b| b == b' ') {
+        Some(end) => Ok(&rest[..end]),
+        None => Err(peeked.len() < PEEK_BYTES && rest.iter().all(u8::is_ascii_uppercase)),
+    }
+}
+
+fn served_by(method: Option<&[u8]>) -> Served {
+    match method {
+        Some(b"POST" | b"PUT" | b"PATCH" | b"PRI") => Served::Runtime,
         _ => Served::ReadThread,
     }
 }
+
+/// The method of a connection's first request, peeked (not read) as its bytes arrive; `None` if the
+/// connection closed or sent something that is no request (the read thread's hyper then answers it).
+async fn peek_method(stream: &TcpStream) -> Option<Vec<u8>> {
+    let mut buf = [0u8; PEEK_BYTES];
+    let mut seen = 0;
+    loop {
+        let n = stream.peek(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        match method_of(&buf[..n]) {
+            Ok(method) => return Some(method.to_vec()),
+            Err(false) => return None,
+            // A peek returns at once while unread bytes wait, so wait a little before the next one
+            // when nothing new came (a head sent byte by byte; the header timeout bounds it).
+            Err(true) if n == seen => tokio::time::sleep(PEEK_PAUSE).await,
+            Err(true) => seen = n,
+        }
+    }
+}
+
+/// The pause between peeks at a request line that has not arrived whole.
+const PEEK_PAUSE: Duration = Duration::from_millis(2);
 
 /// How connections are admitted and served: limits, TLS and the metrics they report to.
 #[derive(Clone)]
@@ -242,24 +284,25 @@ struct Connection {
 }
 
 impl Connection {
-    /// A plain connection: routed by its first byte (module docs), served until it closes, the
-    /// shutdown asks it to, or the table closes it (limit, timeouts).
+    /// A plain connection: routed by its first request's method (module docs), served until it
+    /// closes, the shutdown asks it to, or the table closes it (limit, timeouts).
     async fn serve_plain(self, stream: TcpStream) {
         let state = self.registration.conn.clone();
         let mut shutdown = self.shutdown.clone();
         let mut first = [0u8; 1];
-        let first_byte = tokio::select! {
-            peeked = stream.peek(&mut first) => match peeked {
-                Ok(1) => Some(first[0]),
-                _ => None,
+        tokio::select! {
+            peeked = stream.peek(&mut first) => if let Ok(1) = peeked {
+                state.bytes_arrived(self.registration.table.now_ms());
             },
             _ = state.close.notified() => return,
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
-        if first_byte.is_some() {
-            state.bytes_arrived(self.registration.table.now_ms());
-        }
-        match served_by(first_byte) {
+        let method = tokio::select! {
+            method = peek_method(&stream) => method,
+            _ = state.close.notified() => return,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        match served_by(method.as_deref()) {
             Served::ReadThread => {
                 let app = self.app.read_thread.clone();
                 self.serve(stream, app).await
@@ -302,6 +345,8 @@ impl Connection {
             inner: io,
             conn: conn.clone(),
             table: table.clone(),
+            write_timeout: table.write_timeout(),
+            stalled: None,
         };
         let service = {
             let (conn, table) = (conn.clone(), table.clone());

@@ -7,10 +7,38 @@ use std::io::{Read, Write};
 
 #[test]
 fn requests_with_a_body_go_to_the_runtime_and_the_rest_stay() {
-    assert_eq!(served_by(Some(b'P')), Served::Runtime);
-    for first in [Some(b'G'), Some(b'H'), Some(b'O'), Some(b'D'), None] {
-        assert_eq!(served_by(first), Served::ReadThread, "{first:?}");
+    for method in ["POST", "PUT", "PATCH", "PRI"] {
+        assert_eq!(served_by(Some(method.as_bytes())), Served::Runtime);
     }
+    for method in ["GET", "HEAD", "OPTIONS", "DELETE", "PROPFIND"] {
+        let method = Some(method.as_bytes());
+        assert_eq!(served_by(method), Served::ReadThread, "{method:?}");
+    }
+    assert_eq!(served_by(None), Served::ReadThread);
+}
+
+/// The method is read after leading empty lines, and only once it is whole; bytes that cannot start
+/// a request, or a head longer than the peek without a method, are left to hyper.
+#[test]
+fn the_method_is_parsed_after_empty_lines_and_only_once_whole() {
+    assert_eq!(
+        method_of(b"POST /v1/samples HTTP/1.1\r\n"),
+        Ok(&b"POST"[..])
+    );
+    assert_eq!(method_of(b"\r\n\r\nPOST /v1/samples"), Ok(&b"POST"[..]));
+    assert_eq!(method_of(b"\r\nGET / HTTP/1.1"), Ok(&b"GET"[..]));
+    assert_eq!(method_of(b"\r\n"), Err(true), "only an empty line yet");
+    assert_eq!(
+        method_of(b"\r\nPOS"),
+        Err(true),
+        "the method is not whole yet"
+    );
+    assert_eq!(
+        method_of(b"\x16\x03\x01"),
+        Err(false),
+        "a TLS hello: not HTTP/1"
+    );
+    assert_eq!(method_of(&[b'\n'; PEEK_BYTES]), Err(false));
 }
 
 /// Sends `request` on `stream` and returns the response body (the test routes answer with

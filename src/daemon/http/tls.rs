@@ -89,6 +89,8 @@ impl Connection {
             inner: stream,
             conn: state.clone(),
             table: table.clone(),
+            write_timeout: table.write_timeout(),
+            stalled: None,
         };
         let mut shutdown = self.shutdown.clone();
         let handshake = tokio::select! {

@@ -2,9 +2,13 @@
 //! a JSON-lines file ([`JsonSample`], [`parse_json_line`]) or one sample of a request body
 //! (`WireSample`, which may also name its features: `{"label": y, "features": {"name": value}}`).
 //! `serde_json` reads both and decides every error; `plain` is the one-pass reader that takes the
-//! plain shape of a body's samples faster, to the same bits.
+//! plain shape of a body's samples faster, to the same bits. `items` reads a JSON array body item by
+//! item under the parse's row watch.
 
+mod items;
 pub(crate) mod plain;
+
+pub(crate) use items::read_items_watched;
 
 use std::collections::BTreeMap;
 
