@@ -20,6 +20,8 @@
 //!   comments are). Feature indices are kept exactly as written.
 //! - [`admission`]: [`Admission`], the one door from a parsed batch to the learners, with the memory
 //!   bound of [`crate::ring::budget`].
+//! - [`wal`]: the write-ahead log of acknowledged samples, appended by [`Admission`] before a batch is
+//!   acknowledged, truncated by checkpoints, replayed at start.
 //! - Every error type is in one place (`error`, re-exported here).
 
 pub mod admission;
@@ -34,6 +36,7 @@ pub mod lines;
 pub mod segments;
 mod simd;
 pub mod source;
+pub mod wal;
 
 pub use admission::{Admission, Source};
 pub use error::{

@@ -178,6 +178,14 @@ impl HttpSource {
                 .inc_by(e.samples as u64);
             HttpIngestError::Invalid(e)
         })?;
+        if self.admission.waits_for_fsync() {
+            // `durability.wal = "always"`: the 202 waits for the log's fsync, on the blocking pool.
+            let admission = self.admission.clone();
+            return tokio::task::spawn_blocking(move || admission.admit(samples, Source::Http))
+                .await
+                .unwrap_or(Err(AdmitError::ShuttingDown))
+                .map_err(Into::into);
+        }
         Ok(self.admission.admit(samples, Source::Http)?)
     }
 }
