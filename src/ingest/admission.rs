@@ -418,4 +418,52 @@ mod tests {
         let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
         assert_eq!(waited, Err(AdmitError::ShuttingDown));
     }
+
+    /// With a log: HTTP and stdin batches carry log numbers in queue order, NATS batches none; a
+    /// batch refused for room is not logged; a full log refuses the batch, counted as `wal_full`.
+    #[test]
+    fn logged_batches_are_numbered_in_queue_order_and_a_full_log_refuses() {
+        use crate::config::DurabilityConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Metrics::new();
+        let config = DurabilityConfig {
+            wal: WalMode::Batch,
+            wal_max_bytes: 1 << 20,
+            wal_fsync_interval: Duration::from_secs(1),
+        };
+        let wal = Wal::open(dir.path(), &config, 0, false, metrics.clone()).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(3);
+        let admission = Admission::new(tx, SampleBudget::new(1 << 30), metrics.clone()).with_log(
+            Some(AdmissionLog {
+                wal: wal.clone(),
+                dictionary: Arc::new(FeatureDictionary::new(10)),
+            }),
+        );
+        let stop = AtomicBool::new(false);
+        assert_eq!(admission.admit(samples(2), Source::Http), Ok(2));
+        assert_eq!(
+            admission.admit(samples(1), Source::Nats { delivery: 7 }),
+            Ok(1)
+        );
+        let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
+        assert_eq!(waited, Ok(1));
+        // The queue is full: refused, and not logged.
+        assert_eq!(
+            admission.admit(samples(1), Source::Http),
+            Err(AdmitError::QueueFull)
+        );
+        let numbers: Vec<(u64, u64)> = rx.try_iter().map(|b| (b.logged(), b.delivery())).collect();
+        assert_eq!(numbers, [(1, 0), (0, 7), (2, 0)]);
+        assert_eq!(wal.last_seq(), 2);
+        // Fill the log (1 MiB): the refusal is `LogFull`, counted, and nothing is queued.
+        let refused = loop {
+            match admission.admit(samples(20_000), Source::Http) {
+                Ok(_) => drop(rx.try_recv()),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(refused, AdmitError::LogFull);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(counted(&metrics, "rejected", reason::WAL_FULL), 20_000.0);
+    }
 }
