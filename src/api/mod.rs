@@ -7,7 +7,7 @@
 //! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one |
 //! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}` |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored |
+//! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored and while checkpoints succeed |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
 //! | `GET /` | the status page ([`status`]): one self-contained HTML document, charts drawn in the browser |
 //! | `GET /v1/history[?learner=name][&since=version]` | the scalars of a learner's last published snapshots (its history ring) |
@@ -69,6 +69,8 @@ pub enum ApiError {
     /// A request body not read: 415, 413, 408 (stalled) or 400.
     Body(BodyError),
     QueueFull,
+    /// The write-ahead log refused the batch (full or failing): 503 with `Retry-After`.
+    NotLogged(AdmitError),
     ShuttingDown,
     NoModel,
     UnknownLearner(String),
@@ -129,10 +131,14 @@ impl IntoResponse for ApiError {
                 };
                 (status, json!({"error": e.to_string(), "line": null}))
             }
-            ApiError::QueueFull => {
+            ApiError::QueueFull | ApiError::NotLogged(_) => {
+                let message = match &self {
+                    ApiError::NotLogged(e) => e.to_string(),
+                    _ => "ingest queue is full; retry later".to_string(),
+                };
                 let mut r = (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    Json(json!({"error": "ingest queue is full; retry later", "line": null})),
+                    Json(json!({"error": message, "line": null})),
                 )
                     .into_response();
                 r.headers_mut()
@@ -228,6 +234,7 @@ impl From<AdmitError> for ApiError {
         match e {
             AdmitError::QueueFull => ApiError::QueueFull,
             AdmitError::ShuttingDown => ApiError::ShuttingDown,
+            AdmitError::LogFull | AdmitError::LogFailed => ApiError::NotLogged(e),
         }
     }
 }
@@ -642,16 +649,21 @@ async fn openapi_json(Extension(doc): Extension<OpenApiJson>) -> Response {
 #[derive(Clone)]
 struct OpenApiJson(Bytes);
 
-/// Readiness: a model is published or restored.
+/// Readiness: a model is published or restored, and checkpoints succeed.
 #[utoipa::path(get, path = "/readyz", tag = "status",
     responses(
         (status = 200, description = "A model is published", body = openapi::Status),
-        (status = 503, description = "No learner has published yet", body = openapi::Status),
+        (status = 503, description = "No learner has published yet, or checkpoints fail (the reason is given)", body = openapi::Status),
     ),
     security(()),
 )]
 async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
-    if state.cells.iter().any(|c| c.get().is_some()) {
+    if let Some(reason) = state.ingest.admission.persistence_failure() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": format!("not ready: checkpoints are failing: {reason}")})),
+        )
+    } else if state.cells.iter().any(|c| c.get().is_some()) {
         (StatusCode::OK, Json(json!({"status": "ready"})))
     } else {
         (

@@ -1,5 +1,7 @@
 //! `thresher serve`: load and validate the configuration, install logging, run the daemon until
-//! SIGINT/SIGTERM.
+//! SIGINT, SIGTERM or SIGHUP. SIGHUP (a closed terminal, or a "reload" habit) is a graceful stop like
+//! the other two — ingest drained, final checkpoint written — not a reload: restart to read a changed
+//! configuration or tokens file.
 
 use std::path::PathBuf;
 
@@ -66,19 +68,25 @@ pub fn run_serve(args: &ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on SIGINT, SIGTERM or SIGHUP (logged by name).
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot install the SIGTERM handler; stopping on Ctrl-C only");
+    let (term, hangup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(term), Ok(hangup)) => (term, hangup),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "cannot install the SIGTERM/SIGHUP handlers; stopping on Ctrl-C only");
             let _ = tokio::signal::ctrl_c().await;
             return;
         }
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
+    let (mut term, mut hangup) = (term, hangup);
+    let name = tokio::select! {
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+        _ = hangup.recv() => "SIGHUP",
+    };
+    tracing::info!(signal = name, "stop signal received: stopping gracefully");
 }

@@ -6,8 +6,8 @@
 
 use super::error::{secret_hint, ConfigError};
 use super::raw::{
-    CheckpointLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer, NatsLayer, RawConfig,
-    ServerLayer, SnapshotLayer, WindowLayer,
+    CheckpointLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer, NatsLayer,
+    RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
 };
 
 /// Prefix of every environment override.
@@ -30,6 +30,7 @@ const ENV_SECTIONS: &[(&str, &[&str])] = &[
     ("window", WindowLayer::KEYS),
     ("snapshot", SnapshotLayer::KEYS),
     ("checkpoint", CheckpointLayer::KEYS),
+    ("durability", DurabilityLayer::KEYS),
     ("nats", NatsLayer::KEYS),
     ("learner", LearnerLayer::KEYS),
 ];
@@ -104,6 +105,7 @@ impl RawConfig {
                 "window" => self.window.set_env(key, &var, &text)?,
                 "snapshot" => self.snapshot.set_env(key, &var, &text)?,
                 "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
+                "durability" => self.durability.set_env(key, &var, &text)?,
                 "nats" => self.nats.set_env(key, &var, &text)?,
                 "learner" => {
                     let mut scratch = LearnerLayer::default();

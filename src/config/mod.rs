@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod check;
+pub mod durability;
 pub mod env;
 mod error;
 pub mod learner;
@@ -41,6 +42,7 @@ pub mod solvers;
 mod validate;
 
 use crate::learner::params::LearnerConfig;
+pub use durability::{DurabilityConfig, WalMode};
 pub use error::ConfigError;
 pub use nats::NatsConfig;
 use raw::RawConfig;
@@ -77,6 +79,8 @@ pub struct Config {
     pub history_page_points: usize,
     pub data_dir: Option<PathBuf>,
     pub checkpoint_interval: Duration,
+    /// `[durability]`: the write-ahead log of acknowledged samples (with a data directory).
+    pub durability: DurabilityConfig,
     /// At least one; the first is the primary.
     pub learners: Vec<LearnerConfig>,
     /// Who may call what (`server.auth_tokens_file`, `server.metrics_auth`).

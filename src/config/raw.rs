@@ -146,6 +146,15 @@ layer! {
 }
 
 layer! {
+    /// `[durability]`.
+    DurabilityLayer, "the [durability] table" {
+        wal: String,
+        wal_max_bytes: i64,
+        wal_fsync_interval_ms: i64,
+    }
+}
+
+layer! {
     /// `[nats]`.
     NatsLayer, "the [nats] table" {
         url: String,
@@ -227,6 +236,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub checkpoint: CheckpointLayer,
     #[serde(default)]
+    pub durability: DurabilityLayer,
+    #[serde(default)]
     pub nats: NatsLayer,
     /// The `[[learner]]` tables, each holding only the keys given; a layer that has them replaces the
     /// list below it, and [`RawConfig::validate`] fills each from the default learner.
@@ -280,6 +291,7 @@ impl RawConfig {
         self.window.overlay(over.window);
         self.snapshot.overlay(over.snapshot);
         self.checkpoint.overlay(over.checkpoint);
+        self.durability.overlay(over.durability);
         self.nats.overlay(over.nats);
         if over.learner.is_some() {
             self.learner = over.learner;
@@ -365,12 +377,13 @@ mod tests {
     #[test]
     fn every_layer_key_is_in_the_defaults_and_the_docs() {
         let raw = RawConfig::defaults();
-        let sections: [(&str, Vec<&str>, &[&str]); 6] = [
+        let sections: [(&str, Vec<&str>, &[&str]); 7] = [
             ("server", raw.server.given(), ServerLayer::KEYS),
             ("ingest", raw.ingest.given(), IngestLayer::KEYS),
             ("window", raw.window.given(), WindowLayer::KEYS),
             ("snapshot", raw.snapshot.given(), SnapshotLayer::KEYS),
             ("checkpoint", raw.checkpoint.given(), CheckpointLayer::KEYS),
+            ("durability", raw.durability.given(), DurabilityLayer::KEYS),
             ("nats", raw.nats.given(), NatsLayer::KEYS),
         ];
         for (section, given, keys) in sections {

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::check::{count, duration, int, need, path_key, positive};
+use super::durability::read_durability;
 use super::error::ConfigError;
 use super::learner::read_learners;
 use super::nats::read_nats;
@@ -107,6 +108,7 @@ impl RawConfig {
                 (1, 86_400),
                 Duration::from_secs,
             )?,
+            durability: read_durability(&self.durability)?,
             learners,
             auth: read_auth(server)?,
             tls: read_tls(server)?,

@@ -22,9 +22,8 @@
 //! A `lambda = "auto"` learner's selection state ([`AutoState`]) rides the same way as the optional
 //! `auto` field, next to the served member's state (`learner::auto` explains what a restore rebuilds).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,9 +34,11 @@ use thiserror::Error;
 
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::nats::AckLedger;
+use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::auto::selector::AutoState;
 use crate::learner::params::LearnerConfig;
 use crate::learner::publish::{publish, ModelCell, SharedLearner, Snapshot};
+use crate::learner::worker::Absorbed;
 use crate::learner::{LearnerState, LearnerStats, PrimalState};
 use crate::metrics::Metrics;
 use crate::sample::Sample;
@@ -55,6 +56,13 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing failed; a full disk is named as "no space left on device".
+    #[error("cannot write checkpoint {}: {reason}", path.display())]
+    Write { path: PathBuf, reason: String },
+    #[error("data directory {} is in use by another thresher (pid {holder}); stop it or choose another --data-dir", dir.display())]
+    Locked { dir: PathBuf, holder: String },
+    #[error(transparent)]
+    Wal(#[from] crate::ingest::wal::WalError),
     #[error("checkpoint {} is corrupt: {reason} (move it away, or start with --fresh)", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("checkpoint {} is incompatible: {reason} (start with --fresh to discard it)", path.display())]
@@ -89,6 +97,9 @@ pub struct Checkpoint {
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
     /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
     pub pending_acks: Vec<String>,
+    /// The last write-ahead log batch every learner's state holds (`ingest::wal`): a restart replays
+    /// only the batches after it. 0: none.
+    pub wal_through: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -98,6 +109,13 @@ struct Header {
     /// Absent in files written before the NATS source: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pending_acks: Vec<String>,
+    /// Absent in files written before the write-ahead log: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    wal_through: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize, Deserialize)]
@@ -244,6 +262,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
     let header = Header {
         feature_names: ckpt.feature_names.clone(),
         pending_acks: ckpt.pending_acks.clone(),
+        wal_through: ckpt.wal_through,
         learners: ckpt
             .learners
             .iter()
@@ -425,60 +444,10 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
             learners,
             feature_names: header.feature_names,
             pending_acks: header.pending_acks,
+            wal_through: header.wal_through,
         })
     };
     parse(&mut c).map_err(corrupt)
-}
-
-/// Writes atomically: temp file, fsync, rename, fsync of the directory.
-pub fn write(dir: &Path, ckpt: &Checkpoint) -> Result<(), CheckpointError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CheckpointError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let target = path_in(dir);
-    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-    let bytes = encode(ckpt);
-    {
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(&bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, &target).map_err(io(&target))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Checks at start that checkpoints can be written in `dir` (created if missing): writes, syncs and
-/// removes a probe file next to where the checkpoint goes. Why at start: a data directory that cannot
-/// be written would otherwise only show as a failing periodic checkpoint, after the daemon had
-/// reported ready and accepted samples it could not keep.
-pub fn check_writable(dir: &Path) -> Result<(), CheckpointError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CheckpointError::Io { path, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let probe = dir.join(format!("{FILE_NAME}.probe"));
-    {
-        let mut f = std::fs::File::create(&probe).map_err(io(&probe))?;
-        f.write_all(MAGIC).map_err(io(&probe))?;
-        f.sync_all().map_err(io(&probe))?;
-    }
-    std::fs::remove_file(&probe).map_err(io(&probe))
-}
-
-/// Reads the checkpoint in `dir`, if there is one.
-pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
-    let path = path_in(dir);
-    match std::fs::read(&path) {
-        Ok(bytes) => decode(&bytes, &path).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(CheckpointError::Io { path, source }),
-    }
 }
 
 impl LearnerIdentity {
@@ -499,15 +468,16 @@ impl LearnerIdentity {
 pub struct Deliveries {
     /// One counter per learner, in config order: raised by the learner's thread under its lock as it
     /// absorbs a NATS batch, read under the same lock when its state is checkpointed.
-    pub absorbed: Vec<Arc<AtomicU64>>,
+    pub absorbed: Vec<Arc<Absorbed>>,
     /// The NATS source's batches not yet acknowledged (shared with the source, which enters them);
     /// told after each checkpoint which deliveries it holds. `None` without the NATS source.
     pub ledger: Option<Arc<AckLedger>>,
 }
 
-/// What a checkpoint reflects: each learner's mutation counter, published version and absorbed NATS
-/// delivery, and the number of feature names (which only grow). Equal marks mean an unchanged state.
-type ChangeMark = (Vec<(u64, u64, u64)>, usize);
+/// What a checkpoint reflects: each learner's mutation counter, published version, absorbed NATS
+/// delivery and write-ahead log batch, and the number of feature names (which only grow). Equal
+/// marks mean an unchanged state.
+type ChangeMark = (Vec<(u64, u64, u64, u64)>, usize);
 
 fn change_mark(
     learners: &[(SharedLearner, Arc<ModelCell>)],
@@ -519,9 +489,12 @@ fn change_mark(
         .zip(&deliveries.absorbed)
         .map(|((l, cell), absorbed)| {
             let l = l.lock();
-            let (mutations, absorbed) = (l.stats().mutations, absorbed.load(Ordering::Acquire));
+            let mutations = l.stats().mutations;
+            let delivery = absorbed.delivery.load(Ordering::Acquire);
+            let logged = absorbed.logged.load(Ordering::Acquire);
             drop(l);
-            (mutations, cell.get().map_or(0, |s| s.version), absorbed)
+            let version = cell.get().map_or(0, |s| s.version);
+            (mutations, version, delivery, logged)
         })
         .collect();
     (per_learner, dictionary.len())
@@ -547,6 +520,10 @@ pub struct Checkpointer {
     dictionary: Arc<FeatureDictionary>,
     metrics: Metrics,
     deliveries: Arc<Deliveries>,
+    /// The write-ahead log, truncated after each checkpoint to what the checkpoint does not hold.
+    wal: Option<Arc<Wal>>,
+    /// Told of every failed and every successful write (`GET /readyz`).
+    persistence: Arc<Persistence>,
     /// The mark of the checkpoint on disk (`None`: none yet, or one that did not hold exactly the
     /// configured learners, so the next one is written even if nothing changes). Locked for a whole
     /// write: the checkpoint thread and the final checkpoint never interleave.
@@ -571,7 +548,30 @@ impl Checkpointer {
             dictionary,
             metrics,
             deliveries,
+            wal: None,
+            persistence: Arc::default(),
             written: Mutex::new(written),
+        }
+    }
+
+    /// Truncates `wal` after each checkpoint and reports failures to `persistence`.
+    pub fn with_wal(
+        mut self,
+        wal: Option<Arc<Wal>>,
+        persistence: Arc<Persistence>,
+    ) -> Checkpointer {
+        self.wal = wal;
+        self.persistence = persistence;
+        self
+    }
+
+    /// After a checkpoint holding every logged batch up to `covered` is on disk (written now, or
+    /// unchanged): the log keeps only what it does not hold.
+    fn truncate_log(&self, covered: u64) {
+        if let Some(wal) = &self.wal {
+            if let Err(e) = wal.truncate_through(covered) {
+                tracing::error!(error = %e, "cannot truncate the write-ahead log");
+            }
         }
     }
 
@@ -609,6 +609,8 @@ impl Checkpointer {
                 let covered = mark.0.iter().map(|m| m.2).min().unwrap_or(0);
                 ledger.durable_through(covered);
             }
+            self.truncate_log(mark.0.iter().map(|m| m.3).min().unwrap_or(0));
+            self.persistence.recovered();
             count(outcome::UNCHANGED);
             return Ok(Written::Unchanged);
         }
@@ -633,25 +635,30 @@ impl Checkpointer {
                 if let Some(ledger) = &self.deliveries.ledger {
                     ledger.durable_through(covered);
                 }
+                self.truncate_log(ckpt.wal_through);
+                self.persistence.recovered();
                 Ok(Written::Yes)
             }
             Err(e) => {
                 count(outcome::FAILED);
+                self.persistence.failed(e.to_string());
                 Err(e)
             }
         }
     }
 
     /// The checkpoint of every learner now, and the last NATS delivery all of them had absorbed.
+    /// The dictionary is read after the learners, so it names every feature their states hold.
     fn take(&self) -> (Checkpoint, u64) {
-        let mut covered = u64::MAX;
+        let (mut covered, mut logged) = (u64::MAX, u64::MAX);
         let learner_checkpoints = self
             .learners
             .iter()
             .zip(&self.deliveries.absorbed)
             .map(|((l, cell), absorbed)| {
                 let l = l.lock();
-                covered = covered.min(absorbed.load(Ordering::Acquire));
+                covered = covered.min(absorbed.delivery.load(Ordering::Acquire));
+                logged = logged.min(absorbed.logged.load(Ordering::Acquire));
                 LearnerCheckpoint {
                     identity: LearnerIdentity::of(l.config()),
                     snapshot: cell.get().map(|s| (*s).clone()),
@@ -661,6 +668,7 @@ impl Checkpointer {
             .collect();
         let covered = if covered == u64::MAX { 0 } else { covered };
         let ckpt = Checkpoint {
+            wal_through: if logged == u64::MAX { 0 } else { logged },
             feature_names: self.dictionary.names(),
             learners: learner_checkpoints,
             pending_acks: self
@@ -715,6 +723,11 @@ impl CheckpointThread {
                             last_checkpoint = Instant::now();
                             if let Err(e) = checkpointer.write() {
                                 tracing::error!(error = %e, "periodic checkpoint failed");
+                                // Retried at the next tick, not a whole interval later: /readyz
+                                // turns ready as soon as a checkpoint succeeds again.
+                                last_checkpoint = Instant::now()
+                                    .checked_sub(cadence.every.saturating_sub(cadence.retry()))
+                                    .unwrap_or(last_checkpoint);
                             }
                         }
                     }
@@ -736,6 +749,11 @@ impl CheckpointThread {
 }
 
 impl Cadence {
+    /// How soon a failed checkpoint is tried again: at least a second apart.
+    fn retry(&self) -> Duration {
+        self.tick.max(Duration::from_secs(1)).min(self.every)
+    }
+
     /// Whether a checkpoint is due `since` the last one.
     fn due(&self, since: Duration, deliveries: &Deliveries) -> bool {
         let acks_wait = self.ack_every.is_some_and(|every| {
@@ -762,6 +780,9 @@ fn every_tick_until(interval: Duration, stop: &AtomicBool, mut on_tick: impl FnM
         on_tick();
     }
 }
+
+mod files;
+pub use files::{check_writable, read, write};
 
 #[cfg(test)]
 mod tests;

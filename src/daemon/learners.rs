@@ -3,7 +3,7 @@
 //! learner's channel, and one thread per learner (`learner-NAME`) that absorbs, steps and publishes.
 //! Stopping closes ingest, lets the router drain the queue into the learners and joins them all.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -13,9 +13,10 @@ use super::checkpoint::CheckpointThread;
 use super::fault;
 use super::restore::Restored;
 use crate::config::Config;
+use crate::ingest::admission::AdmissionLog;
 use crate::ingest::Admission;
 use crate::learner::publish::SharedLearner;
-use crate::learner::worker::{learner_loop, router_loop, Fatal, PanicGuard, Publisher};
+use crate::learner::worker::{learner_loop, router_loop, Absorbed, Fatal, PanicGuard, Publisher};
 use crate::metrics::Metrics;
 use crate::ring::{Batch, SampleBudget};
 use crate::sys::{set_throughput_scheduling, WorkerScheduling, LEARNER_NICE};
@@ -45,11 +46,19 @@ pub fn spawn(
     fatal: &Arc<Fatal>,
 ) -> Learners {
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
-    let admission = Arc::new(Admission::new(
-        ingest_tx,
-        SampleBudget::new(config.queue_samples),
-        metrics.clone(),
-    ));
+    let log = restored.wal.as_ref().map(|wal| AdmissionLog {
+        wal: wal.clone(),
+        dictionary: restored.dictionary.clone(),
+    });
+    let admission = Arc::new(
+        Admission::new(
+            ingest_tx,
+            SampleBudget::new(config.queue_samples),
+            metrics.clone(),
+        )
+        .with_log(log)
+        .with_persistence(restored.persistence.clone()),
+    );
     let scheduling = WorkerScheduling {
         slice_ns: config.worker_slice_ns,
         yield_interval: config.yield_interval,
@@ -102,7 +111,7 @@ struct Worker {
     rx: Receiver<Batch>,
     publisher: Publisher,
     /// The last NATS delivery it absorbed ([`super::checkpoint::Deliveries`]).
-    absorbed: Arc<AtomicU64>,
+    absorbed: Arc<Absorbed>,
     /// Raised by the thread's drop guard if it panics.
     fatal: Arc<Fatal>,
     scheduling: WorkerScheduling,

@@ -15,8 +15,9 @@
 //! ```
 //!
 //! [`run`] is a list of phases, each in its own file: `preflight.rs` (every check that can stop the
-//! start, and the port bound), `restore.rs` (the checkpoint read, the learners built), `learners.rs`
-//! (the ingest queue, the router and the learner threads), the [`checkpoint`] thread, `sources.rs`
+//! start, the data directory locked ([`datadir`]), and the port bound), `restore.rs` (the checkpoint
+//! read, the learners built), `learners.rs` (the ingest queue, the router and the learner threads),
+//! the write-ahead log replayed into them (`restore.rs`), the [`checkpoint`] thread, `sources.rs`
 //! (stdin, NATS, the cluster tasks), `serve.rs` (the HTTP front until the stop signal), then the
 //! shutdown.
 //!
@@ -25,7 +26,7 @@
 //! `http-read` accepts every connection and serves those that open with a read (GET model, metrics,
 //! health); a connection that opens with a POST is served by the tokio runtime's workers, which read
 //! bodies and hand them to the blocking pool's parsers. **Shutdown order** (on the `shutdown` future —
-//! SIGINT/SIGTERM in the binary — or when a learner panics): stop accepting HTTP, close ingest, the
+//! SIGINT, SIGTERM or SIGHUP in the binary — or when a learner panics): stop accepting HTTP, close ingest, the
 //! router drains the queue into the learners, learners absorb what they got and exit, the checkpoint
 //! thread publishes a final snapshot, the final checkpoint is written, and `run` returns. A panicking
 //! learner raises the fatal flag from its drop guard; the daemon then stops the same way but skips the
@@ -33,6 +34,7 @@
 //! `run` returns an error.
 
 pub mod checkpoint;
+pub mod datadir;
 pub mod fault;
 pub mod http;
 mod learners;
@@ -118,9 +120,12 @@ async fn run_with_grace(
 ) -> Result<(), DaemonError> {
     let metrics = Metrics::new();
     let fatal = Fatal::new();
-    let preflight = preflight::check(&config)?;
+    let mut preflight = preflight::check(&config)?;
+    // Held until `run` returns: the data directory has one owner while anything may write to it.
+    let _owner = preflight.owner.take();
     let restored = restore::restore(&config, &options, &metrics)?;
     let learners = learners::spawn(&config, &restored, &metrics, &fatal);
+    restore::replay_log(&restored, &learners.admission).await?;
     let checkpoints = CheckpointThread::spawn(
         Cadence {
             tick: config.snapshot_interval,

@@ -1,6 +1,6 @@
 //! The preflight phase of `thresher serve`: every check that can stop the start, made before any
 //! thread exists — the tokens file, the TLS certificate, the NATS credentials file, the data
-//! directory (written to), the file-descriptor limit, and the port (bound). It opens files and the
+//! directory (locked, then written to), the file-descriptor limit, and the port (bound). It opens files and the
 //! listener and starts nothing; serving them is the serve phase's.
 
 use std::net::SocketAddr;
@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use tokio_rustls::TlsAcceptor;
 
 use super::checkpoint;
+use super::datadir::DataDirLock;
 use super::http;
 use super::DaemonError;
 use crate::api::auth::Tokens;
@@ -25,6 +26,8 @@ pub struct Preflight {
     pub limits: ConnectionLimits,
     /// The bound HTTP listener: nothing is accepted until the serve phase hands it to the read thread.
     pub listener: tokio::net::TcpListener,
+    /// The data directory's lock, held until the daemon has stopped (`datadir`).
+    pub owner: Option<DataDirLock>,
 }
 
 /// Checks and opens what the daemon needs, in an order where a bad file stops the start before the
@@ -55,9 +58,19 @@ pub fn check(config: &Config) -> Result<Preflight, DaemonError> {
 
     // Then the data directory (created, then test-written): one where no checkpoint can be written
     // stops the start before the port is even bound.
-    if let Some(dir) = &config.data_dir {
-        checkpoint::check_writable(dir)?;
-    }
+    // Locked first: a second daemon on the same directory is refused before it touches anything in it.
+    let owner = match &config.data_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|source| checkpoint::CheckpointError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            let owner = DataDirLock::acquire(dir)?;
+            checkpoint::check_writable(dir)?;
+            Some(owner)
+        }
+        None => None,
+    };
     // Bound next: a port in use stops the start before any thread exists.
     let listener = listen(config.listen).map_err(|source| DaemonError::Bind {
         addr: config.listen,
@@ -75,6 +88,7 @@ pub fn check(config: &Config) -> Result<Preflight, DaemonError> {
         tls,
         limits,
         listener,
+        owner,
     })
 }
 

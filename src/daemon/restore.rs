@@ -1,9 +1,11 @@
 //! The restore phase of `thresher serve`: the checkpoint in the data directory read and checked
 //! against the config (or none, or ignored with `--fresh`), and every configured learner built from
-//! it with its published cell and metric series, the feature dictionary, the NATS delivery counters
-//! and the checkpoint writer. It starts no thread.
+//! it with its published cell and metric series, the feature dictionary, the NATS delivery counters,
+//! the write-ahead log (opened; replayed later, once the learners run) and the checkpoint writer. It
+//! starts no thread but the log's fsync thread.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -12,12 +14,14 @@ use super::checkpoint::{self, Checkpoint, CheckpointError, Checkpointer, Deliver
 use super::checkpoint::{LearnerCheckpoint, LearnerIdentity};
 use super::fault;
 use super::RunOptions;
-use crate::config::Config;
+use crate::config::{Config, WalMode};
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::nats::AckLedger;
+use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::build;
 use crate::learner::params::LearnerConfig;
 use crate::learner::publish::{set_gauges, set_solver_gauges, ModelCell, SharedLearner};
+use crate::learner::worker::Absorbed;
 use crate::metrics::Metrics;
 
 /// The learners as restored (or new), and what is shared with them. Built once; every handle in it
@@ -39,6 +43,13 @@ pub struct Restored {
     /// The acknowledgements the restored checkpoint lists as pending: the NATS source sends them
     /// first.
     pub pending_acks: Vec<String>,
+    /// The write-ahead log (with a data directory, when `durability.wal` is on or an old log is
+    /// left to replay).
+    pub wal: Option<Arc<Wal>>,
+    /// The last logged batch the restored checkpoint holds: replay starts after it.
+    pub wal_through: u64,
+    /// Whether checkpoints succeed: set by the writer, read by `GET /readyz`.
+    pub persistence: Arc<Persistence>,
 }
 
 /// Restores the learners from the data directory's checkpoint (unless `--fresh`), or builds them
@@ -75,24 +86,41 @@ pub fn restore(
             build_learner(config, lc, saved, metrics)
         })
         .collect();
-    // Which NATS deliveries each learner has absorbed, and the source's unacknowledged batches.
+    // Which NATS deliveries and logged batches each learner has absorbed, and the source's
+    // unacknowledged batches.
+    let wal_through = restored.as_ref().map_or(0, |c| c.wal_through);
     let deliveries = Arc::new(Deliveries {
-        absorbed: learners.iter().map(|_| Arc::default()).collect(),
+        absorbed: learners
+            .iter()
+            .map(|_| {
+                let absorbed = Absorbed::default();
+                absorbed.logged.store(wal_through, Ordering::Release);
+                Arc::new(absorbed)
+            })
+            .collect(),
         ledger: config
             .nats
             .as_ref()
             .map(|n| AckLedger::new(n.max_pending_batches)),
     });
+    let wal = match &config.data_dir {
+        Some(dir) => open_wal(config, dir, wal_through, options.fresh, metrics)?,
+        None => None,
+    };
+    let persistence = Arc::new(Persistence::default());
     // What the checkpoint on disk reflects: one restored as it is reflects the state just built from it.
     let checkpointer = config.data_dir.as_ref().map(|dir| {
-        Arc::new(Checkpointer::new(
-            dir.clone(),
-            learners.clone(),
-            dictionary.clone(),
-            metrics.clone(),
-            deliveries.clone(),
-            restored_exactly,
-        ))
+        Arc::new(
+            Checkpointer::new(
+                dir.clone(),
+                learners.clone(),
+                dictionary.clone(),
+                metrics.clone(),
+                deliveries.clone(),
+                restored_exactly,
+            )
+            .with_wal(wal.clone(), persistence.clone()),
+        )
     });
     Ok(Restored {
         learners,
@@ -100,7 +128,39 @@ pub fn restore(
         deliveries,
         checkpointer,
         pending_acks: restored.map(|c| c.pending_acks).unwrap_or_default(),
+        wal,
+        wal_through,
+        persistence,
     })
+}
+
+/// Opens the write-ahead log in `dir`: when `durability.wal` is on, or when it is off but a log is
+/// left from a run with it on (replayed, then truncated by the next checkpoint, and not appended to).
+fn open_wal(
+    config: &Config,
+    dir: &Path,
+    through: u64,
+    fresh: bool,
+    metrics: &Metrics,
+) -> Result<Option<Arc<Wal>>, CheckpointError> {
+    let leftover = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(crate::ingest::wal::SEGMENT_PREFIX)
+        })
+    });
+    if config.durability.wal == WalMode::Off && !leftover {
+        return Ok(None);
+    }
+    let wal = Wal::open(dir, &config.durability, through, fresh, metrics.clone())?;
+    tracing::info!(
+        mode = config.durability.wal.name(),
+        checkpoint_holds_through = through,
+        next = wal.last_seq() + 1,
+        "write-ahead log open"
+    );
+    Ok(Some(wal))
 }
 
 /// One configured learner, from its checkpointed state if `saved`, with its cell, history and
@@ -200,4 +260,48 @@ fn read_compatible(
         }
     }
     Ok(Some((ckpt, exact)))
+}
+
+/// How often a replay waiting for room in the ingest queue looks again.
+const REPLAY_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Replays the write-ahead log into the running learners: the batches after the checkpoint's, in
+/// order, each waiting for room in the ingest queue (one batch in memory at a time beyond the queue's
+/// bound), before any source starts, so new batches follow them. Logged, with the count.
+pub async fn replay_log(
+    restored: &Restored,
+    admission: &Arc<crate::ingest::Admission>,
+) -> Result<(), CheckpointError> {
+    let Some(wal) = restored.wal.clone() else {
+        return Ok(());
+    };
+    let (through, dictionary, admission) = (
+        restored.wal_through,
+        restored.dictionary.clone(),
+        admission.clone(),
+    );
+    let replayed = tokio::task::spawn_blocking(move || {
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let mut samples = 0usize;
+        let batches = wal.replay(through, &dictionary, |block, seq| {
+            samples += block.len();
+            admission.admit_replayed(block, seq, &never, REPLAY_POLL)
+        })?;
+        Ok::<_, CheckpointError>((batches, samples))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(CheckpointError::Corrupt {
+            path: Default::default(),
+            reason: format!("write-ahead log replay failed: {e}"),
+        })
+    })?;
+    if replayed.0 > 0 {
+        tracing::info!(
+            batches = replayed.0,
+            samples = replayed.1,
+            "replayed the write-ahead log (acknowledged batches the checkpoint did not hold)"
+        );
+    }
+    Ok(())
 }

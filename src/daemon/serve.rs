@@ -88,6 +88,7 @@ pub async fn serve(
         tls,
         limits,
         listener,
+        ..
     } = preflight;
     let addr = listener.local_addr().map_err(DaemonError::Serve)?;
     tracing::info!("listening on {addr}");

@@ -13,15 +13,27 @@
 //! A source that acknowledges its input upstream (NATS) numbers its batches ([`Source::Nats`]): the
 //! number rides with the batch to every learner, which records the highest it has absorbed, so a
 //! checkpoint knows which deliveries it holds and only those are acknowledged.
+//!
+//! **The write-ahead log** (`durability.wal`, [`crate::ingest::wal`]): a batch from HTTP or stdin is
+//! appended to the log and offered to the queue under the sender's lock, after the queue was seen to
+//! have room, so a batch is logged if and only if it is queued, and log sequence numbers enter the
+//! queue in order (every send goes through that lock; the router is the queue's only receiver, so
+//! room seen under the lock stays). The sequence number rides with the batch like a delivery number.
+//! With `always`, [`Admission::admit`] returns only once the batch is fsynced (after the lock, so
+//! concurrent requests share fsyncs). A log at its bound refuses the batch ([`AdmitError::LogFull`],
+//! counted as `wal_full`). NATS batches are not logged: the stream redelivers what no checkpoint held.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::Mutex;
 
+use super::batch::FeatureDictionary;
+use super::wal::{record, Persistence, Wal, WalError};
 use super::AdmitError;
+use crate::config::WalMode;
 use crate::metrics::{reason, Metrics};
 use crate::ring::budget::Ticket;
 use crate::ring::{Batch, QueuedBatch, SampleBudget};
@@ -55,6 +67,17 @@ impl Source {
             Source::Http | Source::Stdin => 0,
         }
     }
+
+    /// Whether its batches go to the write-ahead log (NATS redelivers what no checkpoint held).
+    fn logged(self) -> bool {
+        !matches!(self, Source::Nats { .. })
+    }
+}
+
+/// The write-ahead log batches are appended to, with the dictionary whose new names precede them.
+pub struct AdmissionLog {
+    pub wal: Arc<Wal>,
+    pub dictionary: Arc<FeatureDictionary>,
 }
 
 /// The ingest side's shared handle: the queue's sender, the sample budget and the counters.
@@ -65,6 +88,10 @@ pub struct Admission {
     /// Samples admitted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
     budget: Arc<SampleBudget>,
     metrics: Metrics,
+    /// The write-ahead log (`durability.wal` other than `off`, with a data directory).
+    log: Option<AdmissionLog>,
+    /// Whether checkpoints succeed (`GET /readyz` reads it).
+    persistence: Arc<Persistence>,
 }
 
 impl Admission {
@@ -73,7 +100,34 @@ impl Admission {
             sender: Mutex::new(Some(sender)),
             budget,
             metrics,
+            log: None,
+            persistence: Arc::default(),
         }
+    }
+
+    /// Appends admitted HTTP and stdin batches to `log` before they are acknowledged.
+    pub fn with_log(mut self, log: Option<AdmissionLog>) -> Admission {
+        self.log = log.filter(|l| l.wal.mode() != WalMode::Off);
+        self
+    }
+
+    /// Shares the checkpoint writer's record of failures.
+    pub fn with_persistence(mut self, persistence: Arc<Persistence>) -> Admission {
+        self.persistence = persistence;
+        self
+    }
+
+    /// Why accepted samples cannot be persisted now (checkpoints failing), if they cannot.
+    pub fn persistence_failure(&self) -> Option<String> {
+        self.persistence.failure()
+    }
+
+    /// Whether [`Admission::admit`] may wait for an fsync (`durability.wal = "always"`): async callers
+    /// then call it on the blocking pool.
+    pub fn waits_for_fsync(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| l.wal.mode() == WalMode::Always)
     }
 
     /// Whether a batch offered now would be refused as [`AdmitError::QueueFull`] (the queue or the
@@ -101,25 +155,38 @@ impl Admission {
     /// Offers `samples` to the learners without waiting; counts them under `source` when admitted, as
     /// `queue_full` rejections when refused for room. Returns how many were admitted.
     pub fn admit(&self, samples: SampleBlock, source: Source) -> Result<usize, AdmitError> {
+        // Encoded before the lock: only the sequence number and the checksum are set under it.
+        let framed = self
+            .log_of(source)
+            .map(|_| record::encode_samples(&samples));
         let reserved = QueuedBatch::reserve(&self.budget, samples).map_err(|back| back.len());
-        self.offer(reserved, source)
+        self.offer(reserved, framed, source)
     }
 
     /// [`Admission::admit`] for samples whose reservation a parse already holds (`ticket`, trimmed to
-    /// them): never refused for the budget, only for a full queue.
+    /// them): never refused for the budget, only for a full queue or log.
     pub fn admit_reserved(
         &self,
         samples: SampleBlock,
         ticket: Ticket,
         source: Source,
     ) -> Result<usize, AdmitError> {
-        self.offer(Ok(QueuedBatch::with_ticket(samples, ticket)), source)
+        let framed = self
+            .log_of(source)
+            .map(|_| record::encode_samples(&samples));
+        self.offer(
+            Ok(QueuedBatch::with_ticket(samples, ticket)),
+            framed,
+            source,
+        )
     }
 
-    /// Offers a reserved batch to the queue (or counts a batch of `n` the budget refused).
+    /// Offers a reserved batch to the queue, appending `framed` to the log first when given (or
+    /// counts a batch of `n` the budget refused).
     fn offer(
         &self,
         reserved: Result<QueuedBatch, usize>,
+        framed: Option<Vec<u8>>,
         source: Source,
     ) -> Result<usize, AdmitError> {
         let n = match &reserved {
@@ -128,28 +195,149 @@ impl Admission {
         };
         let reserved = reserved.map(|mut batch| {
             batch.set_delivery(source.delivery());
-            Arc::new(batch)
+            batch
         });
         let sent = match (self.sender.lock().as_ref(), reserved) {
             (None, _) => Err(AdmitError::ShuttingDown),
             (Some(_), Err(_)) => Err(AdmitError::QueueFull),
             // A refused batch is dropped with its reservation, which gives the samples back.
-            (Some(tx), Ok(batch)) => match tx.try_send(batch) {
-                Ok(()) => Ok(n),
-                Err(TrySendError::Full(_)) => Err(AdmitError::QueueFull),
-                Err(TrySendError::Disconnected(_)) => Err(AdmitError::ShuttingDown),
-            },
+            (Some(tx), Ok(batch)) => self.log_and_send(tx, batch, framed),
         };
+        let sent = sent.and_then(|seq| self.synced(seq));
+        self.count(source, n, sent.map(|_| n))
+    }
+
+    /// The log a batch from `source` goes to, if any.
+    fn log_of(&self, source: Source) -> Option<&AdmissionLog> {
+        self.log.as_ref().filter(|_| source.logged())
+    }
+
+    /// Under the sender's lock: if the queue has room, appends `framed` (if given) and sends the
+    /// batch with its sequence number; returns the number (0: not logged).
+    fn log_and_send(
+        &self,
+        tx: &Sender<Batch>,
+        mut batch: QueuedBatch,
+        framed: Option<Vec<u8>>,
+    ) -> Result<u64, AdmitError> {
+        if tx.is_full() {
+            return Err(AdmitError::QueueFull);
+        }
+        let seq = match (framed, &self.log) {
+            (Some(framed), Some(log)) => log
+                .wal
+                .append(framed, &log.dictionary)
+                .map_err(|e| self.log_failed(&e))?,
+            _ => 0,
+        };
+        batch.set_logged(seq);
+        // Room was seen under this lock and only the router takes from the queue: `Full` cannot
+        // happen here, so a logged batch is always a queued one.
+        match tx.try_send(Arc::new(batch)) {
+            Ok(()) => Ok(seq),
+            Err(TrySendError::Full(_)) => Err(AdmitError::QueueFull),
+            Err(TrySendError::Disconnected(_)) => Err(AdmitError::ShuttingDown),
+        }
+    }
+
+    /// `always`: waits until the batch numbered `seq` is fsynced.
+    fn synced(&self, seq: u64) -> Result<u64, AdmitError> {
+        match &self.log {
+            Some(log) if seq > 0 && log.wal.mode() == WalMode::Always => log
+                .wal
+                .sync_through(seq)
+                .map(|()| seq)
+                .map_err(|e| self.log_failed(&e)),
+            _ => Ok(seq),
+        }
+    }
+
+    fn log_failed(&self, e: &WalError) -> AdmitError {
+        match e {
+            WalError::Full { .. } => AdmitError::LogFull,
+            _ => {
+                tracing::error!(error = %e, "write-ahead log append failed; batch refused");
+                AdmitError::LogFailed
+            }
+        }
+    }
+
+    /// Counts the outcome of offering `n` samples from `source`.
+    fn count(
+        &self,
+        source: Source,
+        n: usize,
+        sent: Result<usize, AdmitError>,
+    ) -> Result<usize, AdmitError> {
         match sent {
             Ok(n) => self.admitted(source, n),
             Err(AdmitError::QueueFull) => self.refused_full(n),
+            Err(AdmitError::LogFull | AdmitError::LogFailed) => self
+                .metrics
+                .rejected
+                .with_label_values(&[reason::WAL_FULL])
+                .inc_by(n as u64),
             Err(AdmitError::ShuttingDown) => {}
         }
         sent
     }
 
-    /// [`Admission::admit`] for a source that can wait (stdin): waits for room in the budget, then in
-    /// the queue, re-checking `stop` every `poll`; when stopping, the batch is refused and counted as
+    /// Replay at start: offers a batch read back from the write-ahead log, numbered `seq`, waiting for
+    /// room like [`Admission::admit_waiting`]; it is not logged again (it is in the log). `false`
+    /// when stopping.
+    pub fn admit_replayed(
+        &self,
+        samples: SampleBlock,
+        seq: u64,
+        stop: &AtomicBool,
+        poll: Duration,
+    ) -> bool {
+        let Some(mut queued) = self.reserve_waiting(samples, stop, poll) else {
+            return false;
+        };
+        queued.set_logged(seq);
+        let mut item = Some(queued);
+        loop {
+            {
+                let guard = self.sender.lock();
+                let Some(tx) = guard.as_ref() else {
+                    return false;
+                };
+                if !tx.is_full() {
+                    return tx.try_send(Arc::new(item.take().expect("once"))).is_ok();
+                }
+            }
+            if stop.load(Ordering::Acquire) {
+                return false;
+            }
+            std::thread::sleep(poll);
+        }
+    }
+
+    /// Reserves room for `samples` in the budget, waiting (re-checking `stop` every `poll`); `None`
+    /// when stopping.
+    fn reserve_waiting(
+        &self,
+        samples: SampleBlock,
+        stop: &AtomicBool,
+        poll: Duration,
+    ) -> Option<QueuedBatch> {
+        let mut samples = samples;
+        loop {
+            match QueuedBatch::reserve(&self.budget, samples) {
+                Ok(queued) => return Some(queued),
+                Err(back) if !stop.load(Ordering::Acquire) => {
+                    samples = *back;
+                    std::thread::sleep(poll);
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// [`Admission::admit`] for a source that can wait (stdin, NATS): waits for room in the budget,
+    /// then in the queue, re-checking `stop` every `poll` (the lock is not held while waiting, so the
+    /// HTTP handlers are not held up); when stopping, the batch is refused and counted as
     /// `queue_full`.
     pub fn admit_waiting(
         &self,
@@ -163,36 +351,35 @@ impl Admission {
             self.refused_full(n);
             Err(e)
         };
-        // The sender is cloned out of the lock: a blocking send must not hold up the HTTP handlers.
-        let Some(tx) = self.sender.lock().clone() else {
+        if self.sender.lock().is_none() {
             return refused(AdmitError::ShuttingDown);
+        }
+        let framed = self
+            .log_of(source)
+            .map(|_| record::encode_samples(&samples));
+        let Some(mut queued) = self.reserve_waiting(samples, stop, poll) else {
+            return refused(AdmitError::QueueFull);
         };
-        let mut samples = samples;
-        let queued = loop {
-            match QueuedBatch::reserve(&self.budget, samples) {
-                Ok(queued) => break queued,
-                Err(back) if !stop.load(Ordering::Acquire) => {
-                    samples = *back;
-                    std::thread::sleep(poll);
-                }
-                Err(_) => return refused(AdmitError::QueueFull),
-            }
-        };
-        let mut queued = queued;
         queued.set_delivery(source.delivery());
-        let mut item: Batch = Arc::new(queued);
+        let mut item = Some((queued, framed));
         loop {
-            match tx.send_timeout(item, poll) {
-                Ok(()) => {
-                    self.admitted(source, n);
-                    return Ok(n);
+            {
+                let guard = self.sender.lock();
+                let Some(tx) = guard.as_ref() else {
+                    return refused(AdmitError::ShuttingDown);
+                };
+                if !tx.is_full() {
+                    let (queued, framed) = item.take().expect("sent once");
+                    let sent = self.log_and_send(tx, queued, framed);
+                    drop(guard);
+                    let sent = sent.and_then(|seq| self.synced(seq)).map(|_| n);
+                    return self.count(source, n, sent);
                 }
-                Err(SendTimeoutError::Timeout(back)) if !stop.load(Ordering::Acquire) => {
-                    item = back
-                }
-                Err(SendTimeoutError::Timeout(_)) => return refused(AdmitError::QueueFull),
-                Err(SendTimeoutError::Disconnected(_)) => return refused(AdmitError::ShuttingDown),
             }
+            if stop.load(Ordering::Acquire) {
+                return refused(AdmitError::QueueFull);
+            }
+            std::thread::sleep(poll);
         }
     }
 
@@ -270,5 +457,53 @@ mod tests {
         let stop = AtomicBool::new(true);
         let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
         assert_eq!(waited, Err(AdmitError::ShuttingDown));
+    }
+
+    /// With a log: HTTP and stdin batches carry log numbers in queue order, NATS batches none; a
+    /// batch refused for room is not logged; a full log refuses the batch, counted as `wal_full`.
+    #[test]
+    fn logged_batches_are_numbered_in_queue_order_and_a_full_log_refuses() {
+        use crate::config::DurabilityConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Metrics::new();
+        let config = DurabilityConfig {
+            wal: WalMode::Batch,
+            wal_max_bytes: 1 << 20,
+            wal_fsync_interval: Duration::from_secs(1),
+        };
+        let wal = Wal::open(dir.path(), &config, 0, false, metrics.clone()).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(3);
+        let admission = Admission::new(tx, SampleBudget::new(1 << 30), metrics.clone()).with_log(
+            Some(AdmissionLog {
+                wal: wal.clone(),
+                dictionary: Arc::new(FeatureDictionary::new(10)),
+            }),
+        );
+        let stop = AtomicBool::new(false);
+        assert_eq!(admission.admit(samples(2), Source::Http), Ok(2));
+        assert_eq!(
+            admission.admit(samples(1), Source::Nats { delivery: 7 }),
+            Ok(1)
+        );
+        let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
+        assert_eq!(waited, Ok(1));
+        // The queue is full: refused, and not logged.
+        assert_eq!(
+            admission.admit(samples(1), Source::Http),
+            Err(AdmitError::QueueFull)
+        );
+        let numbers: Vec<(u64, u64)> = rx.try_iter().map(|b| (b.logged(), b.delivery())).collect();
+        assert_eq!(numbers, [(1, 0), (0, 7), (2, 0)]);
+        assert_eq!(wal.last_seq(), 2);
+        // Fill the log (1 MiB): the refusal is `LogFull`, counted, and nothing is queued.
+        let refused = loop {
+            match admission.admit(samples(20_000), Source::Http) {
+                Ok(_) => drop(rx.try_recv()),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(refused, AdmitError::LogFull);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(counted(&metrics, "rejected", reason::WAL_FULL), 20_000.0);
     }
 }

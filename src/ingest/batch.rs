@@ -816,6 +816,8 @@ fn resolve_names(
     Ok(())
 }
 
+mod wal_names;
+
 #[cfg(test)]
 mod tests {
     use super::*;

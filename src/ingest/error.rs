@@ -73,6 +73,12 @@ pub enum AdmitError {
     /// Ingest is closed: the daemon is stopping.
     #[error("shutting down")]
     ShuttingDown,
+    /// The write-ahead log is at `durability.wal_max_bytes`: retry once a checkpoint truncated it.
+    #[error("the write-ahead log is full (durability.wal_max_bytes); retry later")]
+    LogFull,
+    /// The write-ahead log cannot be written (logged): the batch is refused, not acknowledged.
+    #[error("cannot write the write-ahead log; retry later")]
+    LogFailed,
 }
 
 /// Why an HTTP request body was not read (`ingest::source::http`).

@@ -22,6 +22,8 @@
 //!   bound of [`crate::ring::budget`].
 //! - [`inflight`]: the bound on request memory in flight: body bytes before they are read, samples as
 //!   a body is parsed, and the parse's stop when its client goes.
+//! - [`wal`]: the write-ahead log of acknowledged samples, appended by [`Admission`] before a batch is
+//!   acknowledged, truncated by checkpoints, replayed at start.
 //! - Every error type is in one place (`error`, re-exported here).
 
 pub mod admission;
@@ -37,6 +39,7 @@ pub mod lines;
 pub mod segments;
 mod simd;
 pub mod source;
+pub mod wal;
 
 pub use admission::{Admission, Source};
 pub use error::{

@@ -20,6 +20,31 @@ use crate::metrics::Metrics;
 use crate::ring::Batch;
 use crate::sample::SampleBlock;
 
+/// What a learner's state holds of the numbered sources, raised by its thread under the learner's
+/// lock as it inserts batches and read under the same lock when its state is checkpointed: whoever
+/// holds the lock and reads them knows the state holds every batch up to them (each source numbers
+/// its batches in the order it admits them, and the queues keep that order).
+#[derive(Debug, Default)]
+pub struct Absorbed {
+    /// The highest NATS delivery number ([`crate::ingest::Source::Nats`]).
+    pub delivery: AtomicU64,
+    /// The highest write-ahead log sequence number (`ingest::wal`).
+    pub logged: AtomicU64,
+}
+
+impl Absorbed {
+    /// Raises both marks to the highest of `batches`.
+    fn raise<'a>(&self, batches: impl IntoIterator<Item = &'a Batch>) {
+        let (mut delivery, mut logged) = (0, 0);
+        for b in batches {
+            delivery = delivery.max(b.delivery());
+            logged = logged.max(b.logged());
+        }
+        self.delivery.fetch_max(delivery, Ordering::AcqRel);
+        self.logged.fetch_max(logged, Ordering::AcqRel);
+    }
+}
+
 /// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
 pub const STEPS_PER_LOCK: usize = 4;
 /// How long an idle learner or the router waits before re-checking for shutdown.
@@ -123,15 +148,13 @@ pub struct Publisher {
 /// (between steps, so no other thread ever waits on the certificate); block on the channel when idle;
 /// exit when the router is gone and the channel is empty.
 ///
-/// `absorbed` is raised, while the learner's lock is still held, to the highest delivery number
-/// ([`crate::ingest::Source::Nats`]) of the batches inserted: whoever then holds the lock and reads it
-/// knows the learner's state holds every delivery up to it (one source numbers its batches in the
-/// order it admits them, and the queues keep that order).
+/// `absorbed` is raised, while the learner's lock is still held, to the highest delivery and log
+/// numbers of the batches inserted ([`Absorbed`]).
 pub fn learner_loop(
     learner: SharedLearner,
     rx: Receiver<Batch>,
     publisher: Option<Publisher>,
-    absorbed: Arc<AtomicU64>,
+    absorbed: Arc<Absorbed>,
     _guard: PanicGuard,
 ) {
     let mut waiting: Vec<Batch> = Vec::new();
@@ -157,10 +180,9 @@ pub fn learner_loop(
         }
         if !waiting.is_empty() {
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
-            let delivery = waiting.iter().map(|b| b.delivery()).max().unwrap_or(0);
             let mut l = learner.lock();
             l.insert_batches(&blocks);
-            absorbed.fetch_max(delivery, Ordering::AcqRel);
+            absorbed.raise(&waiting);
             drop(l);
             drop(blocks);
             waiting.clear();
@@ -187,7 +209,7 @@ pub fn learner_loop(
                 Ok(batch) => {
                     let mut l = learner.lock();
                     l.insert(batch.samples());
-                    absorbed.fetch_max(batch.delivery(), Ordering::AcqRel);
+                    absorbed.raise([&batch]);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,

@@ -25,7 +25,7 @@
 //! | `thresher_lambda_holdout_samples` | gauge | learner | `lambda = "auto"`, criterion `holdout`: held-out samples in the ring (at most a fifth of the window) |
 //! | `thresher_lambda_holdout_dropped_total` | counter | learner | `lambda = "auto"`, criterion `holdout`: held-out samples dropped from the full ring, oldest first |
 //! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
-//! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full` (all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
+//! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full`, `wal_full` (the write-ahead log is at its bound or cannot be written; all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_inflight_refused_total` | counter | reason | requests refused by the in-flight bounds (`ingest::inflight`): `bytes_busy` (503: `server.inflight_bytes` has no room for the body), `bytes_too_large` (413: larger than the whole budget), `samples_busy` (503: `ingest.queue_samples` spent while the body was parsed), `samples_too_large` (413: more samples than the whole budget), `client_gone` (the client closed the connection during the parse, which stopped) |
 //! | `thresher_inflight_bytes` | gauge | | request body bytes reserved in flight, bounded by `server.inflight_bytes` (at scrape) |
 //! | `thresher_ingest_queue_batches` | gauge | | batches waiting in the ingest queue (at scrape) |
@@ -39,6 +39,11 @@
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
+//! | `thresher_wal_appended_bytes_total` | counter | | bytes appended to the write-ahead log (`durability.wal`) |
+//! | `thresher_wal_appended_records_total` | counter | | batches appended to the write-ahead log |
+//! | `thresher_wal_fsyncs_total` | counter | | fsyncs of the write-ahead log (`always`: one per group of concurrent requests; `batch`: one per interval with writes) |
+//! | `thresher_wal_replayed_records_total` | counter | | batches replayed from the write-ahead log at start (those the checkpoint did not hold) |
+//! | `thresher_wal_bytes` | gauge | | bytes the write-ahead log holds on disk, bounded by `durability.wal_max_bytes` |
 //! | `thresher_nats_batches_total` | counter | outcome (`acked`, `invalid`, `empty`) | NATS batches acknowledged once a checkpoint held them; terminated (`AckTerm`) as invalid; acknowledged holding no sample |
 //! | `thresher_cluster_nodes` | gauge | | live members of the cluster (this node included) at its last announcement |
 //! | `thresher_nats_pending_batches` | gauge | | NATS batches fetched and not yet acknowledged, bounded by `nats.max_pending_batches` |
@@ -100,6 +105,11 @@ pub struct Metrics {
     pub checkpoints: IntCounterVec,
     pub nats_batches: IntCounterVec,
     pub nats_pending: IntGauge,
+    pub wal_appended_bytes: IntCounter,
+    pub wal_appended_records: IntCounter,
+    pub wal_fsyncs: IntCounter,
+    pub wal_replayed_records: IntCounter,
+    pub wal_bytes: IntGauge,
     pub cluster_nodes: IntGauge,
     pub cluster_cuts: IntCounterVec,
     pub cluster_partial_bytes: IntCounterVec,
@@ -165,7 +175,15 @@ pub mod reason {
     pub const QUEUE_FULL: &str = "queue_full";
     pub const TOO_LARGE: &str = "too_large";
     pub const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported_media_type";
-    pub const ALL: [&str; 4] = [INVALID, QUEUE_FULL, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE];
+    /// The write-ahead log is at `durability.wal_max_bytes` (or cannot be written).
+    pub const WAL_FULL: &str = "wal_full";
+    pub const ALL: [&str; 5] = [
+        INVALID,
+        QUEUE_FULL,
+        TOO_LARGE,
+        UNSUPPORTED_MEDIA_TYPE,
+        WAL_FULL,
+    ];
 }
 
 /// Registers metrics with one registry and returns their handles (a handle's clone in the registry
@@ -476,6 +494,11 @@ struct DurabilityFamily {
     checkpoints: IntCounterVec,
     nats_batches: IntCounterVec,
     nats_pending: IntGauge,
+    wal_appended_bytes: IntCounter,
+    wal_appended_records: IntCounter,
+    wal_fsyncs: IntCounter,
+    wal_replayed_records: IntCounter,
+    wal_bytes: IntGauge,
 }
 
 fn durability_family(r: &Registrar) -> DurabilityFamily {
@@ -493,6 +516,23 @@ fn durability_family(r: &Registrar) -> DurabilityFamily {
         nats_pending: r.int_gauge(
             "thresher_nats_pending_batches",
             "NATS batches fetched and not yet acknowledged",
+        ),
+        wal_appended_bytes: r.int_counter(
+            "thresher_wal_appended_bytes_total",
+            "Bytes appended to the write-ahead log",
+        ),
+        wal_appended_records: r.int_counter(
+            "thresher_wal_appended_records_total",
+            "Batches appended to the write-ahead log",
+        ),
+        wal_fsyncs: r.int_counter("thresher_wal_fsyncs_total", "Fsyncs of the write-ahead log"),
+        wal_replayed_records: r.int_counter(
+            "thresher_wal_replayed_records_total",
+            "Batches replayed from the write-ahead log at start",
+        ),
+        wal_bytes: r.int_gauge(
+            "thresher_wal_bytes",
+            "Bytes the write-ahead log holds on disk, bounded by durability.wal_max_bytes",
         ),
     }
 }
@@ -590,6 +630,11 @@ impl Metrics {
             checkpoints: durability.checkpoints,
             nats_batches: durability.nats_batches,
             nats_pending: durability.nats_pending,
+            wal_appended_bytes: durability.wal_appended_bytes,
+            wal_appended_records: durability.wal_appended_records,
+            wal_fsyncs: durability.wal_fsyncs,
+            wal_replayed_records: durability.wal_replayed_records,
+            wal_bytes: durability.wal_bytes,
             cluster_nodes: cluster.cluster_nodes,
             cluster_cuts: cluster.cluster_cuts,
             cluster_partial_bytes: cluster.cluster_partial_bytes,

@@ -122,6 +122,9 @@ pub struct QueuedBatch {
     /// The source's delivery number (`Source::Nats`), 0 for sources that need no receipt: a learner
     /// records the highest it has absorbed, so a checkpoint can say which deliveries it holds.
     delivery: u64,
+    /// Its write-ahead log sequence number (`ingest::wal`), 0 if not logged: a learner records the
+    /// highest it has absorbed, so a checkpoint knows which logged batches it holds.
+    logged: u64,
 }
 
 impl QueuedBatch {
@@ -136,6 +139,7 @@ impl QueuedBatch {
                 samples,
                 _ticket: ticket,
                 delivery: 0,
+                logged: 0,
             }),
             None => Err(Box::new(samples)),
         }
@@ -163,6 +167,15 @@ impl QueuedBatch {
 
     pub(crate) fn set_delivery(&mut self, delivery: u64) {
         self.delivery = delivery;
+    }
+
+    /// Its write-ahead log sequence number (0: not logged).
+    pub fn logged(&self) -> u64 {
+        self.logged
+    }
+
+    pub(crate) fn set_logged(&mut self, seq: u64) {
+        self.logged = seq;
     }
 }
 

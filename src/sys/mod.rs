@@ -1,6 +1,8 @@
 //! OS-specific tuning, in one place: the only module with `libc` calls or `unsafe` system calls
 //! (SIMD intrinsics and prefetches in the kernels are not system calls and live with their kernels).
 //! Everything here is best effort: a failed call leaves the kernel's default and is never an error.
+//! Two calls are not tuning and do report errors: [`try_lock_exclusive`] (the one owner of a data
+//! directory) and [`is_disk_full`] (a failed write named for what it is).
 //!
 //! What the daemon asks of the OS, each re-measured under full ingest before it was kept
 //! (`examples/loadgen`, `GET /v1/model` p99 and samples/s, old and new settings alternating on the same
@@ -248,6 +250,30 @@ pub fn raise_fd_limit() -> std::io::Result<FdLimit> {
         soft: limit.rlim_cur,
         hard: limit.rlim_max,
     })
+}
+
+/// Takes an exclusive advisory lock (`flock(LOCK_EX | LOCK_NB)`) on `file` without waiting:
+/// `Ok(false)` if another open file description holds it. The kernel releases it when the file is
+/// closed or the process ends, however it ends (kill -9 included), so a lock never outlives its owner.
+/// Used for the one owner of a data directory (`daemon::datadir`).
+pub fn try_lock_exclusive(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the borrowed `File` keeps open for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Whether `e` is "no space left on device" (`ENOSPC`) or a quota exceeded (`EDQUOT`): a full disk,
+/// which an operator fixes differently from a missing or forbidden path.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
 /// glibc's `M_ARENA_MAX` for the daemon, unless `MALLOC_ARENA_MAX` is set.

@@ -5,6 +5,7 @@ mod cli;
 mod cluster;
 mod common;
 mod daemon;
+mod durability;
 mod examples;
 mod grid;
 mod inflight;

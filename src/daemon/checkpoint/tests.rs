@@ -8,6 +8,7 @@ fn sample_checkpoint() -> Checkpoint {
     Checkpoint {
         feature_names: vec!["a".into()],
         pending_acks: vec!["$JS.ACK.s.c.1.7.7.1700000000000000000.0".into()],
+        wal_through: 42,
         learners: vec![LearnerCheckpoint {
             identity: LearnerIdentity {
                 name: "p".into(),
@@ -241,6 +242,7 @@ fn random_extreme_states_round_trip_exactly() {
         let ckpt = Checkpoint {
             learners,
             pending_acks: Vec::new(),
+            wal_through: rng.gen_range(0..3),
             feature_names: ["a", "\"quoted\"", "naïve", "tab\there", ""][..rng.gen_range(0..5)]
                 .iter()
                 .map(|s| s.to_string())

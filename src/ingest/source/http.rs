@@ -273,6 +273,16 @@ impl HttpSource {
             return Err(AdmitError::QueueFull.into());
         }
         let (samples, ticket) = self.parse(format, body, false).await?;
+        if self.admission.waits_for_fsync() {
+            // `durability.wal = "always"`: the 202 waits for the log's fsync, on the blocking pool.
+            let admission = self.admission.clone();
+            return tokio::task::spawn_blocking(move || {
+                admission.admit_reserved(samples, ticket, Source::Http)
+            })
+            .await
+            .unwrap_or(Err(AdmitError::ShuttingDown))
+            .map_err(Into::into);
+        }
         Ok(self
             .admission
             .admit_reserved(samples, ticket, Source::Http)?)
