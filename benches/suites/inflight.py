@@ -180,7 +180,7 @@ def main(argv):
     p.add_argument("attack", choices=["held", "parallel", "history"])
     p.add_argument("--daemon", required=True)
     a = p.parse_args(argv)
-    env = {"THRESHER_LOG": "warn"}
+    env = {}  # the daemon logs "listening on ADDR" at info
     if a.attack == "history":
         env.update(THRESHER_SNAPSHOT_INTERVAL_MS="1", THRESHER_SNAPSHOT_HISTORY_POINTS="100000")
     d = Daemon(a.daemon, env)
