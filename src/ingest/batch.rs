@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use parking_lot::RwLock;
 
-use super::json::{plain, WireSample};
+use super::json::{plain, RepeatedKeys, WireSample};
 use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
 use super::lines::is_skippable;
 use super::simd::count_byte;
@@ -505,8 +505,17 @@ fn read_array(
         message: format!("invalid JSON array: {e}"),
         samples: 0,
     })?;
+    // A value keeps the last of repeated keys: they are found in the text (which just parsed).
+    let repeated: Vec<RepeatedKeys> = serde_json::from_str(body).unwrap_or_default();
     let total = items.len();
     for (n, item) in items.into_iter().enumerate() {
+        if let Some(RepeatedKeys(Some(message))) = repeated.get(n) {
+            return Err(fail(
+                n + 1,
+                LineError::Json(message.clone()).to_string(),
+                total,
+            ));
+        }
         let p = serde_json::from_value::<WireSample>(item)
             .map_err(|e| LineError::Json(e.to_string()))
             .and_then(|w| wire_to_pending(w, rules.predict))
@@ -563,6 +572,7 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
     for slot in &parsed.named {
         let line = parsed.lines[slot.slot - parsed.base];
         for (name, value) in &slot.features {
+            check_name(name).map_err(|reason| fail(line, reason, total))?;
             if name.len() > rules.max_name_bytes {
                 dict.count_refusal();
                 return Err(fail(
@@ -586,6 +596,39 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
             .map_err(|e| fail(line, e.to_string(), total))?;
     }
     resolve_names(parsed, rules, dict)
+}
+
+/// A feature name must be non-empty, hold a visible character, and hold no control character (C0,
+/// DEL, C1: NUL, newlines, escapes) and no invisible formatting character that makes a name read as
+/// another (the bidi controls U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069; line and paragraph
+/// separators; zero-width spaces, word joiner and BOM). Why: names are shown in models, logs and
+/// dashboards, where such characters reorder or hide text (CVE-2021-42574, "Trojan Source"), and
+/// persisted one per line in the dictionary file. The error says which character, never echoing it.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let bad = |c: char| {
+        c.is_control()
+            || matches!(
+                c,
+                '\u{061C}'
+                    | '\u{200B}'..='\u{200F}'
+                    | '\u{2028}'..='\u{202E}'
+                    | '\u{2060}'..='\u{2064}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{FEFF}'
+            )
+    };
+    if let Some((at, c)) = name.char_indices().find(|&(_, c)| bad(c)) {
+        return Err(format!(
+            "feature name holds U+{:04X} at byte {at}: names must be printable, without control or \
+             bidirectional-formatting characters",
+            u32::from(c)
+        ));
+    }
+    match name.trim().is_empty() {
+        true if name.is_empty() => Err("feature name is empty".to_string()),
+        true => Err("feature name is only whitespace".to_string()),
+        false => Ok(()),
+    }
 }
 
 /// `value` if its magnitude is at most `limit` (`what` names it in the error).
@@ -663,7 +706,7 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
                 return Err(crate::sample::SampleError::NonFiniteLabel(label).into());
             }
             Ok(Pending::Named {
-                features: features.into_iter().collect(),
+                features: features.0,
                 label,
                 weight: w.weight,
             })
@@ -974,6 +1017,68 @@ mod tests {
         let e = parse_body(BodyFormat::Ndjson, many, &r, &full).unwrap_err();
         assert!(e.message.contains("dictionary is full"), "{}", e.message);
         assert_eq!((full.len(), full.refused()), (0, 1));
+    }
+
+    /// A repeated name in one `"features"` object, or a name that is empty or holds a control or
+    /// bidi character, is refused naming the line, in every JSON format and on both paths, for
+    /// training and prediction; nothing is registered.
+    #[test]
+    fn repeated_and_unprintable_names_name_the_line() {
+        let good = "{\"label\": 1, \"features\": {\"ok\": 1}}";
+        let bad = [
+            (
+                "{\"label\": 1, \"features\": {\"a\": 1, \"a\": 2}}",
+                "duplicate feature name \"a\"",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"a\": 1, \"\\u0061\": 2}}",
+                "duplicate feature name",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"\": 1}}",
+                "feature name is empty",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"  \": 1}}",
+                "only whitespace",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"a\\u0000\": 1}}",
+                "U+0000 at byte 1",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"evil\\u202e\": 1}}",
+                "U+202E",
+            ),
+            ("{\"label\": 1, \"features\": {\"x\\u2066y\": 1}}", "U+2066"),
+            ("{\"label\": 1, \"features\": {\"a\\nb\": 1}}", "U+000A"),
+            ("{\"label\": 1, \"features\": {\"\\u0085\": 1}}", "U+0085"),
+        ];
+        for predict in [false, true] {
+            let r = Rules {
+                predict,
+                ..rules(LossKind::Squared)
+            };
+            for (object, message) in bad {
+                let d = FeatureDictionary::new(10);
+                for (format, body) in [
+                    (BodyFormat::Ndjson, format!("{good}\n{object}\n")),
+                    (BodyFormat::JsonArray, format!("[{good}, {object}]")),
+                ] {
+                    for fast in [true, false] {
+                        let mut out = SampleBlock::new();
+                        let e = parse_body_with(format, &[body.as_bytes()], &r, &d, fast, &mut out)
+                            .expect_err(&format!("{predict} {fast} {body}"));
+                        assert_eq!(e.line, Some(2), "{body}: {}", e.message);
+                        assert!(e.message.contains(message), "{body}: {}", e.message);
+                        assert!(out.is_empty() && d.is_empty(), "nothing enters");
+                    }
+                }
+            }
+        }
+        for name in ["a b", "naïve", "日本", "x-1_2.3", "emoji \u{1F600}"] {
+            assert_eq!(check_name(name), Ok(()), "{name}");
+        }
     }
 
     /// Whole bodies give the same result with the one-pass readers as without them: the same samples

@@ -6,6 +6,7 @@ mod cluster;
 mod common;
 mod daemon;
 mod examples;
+mod features;
 mod layout;
 mod learners;
 mod limits;

@@ -1,0 +1,98 @@
+//! Feature names and indices, and the start-up checks around them, on the real binary: numeric and
+//! named features never share an index, a JSON `features` object with a repeated key or a bad name is
+//! refused naming its line, the dictionary's bounds, the tokens file's `#`, and a checkpoint that no
+//! longer fits a lowered `max_dim` / `max_abs_value`.
+
+use std::path::Path;
+
+use crate::common::{assert_failed_with, serve_args, test_config, thresher, Daemon};
+
+const READ: &str = "rrrrrrrrrrrrrrrr-read";
+
+/// A `#` inside a token is part of the token: the prefix before it does not authenticate. A trailing
+/// `# comment` after a token stops the start naming the line.
+#[test]
+fn a_hash_inside_a_token_is_part_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("# readers\nread {READ}#tail\n")).unwrap();
+    let d = Daemon::start(&["--auth-tokens-file", tokens.to_str().unwrap()]);
+    let status = |token: &str| {
+        d.client
+            .get(format!("{}/v1/model", d.base))
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status(READ), 401, "the prefix before `#` is not a token");
+    assert_ne!(status(&format!("{READ}#tail")), 401, "the whole token is");
+    drop(d);
+    std::fs::write(&tokens, format!("read {READ} # the dashboard\n")).unwrap();
+    let out = thresher(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--auth-tokens-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert_failed_with(&out, "line 1: expected `SCOPE TOKEN`");
+    assert_failed_with(&out, "`#` starts a comment only at the start of a line");
+    assert!(
+        !crate::common::stderr(&out).contains(READ),
+        "no token echoed"
+    );
+}
+
+/// A repeated key in a `"features"` object (also spelt through an escape, also in an array body) and
+/// a name that is empty, whitespace, or holds NUL or a bidi control are each a 400 naming the line,
+/// and add no name to the dictionary.
+#[test]
+fn repeated_and_unprintable_names_are_refused_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), "k = 2", "");
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let good = r#"{"label": 1, "features": {"good": 1}}"#;
+    let bad = [
+        (
+            r#"{"label": 1, "features": {"price": 1, "price": 2}}"#,
+            "duplicate feature name \"price\"",
+        ),
+        (
+            r#"{"label": 1, "features": {"p": 1, "\u0070": 2}}"#,
+            "duplicate feature name \"p\"",
+        ),
+        (
+            r#"{"label": 1, "features": {"": 1}}"#,
+            "feature name is empty",
+        ),
+        (r#"{"label": 1, "features": {" ": 1}}"#, "only whitespace"),
+        (r#"{"label": 1, "features": {"a\u0000": 1}}"#, "U+0000"),
+        (
+            r#"{"label": 1, "features": {"cost\u202egnp": 1}}"#,
+            "U+202E",
+        ),
+        (r#"{"label": 1, "features": {"\u2067x": 1}}"#, "U+2067"),
+    ];
+    for (object, message) in bad {
+        for (content_type, body) in [
+            ("application/x-ndjson", format!("{good}\n{object}\n")),
+            ("application/json", format!("[{good}, {object}]")),
+        ] {
+            let (status, reply, _) = d.post("/v1/samples", content_type, body.clone());
+            assert_eq!(status, 400, "{body}: {reply}");
+            assert_eq!(reply["line"].as_u64(), Some(2), "{body}: {reply}");
+            let error = reply["error"].as_str().unwrap();
+            assert!(error.contains(message), "{body}: {error}");
+            assert_eq!(
+                d.metric("thresher_feature_names"),
+                0.0,
+                "{body}: nothing registered"
+            );
+        }
+    }
+    let (status, reply, _) = d.post("/v1/samples", "application/x-ndjson", format!("{good}\n"));
+    assert_eq!(status, 202, "{reply}");
+    assert_eq!(d.metric("thresher_feature_names"), 1.0);
+}
