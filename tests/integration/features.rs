@@ -96,3 +96,47 @@ fn repeated_and_unprintable_names_are_refused_naming_the_line() {
     assert_eq!(status, 202, "{reply}");
     assert_eq!(d.metric("thresher_feature_names"), 1.0);
 }
+
+/// A checkpoint that holds a feature index at or above a lowered `ingest.max_dim`, or a number above
+/// a lowered `ingest.max_abs_value`, stops the start naming the key and the value it needs (instead
+/// of restoring silently); with the old limits it restores.
+#[test]
+fn a_checkpoint_beyond_lowered_limits_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let write_config = |extra: &str| test_config(dir.path(), "k = 2", extra);
+    let config = write_config("");
+    let d = Daemon::start(&serve_args(&config, &data));
+    let body: String = (0..50)
+        .map(|i| format!("{} 3:{} 500:{}\n", i % 2, 1 + i % 3, 1000 - i))
+        .collect();
+    assert_eq!(d.post("/v1/samples", "text/plain", body).0, 202);
+    d.wait_until_settled();
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    let start = |extra: &str| {
+        let config = write_config(extra);
+        thresher(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+    };
+    let out = start("[ingest]\nmax_dim = 400\nmax_named_features = 400\n");
+    assert_failed_with(&out, "feature index 500, not below ingest.max_dim (400)");
+    assert_failed_with(&out, "ingest.max_dim to at least 501");
+    let out = start("[ingest]\nmax_abs_value = 100\n");
+    assert_failed_with(&out, "above ingest.max_abs_value");
+    assert_failed_with(&out, "at least 1e3");
+    restarts_with(&write_config(""), &data);
+}
+
+/// The daemon restores from `data` with `config` and serves the restored model.
+fn restarts_with(config: &Path, data: &Path) {
+    let d = Daemon::start(&serve_args(&config, &data));
+    assert!(d.model().is_some(), "restored: {}", d.log());
+}
