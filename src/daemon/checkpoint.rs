@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::batch::{FeatureDictionary, FeatureKind};
 use crate::ingest::source::nats::AckLedger;
 use crate::learner::auto::selector::AutoState;
 use crate::learner::params::LearnerConfig;
@@ -85,6 +85,8 @@ pub struct LearnerCheckpoint {
 pub struct Checkpoint {
     pub learners: Vec<LearnerCheckpoint>,
     pub feature_names: Vec<String>,
+    /// The kind of features the daemon takes ([`FeatureKind`]; `Names` whenever it holds a name).
+    pub feature_kind: FeatureKind,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
     /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
@@ -94,6 +96,10 @@ pub struct Checkpoint {
 #[derive(Serialize, Deserialize)]
 struct Header {
     feature_names: Vec<String>,
+    /// `"indices"`, `"names"` or `"open"` ([`FeatureKind`]); absent in files written before it:
+    /// `"names"` if there are names, else open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feature_kind: Option<String>,
     learners: Vec<LearnerHeader>,
     /// Absent in files written before the NATS source: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -243,6 +249,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
     let header = Header {
         feature_names: ckpt.feature_names.clone(),
+        feature_kind: Some(ckpt.feature_kind.name().to_string()),
         pending_acks: ckpt.pending_acks.clone(),
         learners: ckpt
             .learners
@@ -423,6 +430,11 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
         }
         Ok(Checkpoint {
             learners,
+            feature_kind: match header.feature_kind.as_deref() {
+                None => FeatureKind::Open,
+                Some(k) => FeatureKind::from_name(k)
+                    .ok_or_else(|| format!("unknown feature kind {k:?}"))?,
+            },
             feature_names: header.feature_names,
             pending_acks: header.pending_acks,
         })
@@ -662,6 +674,7 @@ impl Checkpointer {
         let covered = if covered == u64::MAX { 0 } else { covered };
         let ckpt = Checkpoint {
             feature_names: self.dictionary.names(),
+            feature_kind: self.dictionary.kind(),
             learners: learner_checkpoints,
             pending_acks: self
                 .deliveries

@@ -60,10 +60,16 @@ pub fn restore(
         (None, _) => (None, false),
     };
     let dictionary = Arc::new(match &restored {
-        Some(c) => {
-            FeatureDictionary::from_names(config.max_named_features, c.feature_names.clone())
-        }
-        None => FeatureDictionary::new(config.max_named_features),
+        Some(c) => FeatureDictionary::from_names(
+            config.max_named_features,
+            config.max_named_feature_bytes,
+            c.feature_names.clone(),
+            c.feature_kind,
+        ),
+        None => FeatureDictionary::with_limits(
+            config.max_named_features,
+            config.max_named_feature_bytes,
+        ),
     });
     let learners: Vec<(SharedLearner, Arc<ModelCell>)> = config
         .learners
@@ -263,6 +269,15 @@ fn check_limits(config: &Config, ckpt: &Checkpoint) -> Result<(), String> {
             "the feature dictionary holds {names} names, more than ingest.max_named_features ({}): \
              set ingest.max_named_features to at least {names} to restore it",
             config.max_named_features
+        ));
+    }
+    let bytes: usize = ckpt.feature_names.iter().map(String::len).sum();
+    if bytes > config.max_named_feature_bytes {
+        return Err(format!(
+            "the feature dictionary holds {bytes} bytes of names, more than \
+             ingest.max_named_feature_bytes ({}): set ingest.max_named_feature_bytes to at least \
+             {bytes} to restore it",
+            config.max_named_feature_bytes
         ));
     }
     Ok(())

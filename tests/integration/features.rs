@@ -140,3 +140,64 @@ fn restarts_with(config: &Path, data: &Path) {
     let d = Daemon::start(&serve_args(&config, &data));
     assert!(d.model().is_some(), "restored: {}", d.log());
 }
+
+/// Numeric indices and names never share an index: after 200 numeric samples, a named body is a 400
+/// naming its line (it used to be given index 0 and publish the numeric feature's weight as "price"),
+/// the dictionary stays empty, and the kind survives a restart. A daemon whose first features are
+/// names refuses numeric ones the same way, and one body holding both is refused at the second kind.
+#[test]
+fn numeric_and_named_features_never_share_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = test_config(dir.path(), "k = 2", "");
+    let d = Daemon::start(&serve_args(&config, &data));
+    let numeric: String = (0..200).map(|_| "3 0:1\n").collect();
+    assert_eq!(d.post("/v1/samples", "text/plain", numeric).0, 202);
+    let named = "{\"label\": 1}\n{\"label\": -1, \"features\": {\"price\": 1}}\n";
+    let refused = |d: &Daemon, what: &str| {
+        let (status, reply, _) = d.post("/v1/samples", "application/x-ndjson", named);
+        assert_eq!(
+            (status, reply["line"].as_u64()),
+            (400, Some(2)),
+            "{what}: {reply}"
+        );
+        let error = reply["error"].as_str().unwrap();
+        assert!(
+            error.contains("named features are refused"),
+            "{what}: {error}"
+        );
+    };
+    refused(&d, "after numeric samples");
+    assert_eq!(d.metric("thresher_feature_names"), 0.0);
+    let model = d.wait_until_settled();
+    assert!(model.get("feature_names").is_none(), "{model}");
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    let d = Daemon::start(&serve_args(&config, &data));
+    refused(&d, "after a restart");
+    drop(d);
+
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    let mixed = "{\"label\": 1, \"features\": {\"a\": 1}}\n{\"label\": 1, \"features\": {}}\n\
+                 {\"label\": 1, \"indices\": [0], \"values\": [1]}\n";
+    let (status, reply, _) = d.post("/v1/samples", "application/x-ndjson", mixed);
+    assert_eq!((status, reply["line"].as_u64()), (400, Some(3)), "{reply}");
+    assert!(
+        reply["error"].as_str().unwrap().contains("in one body"),
+        "{reply}"
+    );
+    let first = "{\"label\": 1, \"features\": {\"a\": 1}}\n";
+    assert_eq!(d.post("/v1/samples", "application/x-ndjson", first).0, 202);
+    let (status, reply, _) = d.post("/v1/samples", "text/plain", "1\n2 7:1\n");
+    assert_eq!((status, reply["line"].as_u64()), (400, Some(2)), "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(
+        error.contains("numeric feature indices are refused"),
+        "{error}"
+    );
+    assert_eq!(
+        d.post("/v1/samples", "text/plain", "1\n").0,
+        202,
+        "no features fit either kind"
+    );
+}

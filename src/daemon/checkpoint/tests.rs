@@ -7,6 +7,7 @@ fn sample_checkpoint() -> Checkpoint {
     let t = Sample::new(vec![], vec![], -1.0, None).unwrap();
     Checkpoint {
         feature_names: vec!["a".into()],
+        feature_kind: crate::ingest::batch::FeatureKind::Names,
         pending_acks: vec!["$JS.ACK.s.c.1.7.7.1700000000000000000.0".into()],
         learners: vec![LearnerCheckpoint {
             identity: LearnerIdentity {
@@ -242,6 +243,7 @@ fn random_extreme_states_round_trip_exactly() {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            feature_kind: crate::ingest::batch::FeatureKind::Indices,
         };
         let back = decode(&encode(&ckpt), Path::new("x")).unwrap();
         // The learner states exactly: Debug prints each f64 by its shortest round-trip text,
