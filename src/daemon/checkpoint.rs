@@ -1,5 +1,7 @@
 //! Checkpoints: every learner's full state (published snapshot, window samples with their duals,
-//! counters) and the feature dictionary, in one file written atomically; and when it is written.
+//! counters) and the feature dictionary's kind, in one file written atomically, with the dictionary's
+//! names in their own file ([`super::names_file`], rewritten only when the dictionary has grown); and
+//! when they are written.
 //!
 //! **Cadence.** The thread named `checkpoint` ([`CheckpointThread`]) wakes every
 //! `snapshot.interval_ms` and writes a checkpoint every `checkpoint.interval_s` (and, while NATS
@@ -87,6 +89,10 @@ pub struct Checkpoint {
     pub feature_names: Vec<String>,
     /// The kind of features the daemon takes ([`FeatureKind`]; `Names` whenever it holds a name).
     pub feature_kind: FeatureKind,
+    /// `(count, digest)` of the names in the dictionary's own file ([`super::names_file`]), when they
+    /// are there rather than in the checkpoint: written by the daemon; [`read`] loads and checks them
+    /// into `feature_names`.
+    pub feature_names_file: Option<(u64, u64)>,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
     /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
@@ -100,6 +106,9 @@ struct Header {
     /// `"names"` if there are names, else open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     feature_kind: Option<String>,
+    /// The names are in `thresher.names`: their count and digest (absent: in `feature_names`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feature_names_file: Option<(u64, u64)>,
     learners: Vec<LearnerHeader>,
     /// Absent in files written before the NATS source: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -250,6 +259,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
     let header = Header {
         feature_names: ckpt.feature_names.clone(),
         feature_kind: Some(ckpt.feature_kind.name().to_string()),
+        feature_names_file: ckpt.feature_names_file,
         pending_acks: ckpt.pending_acks.clone(),
         learners: ckpt
             .learners
@@ -436,6 +446,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
                     .ok_or_else(|| format!("unknown feature kind {k:?}"))?,
             },
             feature_names: header.feature_names,
+            feature_names_file: header.feature_names_file,
             pending_acks: header.pending_acks,
         })
     };
@@ -487,7 +498,14 @@ pub fn check_writable(dir: &Path) -> Result<(), CheckpointError> {
 pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
     let path = path_in(dir);
     match std::fs::read(&path) {
-        Ok(bytes) => decode(&bytes, &path).map(Some),
+        Ok(bytes) => {
+            let mut ckpt = decode(&bytes, &path)?;
+            if let Some((count, digest)) = ckpt.feature_names_file {
+                ckpt.feature_names = super::names_file::read(dir, count, digest)
+                    .map_err(|reason| CheckpointError::Corrupt { path, reason })?;
+            }
+            Ok(Some(ckpt))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CheckpointError::Io { path, source }),
     }
@@ -563,6 +581,9 @@ pub struct Checkpointer {
     /// configured learners, so the next one is written even if nothing changes). Locked for a whole
     /// write: the checkpoint thread and the final checkpoint never interleave.
     written: Mutex<Option<ChangeMark>>,
+    /// `(count, digest)` of the names in the dictionary's file as last written by this daemon
+    /// (`None`: not yet): the file is rewritten only when the dictionary has grown.
+    names_written: Mutex<Option<(u64, u64)>>,
 }
 
 impl Checkpointer {
@@ -584,6 +605,7 @@ impl Checkpointer {
             metrics,
             deliveries,
             written: Mutex::new(written),
+            names_written: Mutex::new(None),
         }
     }
 
@@ -624,7 +646,7 @@ impl Checkpointer {
             count(outcome::UNCHANGED);
             return Ok(Written::Unchanged);
         }
-        let (ckpt, covered) = self.take();
+        let (mut ckpt, covered) = self.take();
         if let Some(l) = ckpt
             .learners
             .iter()
@@ -637,6 +659,14 @@ impl Checkpointer {
             };
             tracing::error!(error = %e, "checkpoint refused");
             return Err(e);
+        }
+        // After the learners' states were taken: the file holds every name they use.
+        if let Err(source) = self.sync_names(&mut ckpt) {
+            count(outcome::FAILED);
+            return Err(CheckpointError::Io {
+                path: super::names_file::path_in(&self.dir),
+                source,
+            });
         }
         match write(&self.dir, &ckpt) {
             Ok(()) => {
@@ -652,6 +682,25 @@ impl Checkpointer {
                 Err(e)
             }
         }
+    }
+
+    /// Points `ckpt` at the dictionary's file, rewriting the file first if the dictionary has grown
+    /// since it was last written (an unchanged dictionary is not rewritten).
+    fn sync_names(&self, ckpt: &mut Checkpoint) -> std::io::Result<()> {
+        let mut written = self.names_written.lock();
+        let reference = match *written {
+            Some((count, digest)) if count == self.dictionary.len() as u64 => (count, digest),
+            _ => {
+                let names = self.dictionary.names();
+                std::fs::create_dir_all(&self.dir)?;
+                super::names_file::write(&self.dir, &names)?;
+                (names.len() as u64, super::names_file::digest(&names))
+            }
+        };
+        *written = Some(reference);
+        ckpt.feature_names = Vec::new();
+        ckpt.feature_names_file = Some(reference);
+        Ok(())
     }
 
     /// The checkpoint of every learner now, and the last NATS delivery all of them had absorbed.
@@ -673,8 +722,10 @@ impl Checkpointer {
             .collect();
         let covered = if covered == u64::MAX { 0 } else { covered };
         let ckpt = Checkpoint {
-            feature_names: self.dictionary.names(),
+            // The names go to their own file ([`Checkpointer::sync_names`]).
+            feature_names: Vec::new(),
             feature_kind: self.dictionary.kind(),
+            feature_names_file: None,
             learners: learner_checkpoints,
             pending_acks: self
                 .deliveries

@@ -36,6 +36,7 @@ pub mod checkpoint;
 pub mod fault;
 pub mod http;
 mod learners;
+pub mod names_file;
 mod preflight;
 mod restore;
 mod serve;

@@ -201,3 +201,55 @@ fn numeric_and_named_features_never_share_an_index() {
         "no features fit either kind"
     );
 }
+
+/// The dictionary lives in its own file beside the checkpoint, rewritten only when it has grown:
+/// checkpoints of a changed model with an unchanged dictionary leave `thresher.names` as it was (the
+/// same inode: no rename over it), the checkpoint itself holds no name, and a restart restores them.
+#[test]
+fn an_unchanged_dictionary_is_not_rewritten() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = test_config(dir.path(), "k = 2", "[checkpoint]\ninterval_s = 1\n");
+    let d = Daemon::start(&serve_args(&config, &data));
+    let sample = |i: usize| {
+        format!(
+            "{{\"label\": {}, \"features\": {{\"price\": {}, \"size\": 1}}}}\n",
+            i % 3,
+            i % 5
+        )
+    };
+    let body: String = (0..50).map(sample).collect();
+    assert_eq!(
+        d.post("/v1/samples", "application/x-ndjson", body.clone())
+            .0,
+        202
+    );
+    let written = |d: &Daemon| d.metric("thresher_checkpoints_total{outcome=\"written\"}");
+    d.wait_for("a checkpoint", |d| (written(d) >= 1.0).then_some(()));
+    let names = data.join("thresher.names");
+    let inode = std::fs::metadata(&names).unwrap().ino();
+    let before = written(&d);
+    let body: String = (50..90).map(sample).collect();
+    assert_eq!(d.post("/v1/samples", "application/x-ndjson", body).0, 202);
+    d.wait_for("a checkpoint of the new samples", |d| {
+        (written(d) > before).then_some(())
+    });
+    assert_eq!(
+        std::fs::metadata(&names).unwrap().ino(),
+        inode,
+        "names not rewritten"
+    );
+    let ckpt = std::fs::read(data.join("thresher.ckpt")).unwrap();
+    assert!(
+        !ckpt.windows(5).any(|w| w == b"price"),
+        "no name in the checkpoint"
+    );
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    let d = Daemon::start(&serve_args(&config, &data));
+    let model = d.model().expect("restored");
+    let shown = model["feature_names"].to_string();
+    assert!(shown.contains("price") || shown.contains("size"), "{model}");
+    assert_eq!(d.metric("thresher_feature_names"), 2.0);
+}
