@@ -3,7 +3,7 @@
 //! (`WireSample`, which may also name its features: `{"label": y, "features": {"name": value}}`).
 //! `serde_json` reads both and decides every error; `plain` is the one-pass reader that takes the
 //! plain shape of a body's samples faster, to the same bits. A `"features"` object is read by
-//! [`FeatureMap`], which refuses a repeated name (as the LIBSVM reader refuses a repeated index) where
+//! `FeatureMap`, which refuses a repeated name (as the LIBSVM reader refuses a repeated index) where
 //! a map would keep the last value silently.
 
 pub(crate) mod plain;
