@@ -2,8 +2,10 @@
 //! checks `Authorization: Bearer TOKEN` before any handler runs (so a refused request reads no body and
 //! changes no state).
 //!
-//! The file (`server.auth_tokens_file`) holds one `SCOPE TOKEN` per line; `#` starts a comment and
-//! blank lines are skipped. Scopes are independent — `write` does not imply `read` — so a producer's
+//! The file (`server.auth_tokens_file`) holds one `SCOPE TOKEN` per line; a line whose first visible
+//! character is `#` is a comment and blank lines are skipped. A `#` anywhere else is part of the line:
+//! a token may hold `#`, and a trailing `# comment` is an error (a third word), never a silent cut
+//! that would leave the token's prefix authenticating. Scopes are independent — `write` does not imply `read` — so a producer's
 //! token cannot read the model; a token listed on a `read` and a `write` line has both. A token is
 //! 16 to 4096 visible ASCII characters. Which scope a request needs ([`required_scope`]):
 //!
@@ -103,16 +105,25 @@ impl Tokens {
                 line: i + 1,
                 reason,
             };
-            let content = raw.split('#').next().unwrap_or_default().trim();
-            if content.is_empty() {
+            let content = raw.trim();
+            if content.is_empty() || content.starts_with('#') {
                 continue;
             }
             let mut words = content.split_whitespace();
             let (Some(scope), Some(token), None) = (words.next(), words.next(), words.next())
             else {
-                return Err(line_error(
-                    "expected `SCOPE TOKEN` (two words: read or write, then the token)".into(),
-                ));
+                let hint = if content
+                    .split_whitespace()
+                    .skip(1)
+                    .any(|w| w.starts_with('#'))
+                {
+                    "; `#` starts a comment only at the start of a line"
+                } else {
+                    ""
+                };
+                return Err(line_error(format!(
+                    "expected `SCOPE TOKEN` (two words: read or write, then the token){hint}"
+                )));
             };
             let scope = match scope {
                 "read" => Scope::Read,
@@ -277,10 +288,15 @@ mod tests {
     #[test]
     fn the_file_gives_each_token_its_scopes() {
         let t = parse(&format!(
-            "# comment\n\nread {A}\nwrite {B}   # producer\n  read {B}\n"
+            "# comment\n\nread {A}\nwrite {B}\n  # indented comment\n  read {B}\nread {A}#x\n"
         ))
         .unwrap();
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.len(), 4);
+        assert_eq!(
+            t.scopes_of(format!("{A}#x").as_bytes()),
+            Some((true, false)),
+            "a `#` inside a token is part of it"
+        );
         assert_eq!(t.scopes_of(A.as_bytes()), Some((true, false)));
         assert_eq!(t.scopes_of(B.as_bytes()), Some((true, true)));
         assert_eq!(t.scopes_of(b"aaaaaaaaaaaaaaaa-rea"), None, "a prefix");
@@ -297,6 +313,11 @@ mod tests {
                 "unknown scope \"admin\"",
             ),
             ("read\n".to_string(), 1, "expected `SCOPE TOKEN`"),
+            (
+                format!("write {B} # producer\n"),
+                1,
+                "`#` starts a comment only at the start of a line",
+            ),
             (format!("read {A} extra\n"), 1, "expected `SCOPE TOKEN`"),
             ("write short\n".to_string(), 1, "the token has 5 characters"),
             (format!("read {A}\n\nread {A}\n"), 3, "already listed"),

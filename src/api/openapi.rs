@@ -468,7 +468,7 @@ fn sample_schema(rules: &Rules, classification: bool) -> Value {
         "type": "object",
         "additionalProperties": false,
         "required": ["label", "features"],
-        "description": "Named features: each new name gets the next free index (ingest.max_named_features).",
+        "description": "Named features: each new name gets the next free index (ingest.max_named_features, ingest.max_named_feature_bytes). Names are non-empty and printable (no control or bidi characters), once per object; a daemon takes numeric indices or names, never both.",
         "properties": {
             "label": label_schema,
             "features": {"type": "object", "additionalProperties": bounded},

@@ -64,6 +64,8 @@ pub struct Config {
     pub queue_samples: usize,
     pub max_dim: usize,
     pub max_named_features: usize,
+    /// Most bytes of all names the dictionary holds together.
+    pub max_named_feature_bytes: usize,
     /// Longest accepted feature name, bytes.
     pub max_feature_name_bytes: usize,
     /// Most names one request may add to the dictionary.

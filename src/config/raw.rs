@@ -114,6 +114,7 @@ layer! {
         queue_samples: i64,
         max_dim: i64,
         max_named_features: i64,
+        max_named_feature_bytes: i64,
         max_feature_name_bytes: i64,
         max_new_names_per_request: i64,
         max_abs_value: f64,

@@ -68,6 +68,12 @@ impl RawConfig {
                 1 << 32,
             )?
             .min(max_dim),
+            max_named_feature_bytes: count(
+                &ingest.max_named_feature_bytes,
+                "ingest.max_named_feature_bytes",
+                0,
+                1 << 40,
+            )?,
             max_feature_name_bytes: count(
                 &ingest.max_feature_name_bytes,
                 "ingest.max_feature_name_bytes",

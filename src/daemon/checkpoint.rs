@@ -1,5 +1,7 @@
 //! Checkpoints: every learner's full state (published snapshot, window samples with their duals,
-//! counters) and the feature dictionary, in one file written atomically; and when it is written.
+//! counters) and the feature dictionary's kind, in one file written atomically, with the dictionary's
+//! names in their own file ([`super::names_file`], rewritten only when the dictionary has grown); and
+//! when they are written.
 //!
 //! **Cadence.** The thread named `checkpoint` ([`CheckpointThread`]) wakes every
 //! `snapshot.interval_ms` and writes a checkpoint every `checkpoint.interval_s` (and, while NATS
@@ -32,7 +34,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::batch::{FeatureDictionary, FeatureKind};
 use crate::ingest::source::nats::AckLedger;
 use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::auto::selector::AutoState;
@@ -93,6 +95,12 @@ pub struct LearnerCheckpoint {
 pub struct Checkpoint {
     pub learners: Vec<LearnerCheckpoint>,
     pub feature_names: Vec<String>,
+    /// The kind of features the daemon takes ([`FeatureKind`]; `Names` whenever it holds a name).
+    pub feature_kind: FeatureKind,
+    /// `(count, digest)` of the names in the dictionary's own file ([`super::names_file`]), when they
+    /// are there rather than in the checkpoint: written by the daemon; [`read`] loads and checks them
+    /// into `feature_names`.
+    pub feature_names_file: Option<(u64, u64)>,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
     /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
@@ -105,6 +113,13 @@ pub struct Checkpoint {
 #[derive(Serialize, Deserialize)]
 struct Header {
     feature_names: Vec<String>,
+    /// `"indices"`, `"names"` or `"open"` ([`FeatureKind`]); absent in files written before it:
+    /// `"names"` if there are names, else open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feature_kind: Option<String>,
+    /// The names are in `thresher.names`: their count and digest (absent: in `feature_names`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feature_names_file: Option<(u64, u64)>,
     learners: Vec<LearnerHeader>,
     /// Absent in files written before the NATS source: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -261,6 +276,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
     let header = Header {
         feature_names: ckpt.feature_names.clone(),
+        feature_kind: Some(ckpt.feature_kind.name().to_string()),
+        feature_names_file: ckpt.feature_names_file,
         pending_acks: ckpt.pending_acks.clone(),
         wal_through: ckpt.wal_through,
         learners: ckpt
@@ -442,7 +459,13 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
         }
         Ok(Checkpoint {
             learners,
+            feature_kind: match header.feature_kind.as_deref() {
+                None => FeatureKind::Open,
+                Some(k) => FeatureKind::from_name(k)
+                    .ok_or_else(|| format!("unknown feature kind {k:?}"))?,
+            },
             feature_names: header.feature_names,
+            feature_names_file: header.feature_names_file,
             pending_acks: header.pending_acks,
             wal_through: header.wal_through,
         })
@@ -528,6 +551,9 @@ pub struct Checkpointer {
     /// configured learners, so the next one is written even if nothing changes). Locked for a whole
     /// write: the checkpoint thread and the final checkpoint never interleave.
     written: Mutex<Option<ChangeMark>>,
+    /// `(count, digest)` of the names in the dictionary's file as last written by this daemon
+    /// (`None`: not yet): the file is rewritten only when the dictionary has grown.
+    names_written: Mutex<Option<(u64, u64)>>,
 }
 
 impl Checkpointer {
@@ -551,6 +577,7 @@ impl Checkpointer {
             wal: None,
             persistence: Arc::default(),
             written: Mutex::new(written),
+            names_written: Mutex::new(None),
         }
     }
 
@@ -614,7 +641,7 @@ impl Checkpointer {
             count(outcome::UNCHANGED);
             return Ok(Written::Unchanged);
         }
-        let (ckpt, covered) = self.take();
+        let (mut ckpt, covered) = self.take();
         if let Some(l) = ckpt
             .learners
             .iter()
@@ -627,6 +654,14 @@ impl Checkpointer {
             };
             tracing::error!(error = %e, "checkpoint refused");
             return Err(e);
+        }
+        // After the learners' states were taken: the file holds every name they use.
+        if let Err(source) = self.sync_names(&mut ckpt) {
+            count(outcome::FAILED);
+            return Err(CheckpointError::Io {
+                path: super::names_file::path_in(&self.dir),
+                source,
+            });
         }
         match write(&self.dir, &ckpt) {
             Ok(()) => {
@@ -645,6 +680,25 @@ impl Checkpointer {
                 Err(e)
             }
         }
+    }
+
+    /// Points `ckpt` at the dictionary's file, rewriting the file first if the dictionary has grown
+    /// since it was last written (an unchanged dictionary is not rewritten).
+    fn sync_names(&self, ckpt: &mut Checkpoint) -> std::io::Result<()> {
+        let mut written = self.names_written.lock();
+        let reference = match *written {
+            Some((count, digest)) if count == self.dictionary.len() as u64 => (count, digest),
+            _ => {
+                let names = self.dictionary.names();
+                std::fs::create_dir_all(&self.dir)?;
+                super::names_file::write(&self.dir, &names)?;
+                (names.len() as u64, super::names_file::digest(&names))
+            }
+        };
+        *written = Some(reference);
+        ckpt.feature_names = Vec::new();
+        ckpt.feature_names_file = Some(reference);
+        Ok(())
     }
 
     /// The checkpoint of every learner now, and the last NATS delivery all of them had absorbed.
@@ -669,7 +723,10 @@ impl Checkpointer {
         let covered = if covered == u64::MAX { 0 } else { covered };
         let ckpt = Checkpoint {
             wal_through: if logged == u64::MAX { 0 } else { logged },
-            feature_names: self.dictionary.names(),
+            // The names go to their own file ([`Checkpointer::sync_names`]).
+            feature_names: Vec::new(),
+            feature_kind: self.dictionary.kind(),
+            feature_names_file: None,
             learners: learner_checkpoints,
             pending_acks: self
                 .deliveries

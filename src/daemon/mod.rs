@@ -38,6 +38,7 @@ pub mod datadir;
 pub mod fault;
 pub mod http;
 mod learners;
+pub mod names_file;
 mod preflight;
 mod restore;
 mod serve;

@@ -71,10 +71,16 @@ pub fn restore(
         (None, _) => (None, false),
     };
     let dictionary = Arc::new(match &restored {
-        Some(c) => {
-            FeatureDictionary::from_names(config.max_named_features, c.feature_names.clone())
-        }
-        None => FeatureDictionary::new(config.max_named_features),
+        Some(c) => FeatureDictionary::from_names(
+            config.max_named_features,
+            config.max_named_feature_bytes,
+            c.feature_names.clone(),
+            c.feature_kind,
+        ),
+        None => FeatureDictionary::with_limits(
+            config.max_named_features,
+            config.max_named_feature_bytes,
+        ),
     });
     let learners: Vec<(SharedLearner, Arc<ModelCell>)> = config
         .learners
@@ -259,6 +265,10 @@ fn read_compatible(
             }
         }
     }
+    check_limits(config, &ckpt).map_err(|reason| CheckpointError::Incompatible {
+        path: checkpoint::path_in(dir),
+        reason,
+    })?;
     Ok(Some((ckpt, exact)))
 }
 
@@ -302,6 +312,77 @@ pub async fn replay_log(
             samples = replayed.1,
             "replayed the write-ahead log (acknowledged batches the checkpoint did not hold)"
         );
+    }
+    Ok(())
+}
+
+/// The checkpoint's contents fit the config's ingest limits: every feature index (window samples, a
+/// primal model's coordinates, a published support) is below `ingest.max_dim` (the learners' dense
+/// vectors are that long), every label, value and weight of the window is within
+/// `ingest.max_abs_value`, and the dictionary's names fit `ingest.max_named_features`. A limit
+/// lowered below what the checkpoint holds stops the start naming the key and the value it needs:
+/// restoring anyway would index past the learners' vectors, or keep in the window numbers the
+/// config now refuses.
+fn check_limits(config: &Config, ckpt: &Checkpoint) -> Result<(), String> {
+    let mut largest_index: Option<(u32, &str)> = None;
+    let mut largest_abs: Option<(f64, &str)> = None;
+    for l in &ckpt.learners {
+        let name = l.identity.name.as_str();
+        let mut index = |j: u32| {
+            if largest_index.is_none_or(|(m, _)| j > m) {
+                largest_index = Some((j, name));
+            }
+        };
+        for (s, _) in &l.state.samples {
+            s.indices.last().copied().map(&mut index);
+        }
+        if let Some(p) = &l.state.primal {
+            p.coordinates.iter().for_each(|c| index(c.0));
+            p.active.iter().copied().for_each(&mut index);
+        }
+        if let Some(snapshot) = &l.snapshot {
+            snapshot.model.support.iter().copied().for_each(&mut index);
+        }
+        for (s, _) in &l.state.samples {
+            let numbers = s.values.iter().chain([&s.label]).chain(s.weight.as_ref());
+            for &v in numbers {
+                if largest_abs.is_none_or(|(m, _)| v.abs() > m) {
+                    largest_abs = Some((v.abs(), name));
+                }
+            }
+        }
+    }
+    if let Some((j, learner)) = largest_index.filter(|&(j, _)| j as usize >= config.max_dim) {
+        return Err(format!(
+            "learner {learner:?} holds feature index {j}, not below ingest.max_dim ({}): set \
+             ingest.max_dim to at least {} to restore it",
+            config.max_dim,
+            u64::from(j) + 1
+        ));
+    }
+    if let Some((v, learner)) = largest_abs.filter(|&(v, _)| v > config.max_abs_value) {
+        return Err(format!(
+            "learner {learner:?} holds a number of magnitude {v:e} in its window, above \
+             ingest.max_abs_value ({:e}): set ingest.max_abs_value to at least {v:e} to restore it",
+            config.max_abs_value
+        ));
+    }
+    let names = ckpt.feature_names.len();
+    if names > config.max_named_features {
+        return Err(format!(
+            "the feature dictionary holds {names} names, more than ingest.max_named_features ({}): \
+             set ingest.max_named_features to at least {names} to restore it",
+            config.max_named_features
+        ));
+    }
+    let bytes: usize = ckpt.feature_names.iter().map(String::len).sum();
+    if bytes > config.max_named_feature_bytes {
+        return Err(format!(
+            "the feature dictionary holds {bytes} bytes of names, more than \
+             ingest.max_named_feature_bytes ({}): set ingest.max_named_feature_bytes to at least \
+             {bytes} to restore it",
+            config.max_named_feature_bytes
+        ));
     }
     Ok(())
 }

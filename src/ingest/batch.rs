@@ -10,11 +10,8 @@
 //! object);
 //! a stream should use either numeric indices or names, not both.
 
-use std::collections::HashMap;
-
-use parking_lot::RwLock;
-
-use super::json::{plain, WireSample};
+pub use super::dictionary::{check_name, FeatureDictionary, FeatureKind};
+use super::json::{plain, RepeatedKeys, WireSample};
 use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
 use super::lines::is_skippable;
 use super::simd::count_byte;
@@ -86,91 +83,6 @@ pub const DEFAULT_MAX_ABS_VALUE: f64 = 1e6;
 pub const DEFAULT_MAX_NAME_BYTES: usize = 256;
 /// `ingest.max_new_names_per_request`'s default.
 pub const DEFAULT_MAX_NEW_NAMES: usize = 10_000;
-
-/// Name → feature index, bounded by `ingest.max_named_features`.
-///
-/// Policy when full: new names are refused (the request gets 400 and changes nothing); names are never
-/// evicted. Why not evict: a name's index is what the learners' windows and published models hold, so
-/// evicting a name would either leave a model's support with a nameless (or, once reused, wrongly
-/// named) feature, or require dropping that feature from every learner's state. Refusing keeps every
-/// learned name valid; the limit and the refusals are metrics (`thresher_feature_names`,
-/// `thresher_feature_names_refused_total`).
-#[derive(Debug, Default)]
-pub struct FeatureDictionary {
-    capacity: usize,
-    /// Requests refused by the dictionary's limits (full, a name too long, too many new names).
-    refused: std::sync::atomic::AtomicU64,
-    /// Why a lock: HTTP handlers on several runtime threads resolve names concurrently; writers (new
-    /// names) are rare and short, readers (the model endpoint) only clone names.
-    inner: RwLock<DictInner>,
-}
-
-#[derive(Debug, Default)]
-struct DictInner {
-    by_name: HashMap<String, u32>,
-    names: Vec<String>,
-}
-
-impl FeatureDictionary {
-    pub fn new(capacity: usize) -> FeatureDictionary {
-        FeatureDictionary {
-            capacity,
-            refused: Default::default(),
-            inner: RwLock::default(),
-        }
-    }
-
-    /// Rebuilds a dictionary from names in index order (checkpoint restore).
-    pub fn from_names(capacity: usize, names: Vec<String>) -> FeatureDictionary {
-        let by_name = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.clone(), i as u32))
-            .collect();
-        FeatureDictionary {
-            capacity,
-            refused: Default::default(),
-            inner: RwLock::new(DictInner { by_name, names }),
-        }
-    }
-
-    /// `ingest.max_named_features`.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Requests refused so far by the dictionary's limits.
-    pub fn refused(&self) -> u64 {
-        self.refused.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn count_refusal(&self) {
-        self.refused
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub fn len(&self) -> usize {
-        self.inner.read().names.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// All names in index order.
-    pub fn names(&self) -> Vec<String> {
-        self.inner.read().names.clone()
-    }
-
-    /// Names of the given indices (`None` where an index has no name).
-    pub fn names_of(&self, indices: &[u32]) -> Vec<Option<String>> {
-        let inner = self.inner.read();
-        indices
-            .iter()
-            .map(|&j| inner.names.get(j as usize).cloned())
-            .collect()
-    }
-}
 
 /// A sample whose named features are not resolved yet.
 enum Pending {
@@ -537,8 +449,18 @@ fn read_array(
         }
     }
     let items = super::json::read_items_watched(body, watch)?;
+    // A value keeps the last of repeated keys: they are found in the text (which just parsed, with
+    // at most the watch's rows, so this second read is bounded too).
+    let repeated: Vec<RepeatedKeys> = serde_json::from_str(body).unwrap_or_default();
     let total = items.len();
     for (n, item) in items.into_iter().enumerate() {
+        if let Some(RepeatedKeys(Some(message))) = repeated.get(n) {
+            return Err(fail(
+                n + 1,
+                LineError::Json(message.clone()).to_string(),
+                total,
+            ));
+        }
         let p = serde_json::from_value::<WireSample>(item)
             .map_err(|e| LineError::Json(e.to_string()))
             .and_then(|w| wire_to_pending(w, rules.predict))
@@ -607,6 +529,7 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
                     total,
                 ));
             }
+            check_name(name).map_err(|reason| fail(line, reason, total))?;
             check_magnitude(
                 &format!("value of feature {name:?}"),
                 *value,
@@ -617,7 +540,66 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
         check_magnitudes(None, slot.weight, &[], &[], rules.max_abs_value)
             .map_err(|e| fail(line, e.to_string(), total))?;
     }
+    if check_kind(parsed, rules, dict)? {
+        // A numeric body, valid in full: the last step, so a refused body claims nothing.
+        let line = parsed.lines[0];
+        dict.claim_indices()
+            .map_err(|kind| fail(line, kind_refusal(kind), total))?;
+    }
     resolve_names(parsed, rules, dict)
+}
+
+/// Numeric indices and names never share the index space ([`FeatureKind`]): a body with both is
+/// refused at the first line of the kind that comes second; a body of the kind the daemon does not
+/// take, at its first such line. `Ok(true)`: a training body with numeric features, which claims
+/// the numeric kind if it is still open (the caller's last step). Named bodies are checked again,
+/// and claim their kind, under the dictionary's lock in [`resolve_names`].
+fn check_kind(
+    parsed: &Parsed,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+) -> Result<bool, BatchError> {
+    let total = parsed.rows();
+    let numeric = (parsed.base..parsed.samples.len())
+        .zip(&parsed.lines)
+        .find(|(i, _)| !parsed.samples.get(*i).indices.is_empty())
+        .map(|(_, &line)| line);
+    let named = parsed
+        .named
+        .iter()
+        .find(|s| !s.features.is_empty())
+        .map(|s| parsed.lines[s.slot - parsed.base]);
+    match (numeric, named) {
+        (Some(n), Some(m)) => Err(fail(
+            n.max(m),
+            format!(
+                "numeric feature indices (line {n}) and named features (line {m}) in one body: \
+                 they would share one index space, so a daemon takes one kind only"
+            ),
+            total,
+        )),
+        (Some(line), None) => match dict.kind() {
+            FeatureKind::Names => Err(fail(line, kind_refusal(FeatureKind::Names), total)),
+            _ => Ok(!rules.predict),
+        },
+        (None, Some(line)) => match dict.kind() {
+            FeatureKind::Indices => Err(fail(line, kind_refusal(FeatureKind::Indices), total)),
+            _ => Ok(false),
+        },
+        (None, None) => Ok(false),
+    }
+}
+
+/// Why a body of the other kind than `taken` is refused.
+fn kind_refusal(taken: FeatureKind) -> String {
+    let (refused, taken_what) = match taken {
+        FeatureKind::Names => ("numeric feature indices", "named features"),
+        _ => ("named features", "numeric feature indices"),
+    };
+    format!(
+        "{refused} are refused: this daemon takes {taken_what} (its first training sample with \
+         features had them), and the two would share one index space"
+    )
 }
 
 /// `value` if its magnitude is at most `limit` (`what` names it in the error).
@@ -695,7 +677,7 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
                 return Err(crate::sample::SampleError::NonFiniteLabel(label).into());
             }
             Ok(Pending::Named {
-                features: features.into_iter().collect(),
+                features: features.0,
                 label,
                 weight: w.weight,
             })
@@ -729,8 +711,13 @@ fn resolve_names(
     let (base, total) = (*base, placeholders.len() - *base);
     // This body's rows, rebuilt with the named ones resolved, replace its placeholder rows at the end.
     let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
-    let mut inner = dict.inner.write();
-    let mut added: Vec<String> = Vec::new();
+    let mut inner = dict.write();
+    let first_line = named.first().map_or(0, |s| lines[s.slot - base]);
+    let has_names = named.iter().any(|s| !s.features.is_empty());
+    if dict.kind() == FeatureKind::Indices && has_names {
+        return Err(fail(first_line, kind_refusal(FeatureKind::Indices), total));
+    }
+    let mut added = 0usize;
     let mut result: Result<(), BatchError> = Ok(());
     for NamedSlot {
         slot,
@@ -745,12 +732,12 @@ fn resolve_names(
         let (line, label) = (lines[slot - base], placeholders.get(slot).label);
         let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (name, value) in features {
-            let index = match inner.by_name.get(&name) {
-                Some(&j) => j,
+            let index = match inner.index_of(&name) {
+                Some(j) => j,
                 None if rules.predict => continue,
                 None => {
-                    let j = inner.names.len() as u32;
-                    if added.len() >= rules.max_new_names {
+                    let j = inner.len() as u32;
+                    if added >= rules.max_new_names {
                         dict.count_refusal();
                         result = Err(BatchError {
                             line: Some(line),
@@ -762,22 +749,32 @@ fn resolve_names(
                         });
                         break;
                     }
-                    if inner.names.len() >= dict.capacity || j as usize >= rules.max_dim {
+                    if inner.len() >= dict.capacity() || j as usize >= rules.max_dim {
                         dict.count_refusal();
                         result = Err(BatchError {
                             line: Some(line),
                             message: format!(
                                 "feature dictionary is full ({} names, ingest.max_named_features); cannot add {name:?}",
-                                dict.capacity
+                                dict.capacity()
                             ),
                             samples: total,
                         });
                         break;
                     }
-                    inner.by_name.insert(name.clone(), j);
-                    inner.names.push(name.clone());
-                    added.push(name);
-                    j
+                    if inner.bytes() + name.len() > dict.byte_capacity() {
+                        dict.count_refusal();
+                        result = Err(BatchError {
+                            line: Some(line),
+                            message: format!(
+                                "feature dictionary is full ({} bytes of names, ingest.max_named_feature_bytes); cannot add {name:?}",
+                                dict.byte_capacity()
+                            ),
+                            samples: total,
+                        });
+                        break;
+                    }
+                    added += 1;
+                    inner.push(&name)
                 }
             };
             pairs.push((index, value));
@@ -801,12 +798,12 @@ fn resolve_names(
     }
     if let Err(e) = result {
         // All or nothing: forget the names this body added (they are the last ones).
-        for name in &added {
-            inner.by_name.remove(name);
-        }
-        let keep = inner.names.len() - added.len();
-        inner.names.truncate(keep);
+        let keep = inner.len() - added;
+        inner.truncate(keep);
         return Err(e);
+    }
+    if !rules.predict && has_names {
+        dict.set_names_kind(&inner);
     }
     for i in base + out.len()..placeholders.len() {
         out.push_ref(placeholders.get(i));
@@ -838,8 +835,31 @@ mod tests {
         assert_eq!(e.samples, 2);
         let e = parse_body(BodyFormat::Libsvm, "1 100:1\n", &r, &d).unwrap_err();
         assert!(e.message.contains("max_dim"), "{}", e.message);
+        assert_eq!(d.kind(), FeatureKind::Indices);
+        // Numeric and named features never share one index space: refused in one body, and on a
+        // dictionary that took the other kind.
         let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
+        let e = parse_body(BodyFormat::Ndjson, nd, &r, &FeatureDictionary::new(10)).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("in one body"), "{}", e.message);
+        let nd = "{\"label\": 1}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
+        let e = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.message.contains("named features are refused"),
+            "{}",
+            e.message
+        );
+        let d = FeatureDictionary::new(10);
         let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
+        assert_eq!(d.kind(), FeatureKind::Names);
+        let e = parse_body(BodyFormat::Libsvm, "1\n1 1:2\n", &r, &d).unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(
+            e.message.contains("numeric feature indices are refused"),
+            "{}",
+            e.message
+        );
         assert_eq!(s.get(1).indices, &[0, 1]);
         assert_eq!(
             s.get(1).values,
@@ -1008,6 +1028,68 @@ mod tests {
         let e = parse_body(BodyFormat::Ndjson, many, &r, &full).unwrap_err();
         assert!(e.message.contains("dictionary is full"), "{}", e.message);
         assert_eq!((full.len(), full.refused()), (0, 1));
+    }
+
+    /// A repeated name in one `"features"` object, or a name that is empty or holds a control or
+    /// bidi character, is refused naming the line, in every JSON format and on both paths, for
+    /// training and prediction; nothing is registered.
+    #[test]
+    fn repeated_and_unprintable_names_name_the_line() {
+        let good = "{\"label\": 1, \"features\": {\"ok\": 1}}";
+        let bad = [
+            (
+                "{\"label\": 1, \"features\": {\"a\": 1, \"a\": 2}}",
+                "duplicate feature name \"a\"",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"a\": 1, \"\\u0061\": 2}}",
+                "duplicate feature name",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"\": 1}}",
+                "feature name is empty",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"  \": 1}}",
+                "only whitespace",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"a\\u0000\": 1}}",
+                "U+0000 at byte 1",
+            ),
+            (
+                "{\"label\": 1, \"features\": {\"evil\\u202e\": 1}}",
+                "U+202E",
+            ),
+            ("{\"label\": 1, \"features\": {\"x\\u2066y\": 1}}", "U+2066"),
+            ("{\"label\": 1, \"features\": {\"a\\nb\": 1}}", "U+000A"),
+            ("{\"label\": 1, \"features\": {\"\\u0085\": 1}}", "U+0085"),
+        ];
+        for predict in [false, true] {
+            let r = Rules {
+                predict,
+                ..rules(LossKind::Squared)
+            };
+            for (object, message) in bad {
+                let d = FeatureDictionary::new(10);
+                for (format, body) in [
+                    (BodyFormat::Ndjson, format!("{good}\n{object}\n")),
+                    (BodyFormat::JsonArray, format!("[{good}, {object}]")),
+                ] {
+                    for fast in [true, false] {
+                        let mut out = SampleBlock::new();
+                        let e = parse_body_with(format, &[body.as_bytes()], &r, &d, fast, &mut out)
+                            .expect_err(&format!("{predict} {fast} {body}"));
+                        assert_eq!(e.line, Some(2), "{body}: {}", e.message);
+                        assert!(e.message.contains(message), "{body}: {}", e.message);
+                        assert!(out.is_empty() && d.is_empty(), "nothing enters");
+                    }
+                }
+            }
+        }
+        for name in ["a b", "naïve", "日本", "x-1_2.3", "emoji \u{1F600}"] {
+            assert_eq!(check_name(name), Ok(()), "{name}");
+        }
     }
 
     /// Whole bodies give the same result with the one-pass readers as without them: the same samples

@@ -18,6 +18,8 @@
 //! - [`batch`]: a body → a validated [`crate::sample::SampleBlock`], all or nothing: a malformed line
 //!   is an error naming its line, and no line is ever skipped silently (only blank lines and `#`
 //!   comments are). Feature indices are kept exactly as written.
+//! - [`dictionary`]: the named-feature dictionary (bounded, append-only, each name stored once), the
+//!   kind of features a daemon takes (numeric indices or names, never both), and valid names.
 //! - [`admission`]: [`Admission`], the one door from a parsed batch to the learners, with the memory
 //!   bound of [`crate::ring::budget`].
 //! - [`inflight`]: the bound on request memory in flight: body bytes before they are read, samples as
@@ -28,6 +30,7 @@
 
 pub mod admission;
 pub mod batch;
+pub mod dictionary;
 mod error;
 pub mod file;
 #[doc(hidden)]

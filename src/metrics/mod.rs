@@ -37,7 +37,7 @@
 //! | `thresher_http_auth_refused_total` | counter | status (`401`, `403`) | requests refused by authentication |
 //! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
-//! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full, a name too long, too many new names |
+//! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full (names or bytes of names), a name too long, too many new names |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
 //! | `thresher_wal_appended_bytes_total` | counter | | bytes appended to the write-ahead log (`durability.wal`) |
 //! | `thresher_wal_appended_records_total` | counter | | batches appended to the write-ahead log |

@@ -153,6 +153,7 @@ impl QueuedBatch {
             samples,
             _ticket: ticket,
             delivery: 0,
+            logged: 0,
         }
     }
 

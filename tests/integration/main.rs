@@ -7,6 +7,7 @@ mod common;
 mod daemon;
 mod durability;
 mod examples;
+mod features;
 mod grid;
 mod inflight;
 mod layout;

@@ -29,7 +29,7 @@ fn tokens_file(dir: &Path) -> String {
     std::fs::write(
         &path,
         format!(
-            "# thresher tokens\nread {READ}\nwrite {WRITE}\n\nread {BOTH}\nwrite {BOTH} # both\n"
+            "# thresher tokens\nread {READ}\nwrite {WRITE}\n\nread {BOTH}\n# both\nwrite {BOTH}\n"
         ),
     )
     .unwrap();

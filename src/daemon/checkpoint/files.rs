@@ -75,7 +75,14 @@ pub fn check_writable(dir: &Path) -> Result<(), CheckpointError> {
 pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
     let path = path_in(dir);
     match std::fs::read(&path) {
-        Ok(bytes) => decode(&bytes, &path).map(Some),
+        Ok(bytes) => {
+            let mut ckpt = decode(&bytes, &path)?;
+            if let Some((count, digest)) = ckpt.feature_names_file {
+                ckpt.feature_names = super::super::names_file::read(dir, count, digest)
+                    .map_err(|reason| CheckpointError::Corrupt { path, reason })?;
+            }
+            Ok(Some(ckpt))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CheckpointError::Io { path, source }),
     }

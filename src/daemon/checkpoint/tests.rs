@@ -7,6 +7,8 @@ fn sample_checkpoint() -> Checkpoint {
     let t = Sample::new(vec![], vec![], -1.0, None).unwrap();
     Checkpoint {
         feature_names: vec!["a".into()],
+        feature_kind: crate::ingest::batch::FeatureKind::Names,
+        feature_names_file: None,
         pending_acks: vec!["$JS.ACK.s.c.1.7.7.1700000000000000000.0".into()],
         wal_through: 42,
         learners: vec![LearnerCheckpoint {
@@ -247,6 +249,8 @@ fn random_extreme_states_round_trip_exactly() {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
+            feature_kind: crate::ingest::batch::FeatureKind::Indices,
+            feature_names_file: None,
         };
         let back = decode(&encode(&ckpt), Path::new("x")).unwrap();
         // The learner states exactly: Debug prints each f64 by its shortest round-trip text,

@@ -245,7 +245,7 @@ impl Wal {
         let names = (names_now > log.names_logged).then(|| {
             record::encode_names(
                 log.names_logged as u64,
-                &dictionary.names_from(log.names_logged, names_now),
+                &dictionary.names_from(log.names_logged, names_now - log.names_logged),
             )
         });
         let need = framed.len() as u64 + names.as_ref().map_or(0, |n| n.len() as u64);

@@ -150,7 +150,17 @@ pub(in crate::ingest) fn random_object(rng: &mut impl Rng) -> String {
                 let items: Vec<String> = (0..n).map(|_| number(rng)).collect();
                 format!("[{}]", items.join(", "))
             }
-            "features" => "{\"a\": 1}".into(),
+            // Names the readers must refuse alike: repeated (also through an escape), empty,
+            // holding a control or a bidi character.
+            "features" => [
+                "{\"a\": 1}",
+                "{\"a\": 1, \"b\": 2, \"a\": 3}",
+                "{\"b\": 1, \"\\u0062\": 2}",
+                "{\"\": 1}",
+                "{\"x\\u0000\": 1}",
+                "{\"\\u202e\": 1}",
+            ][rng.gen_range(0..6)]
+            .into(),
             _ => number(rng),
         };
         out.push_str(&format!("\"{key}\"{}:{}{value}", space(rng), space(rng)));
