@@ -20,7 +20,7 @@ REPO=$PWD
 WORK=${WORK:-$REPO/target/image}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 TAG=${TAG:-localhost/thresher:image-sh}
-TOOLCHAIN=${TOOLCHAIN:-$(rustup toolchain list | awk '/\(default\)/ {print $1; exit}')}
+TOOLCHAIN=${TOOLCHAIN:-$(rustup toolchain list | awk '/default/ {print $1; exit}')}
 RUSTUP_DIR=${RUSTUP_HOME:-$HOME/.rustup}
 log() { printf '[image.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 need=()
