@@ -54,6 +54,8 @@ if ! podman image exists rust:1-bookworm; then
   cp "$(command -v rustup)" "$WORK/rust/usr/local/cargo/bin/rustup"
   for p in cargo rustc rustdoc; do ln "$WORK/rust/usr/local/cargo/bin/rustup" "$WORK/rust/usr/local/cargo/bin/$p"; done
   rm -rf "$WORK"/rust/var/lib/apt/lists/* "$WORK"/rust/var/cache/apt/archives/*.deb
+  # The host's CA bundle: where a proxy re-signs TLS, cargo inside the build must trust what the host does.
+  cp /etc/ssl/certs/ca-certificates.crt "$WORK/rust/etc/ssl/certs/ca-certificates.crt"
   tar -C "$WORK/rust" -c . | podman import \
     --change 'ENV RUSTUP_HOME=/usr/local/rustup' --change 'ENV CARGO_HOME=/usr/local/cargo' \
     --change 'ENV PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
