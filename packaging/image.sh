@@ -13,7 +13,8 @@
 #      checkpoint in /data.
 # Prints a report (markdown) on stdout; progress on stderr. Root, Debian 12; installs podman, buildah and
 # debootstrap with apt-get when missing. Slow (a release build in the image): a script, not a CI step.
-#   bash packaging/image.sh > docs/container-run.md     (WORK=DIR keeps the roots; default target/image)
+#   bash packaging/image.sh > report.md        (WORK=DIR keeps the roots, default target/image; TAG=NAME)
+#   RUN_ONLY=1 TAG=NAME bash packaging/image.sh  (step 3 alone, on an image already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -33,14 +34,17 @@ export CONTAINERS_CONF="$WORK/containers.conf"
 printf '[containers]\ndefault_ulimits = []\n' > "$CONTAINERS_CONF"
 t_start=$(date +%s)
 
-# 1. Base images.
+# 1. Base images (RUN_ONLY=1: skip 1 and 2, start the image TAG already built).
+t_bases=$t_start; t_built=$t_start
+if [ "${RUN_ONLY:-}" != 1 ]; then
 if ! podman image exists debian:bookworm-slim; then
   log "debootstrap minbase bookworm -> debian:bookworm-slim"
   rm -rf "$WORK/slim"
   debootstrap --variant=minbase bookworm "$WORK/slim" "$MIRROR" >/dev/null
   # What the official slim image leaves out: docs, man pages, apt lists and caches.
   rm -rf "$WORK"/slim/usr/share/{doc,man,info}/* "$WORK"/slim/var/lib/apt/lists/* "$WORK"/slim/var/cache/apt/*.bin
-  tar -C "$WORK/slim" -c . | podman import --change 'CMD ["bash"]' - debian:bookworm-slim >/dev/null
+  tar -C "$WORK/slim" -c . | podman import --change 'CMD ["bash"]' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - debian:bookworm-slim >/dev/null
 fi
 if ! podman image exists rust:1-bookworm; then
   log "debootstrap minbase bookworm + gcc, libc6-dev + $TOOLCHAIN -> rust:1-bookworm"
@@ -68,11 +72,15 @@ log "podman build --isolation chroot (release build inside the image)"
 podman build --isolation chroot --format docker -t "$TAG" -f Dockerfile . > "$WORK/build.log" 2>&1 \
   || { tail -40 "$WORK/build.log" >&2; exit 1; }
 t_built=$(date +%s)
+fi
 size=$(podman image inspect "$TAG" --format '{{.Size}}')
 entry=$(podman image inspect "$TAG" --format '{{json .Config.Entrypoint}}')
 cmd=$(podman image inspect "$TAG" --format '{{json .Config.Cmd}}')
 user=$(podman image inspect "$TAG" --format '{{.Config.User}}')
 mapfile -t image_env < <(podman image inspect "$TAG" --format '{{range .Config.Env}}{{println .}}{{end}}' | sed '/^$/d')
+# A container runtime's PATH when the image sets none (podman's and docker's default).
+printf '%s\n' "${image_env[@]}" | grep -q '^PATH=' \
+  || image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "${image_env[@]}")
 mapfile -t argv < <(python3 -c 'import json,sys; [print(a) for a in json.loads(sys.argv[1]) + json.loads(sys.argv[2])]' "$entry" "$cmd")
 bin_size=$(ctr0=$(buildah from "$TAG"); m0=$(buildah mount "$ctr0"); stat -c %s "$m0/usr/local/bin/thresher"; buildah umount "$ctr0" >/dev/null; buildah rm "$ctr0" >/dev/null)
 
@@ -110,6 +118,9 @@ for _ in $(seq 100); do
   [ -n "$daemon_pid" ] && [ "$(cat "/proc/$daemon_pid/comm" 2>/dev/null)" = thresher ] && break
   sleep 0.1
 done
+if [ "$(cat "/proc/${daemon_pid:-0}/comm" 2>/dev/null)" != thresher ]; then
+  log "the daemon did not start:"; cat "$run/stderr" >&2; exit 1
+fi
 netns_pid=$daemon_pid
 in_ns() { nsenter --net="/proc/$netns_pid/ns/net" "$@"; }
 for _ in $(seq 100); do in_ns curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1 && break; sleep 0.1; done
@@ -142,8 +153,8 @@ Run of \`bash packaging/image.sh\` at commit \`$commit\`, $(date -u +%Y-%m-%dT%H
 
 | step | result |
 | --- | --- |
-| base images (debootstrap + import) | $((t_bases - t_start)) s (0 when already imported) |
-| \`podman build\` of the unchanged \`Dockerfile\` | $((t_built - t_bases)) s |
+| base images (debootstrap + import) | $( [ "${RUN_ONLY:-}" = 1 ] && echo "skipped (RUN_ONLY=1)" || echo "$((t_bases - t_start)) s (0 when already imported)") |
+| \`podman build\` of the unchanged \`Dockerfile\` | $( [ "${RUN_ONLY:-}" = 1 ] && echo "skipped (RUN_ONLY=1)" || echo "$((t_built - t_bases)) s") |
 | image \`$TAG\` | **$(numfmt --to=iec-i --suffix=B "$size")** ($size bytes); the stripped binary $(numfmt --to=iec-i --suffix=B "$bin_size") |
 | ENTRYPOINT + CMD | \`$entry\` + \`$cmd\`, USER \`$user\` |
 | daemon's uid (from /proc) | $uid |
