@@ -155,7 +155,7 @@ Run of \`bash packaging/image.sh\` at commit \`$commit\`, $(date -u +%Y-%m-%dT%H
 | --- | --- |
 | base images (debootstrap + import) | $( [ "${RUN_ONLY:-}" = 1 ] && echo "skipped (RUN_ONLY=1)" || echo "$((t_bases - t_start)) s (0 when already imported)") |
 | \`podman build\` of the unchanged \`Dockerfile\` | $( [ "${RUN_ONLY:-}" = 1 ] && echo "skipped (RUN_ONLY=1)" || echo "$((t_built - t_bases)) s") |
-| image \`$TAG\` | **$(numfmt --to=iec-i --suffix=B "$size")** ($size bytes); the stripped binary $(numfmt --to=iec-i --suffix=B "$bin_size") |
+| image \`$TAG\` | **$(numfmt --to=iec-i --suffix=B "$size")** ($size bytes); \`/usr/local/bin/thresher\` $(numfmt --to=iec-i --suffix=B "$bin_size") |
 | ENTRYPOINT + CMD | \`$entry\` + \`$cmd\`, USER \`$user\` |
 | daemon's uid (from /proc) | $uid |
 | \`GET /healthz\` | \`$healthz\` |
@@ -164,6 +164,12 @@ Run of \`bash packaging/image.sh\` at commit \`$commit\`, $(date -u +%Y-%m-%dT%H
 | \`GET /v1/model\` (read token) | $get: \`$(printf '%s' "$model" | cut -c1-160)...\` |
 | SIGTERM | exit status $status after $(python3 -c "print('%.2f' % ($t_exit - $t_term))") s |
 | \`/data\` after the stop | \`$(printf '%s' "$ckpt" | tail -n +2 | awk '{print $1, $3, $5, $NF}' | tr '\n' ' ')\` |
+
+Layers (\`podman history\`, newest first; the last is the base image, here the debootstrap stand-in):
+
+\`\`\`
+$(podman history --format '{{.Size}}\t{{.CreatedBy}}' "$TAG" | cut -c1-150)
+\`\`\`
 
 The daemon's log (stderr):
 
