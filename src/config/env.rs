@@ -21,6 +21,9 @@ pub const ENV_NOT_CONFIG: &[&str] = &[
     "THRESHER_LOG",
     // Test-only fault injection (`daemon::fault`).
     "THRESHER_FAULT_INJECT",
+    // The `thresher` binary the Python client's estimators run (`clients/python`): set beside a
+    // daemon's own variables, it must not stop the daemon's start.
+    "THRESHER_BIN",
 ];
 
 /// The sections an environment variable can name, `THRESHER_<SECTION>_<KEY>`.

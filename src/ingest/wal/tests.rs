@@ -4,6 +4,7 @@
 
 use super::record::{self, End, Reader, Record};
 use super::*;
+use crate::ingest::batch::FeatureKind;
 use crate::sample::Sample;
 
 fn block(n: usize, weighted: bool) -> SampleBlock {
@@ -243,19 +244,19 @@ fn truncation_keeps_uncovered_batches_and_the_bound_holds() {
 #[test]
 fn names_replay_index_for_index() {
     let dir = tempfile::tempdir().unwrap();
-    let dict = FeatureDictionary::from_names(100, vec!["a".into()]);
+    let dict = FeatureDictionary::from_names(100, 1 << 20, vec!["a".into()], FeatureKind::Names);
     let wal = open(dir.path(), 0);
     wal.replay(0, &dict, |_, _| true).unwrap();
     dict.restore_names(1, &["b".into(), "c".into()]).unwrap();
     wal.append(record::encode_samples(&block(1, false)), &dict)
         .unwrap();
     drop(wal);
-    let restored = FeatureDictionary::from_names(100, vec!["a".into()]);
+    let restored = FeatureDictionary::from_names(100, 1 << 20, vec!["a".into()], FeatureKind::Names);
     let wal = open(dir.path(), 0);
     assert_eq!(replayed(&wal, 0, &restored).len(), 1);
     assert_eq!(restored.names(), ["a", "b", "c"]);
     // A log that disagrees with the dictionary is refused.
-    let other = FeatureDictionary::from_names(100, vec!["a".into(), "x".into()]);
+    let other = FeatureDictionary::from_names(100, 1 << 20, vec!["a".into(), "x".into()], FeatureKind::Names);
     assert!(wal.replay(0, &other, |_, _| true).is_err());
 }
 
