@@ -14,11 +14,9 @@ impl FeatureDictionary {
             let at = start + i;
             match inner.get(at) {
                 Some(held) if held == name => {}
-                Some(held) => {
-                    return Err(format!(
-                        "feature name {name:?} logged at index {at}, where the checkpoint has {held:?}"
-                    ))
-                }
+                Some(held) => return Err(format!(
+                    "feature name {name:?} logged at index {at}, where the checkpoint has {held:?}"
+                )),
                 None if at == inner.len() => {
                     inner.push(name);
                 }

@@ -251,12 +251,18 @@ fn names_replay_index_for_index() {
     wal.append(record::encode_samples(&block(1, false)), &dict)
         .unwrap();
     drop(wal);
-    let restored = FeatureDictionary::from_names(100, 1 << 20, vec!["a".into()], FeatureKind::Names);
+    let restored =
+        FeatureDictionary::from_names(100, 1 << 20, vec!["a".into()], FeatureKind::Names);
     let wal = open(dir.path(), 0);
     assert_eq!(replayed(&wal, 0, &restored).len(), 1);
     assert_eq!(restored.names(), ["a", "b", "c"]);
     // A log that disagrees with the dictionary is refused.
-    let other = FeatureDictionary::from_names(100, 1 << 20, vec!["a".into(), "x".into()], FeatureKind::Names);
+    let other = FeatureDictionary::from_names(
+        100,
+        1 << 20,
+        vec!["a".into(), "x".into()],
+        FeatureKind::Names,
+    );
     assert!(wal.replay(0, &other, |_, _| true).is_err());
 }
 

@@ -132,12 +132,14 @@ impl Selector {
     /// and returns whether the served lambda changed: a member must lead the served lambda's member by
     /// the margin at [`CONFIRM_SCORINGS`] scorings in a row (the same member each time).
     pub fn judge(&mut self, losses: &[f64]) -> bool {
-        self.judge_among(losses, &vec![true; losses.len()])
+        self.judge_among(losses, &vec![true; losses.len()], false)
     }
 
     /// [`Selector::judge`] where only the members marked `eligible` may take the served place (all of
-    /// them are recorded); the served member is compared whatever its mark.
-    pub fn judge_among(&mut self, losses: &[f64], eligible: &[bool]) -> bool {
+    /// them are recorded); the served member is compared whatever its mark. `last` says no member's
+    /// model will change before new samples arrive (every member idle): the losses are final, so the
+    /// leader takes the place without waiting for more scorings, which may not come.
+    pub fn judge_among(&mut self, losses: &[f64], eligible: &[bool], last: bool) -> bool {
         let s = &mut self.state;
         s.holdout.clear();
         s.holdout.extend(
@@ -160,7 +162,7 @@ impl Selector {
             (None, _) => None,
         };
         match self.leader {
-            Some((i, n)) if n >= CONFIRM_SCORINGS => {
+            Some((i, n)) if n >= CONFIRM_SCORINGS || last => {
                 self.switch_to(i);
                 true
             }

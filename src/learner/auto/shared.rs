@@ -175,7 +175,9 @@ impl SharedGrid {
             .collect();
         self.last_loss.clone_from(&losses);
         let live = self.live();
-        if self.selector.judge_among(&losses, &settled) {
+        // Every member idle: no model changes before new samples (the selector's `last`).
+        let last = self.idle.iter().all(|&idle| idle);
+        if self.selector.judge_among(&losses, &settled, last) {
             self.members[live].park(&mut self.hand, &mut self.scratch);
             let now = self.live();
             self.members[now].lend(&mut self.hand, &mut self.scratch);
