@@ -24,6 +24,10 @@ pub const ENV_NOT_CONFIG: &[&str] = &[
     // The `thresher` binary the Python client's estimators run (`clients/python`): set beside a
     // daemon's own variables, it must not stop the daemon's start.
     "THRESHER_BIN",
+    // The Python client's example (`clients/python/examples`): where it caches its data set, and its
+    // number of cross-validation folds.
+    "THRESHER_EXAMPLE_CACHE",
+    "THRESHER_EXAMPLE_FOLDS",
 ];
 
 /// The sections an environment variable can name, `THRESHER_<SECTION>_<KEY>`.
