@@ -14,9 +14,7 @@ impl FeatureDictionary {
             let at = start + i;
             match inner.get(at) {
                 Some(held) if held == name => {}
-                Some(held) => return Err(format!(
-                    "feature name {name:?} logged at index {at}, where the checkpoint has {held:?}"
-                )),
+                Some(held) => return Err(mismatch(name, at, held)),
                 None if at == inner.len() => {
                     inner.push(name);
                 }
@@ -33,4 +31,9 @@ impl FeatureDictionary {
         }
         Ok(())
     }
+}
+
+/// The error of a logged name that differs from the one the checkpoint holds at its index.
+fn mismatch(name: &str, at: usize, held: &str) -> String {
+    format!("feature name {name:?} logged at index {at}, where the checkpoint has {held:?}")
 }
