@@ -16,8 +16,9 @@
 //!
 //! - [`sys`] — all OS-specific tuning: the only module with `libc` or `unsafe` system calls; numerical
 //!   kernels make no scheduling calls.
-//! - [`sample`] — the sparse sample type, the in-memory CSR data set, and the [`sample::SampleSet`] /
-//!   [`sample::DualRows`] views solvers read.
+//! - [`sample`] — the sparse sample type, the in-memory CSR data set, the [`sample::SampleSet`] /
+//!   [`sample::DualRows`] views solvers read, and [`sample::ByteReader`], which reads the binary files
+//!   that hold samples (checkpoint, write-ahead log).
 //! - [`sparse`] — allocation-free kernels: sparse dot, axpy, the hard-thresholding operator `H_k`.
 //! - [`loss`] — losses as types with their convex conjugates and each loss's dual coordinate maximiser,
 //!   in the DIHT paper's conventions.

@@ -7,11 +7,14 @@
 //! too, so the same solver code runs offline and live. The daemon moves samples in batches stored by
 //! column, [`SampleBlock`]s (one allocation per column, not two per sample), and hands single rows
 //! around as borrowed [`SampleRef`]s. [`ColumnScales`] rescales a data set's columns (`fit --standardize`).
+//! [`ByteReader`] reads the little-endian binary files that hold samples (checkpoint, write-ahead log).
 
 mod block;
+mod bytes;
 mod scale;
 
 pub use block::SampleBlock;
+pub use bytes::ByteReader;
 pub use scale::ColumnScales;
 
 use sprs::CsMatI;

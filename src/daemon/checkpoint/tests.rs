@@ -1,6 +1,12 @@
 //! Checkpoint file round trips (exact, also for extreme states) and the detection of damaged files.
 
+use std::path::Path;
+
 use super::*;
+use crate::learner::auto::selector::AutoState;
+use crate::learner::{LearnerState, LearnerStats, PrimalState};
+use crate::sample::Sample;
+use crate::solver::Certificate;
 
 fn sample_checkpoint() -> Checkpoint {
     let s = Sample::new(vec![1, 5], vec![0.5, -2.0], 1.0, Some(2.0)).unwrap();

@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use crate::sample::{Sample, SampleBlock};
+use crate::sample::{ByteReader, Sample, SampleBlock};
 
 /// The first bytes of every segment file.
 pub const SEGMENT_MAGIC: &[u8; 8] = b"THRWAL1\n";
@@ -96,16 +96,13 @@ pub fn seal(framed: &mut [u8], number: u64) {
 
 /// Parses a payload whose checksum matched; `Err` names what is wrong (a bug or a foreign file).
 pub fn decode(payload: &[u8]) -> Result<Record, String> {
-    let mut c = Cursor {
-        bytes: payload,
-        at: 0,
-    };
-    let kind = c.take(1)?[0];
+    let mut c = ByteReader::new(payload, "record ends early");
+    let kind = c.u8()?;
     let number = c.u64()?;
     let record = match kind {
         KIND_SAMPLES => {
             let rows = c.u32()? as usize;
-            let weighted = c.take(1)?[0] != 0;
+            let weighted = c.u8()? != 0;
             let mut block = SampleBlock::with_capacity(rows.min(1 << 20), 0);
             for _ in 0..rows {
                 let label = c.f64()?;
@@ -114,9 +111,7 @@ pub fn decode(payload: &[u8]) -> Result<Record, String> {
                 } else {
                     None
                 };
-                let nnz = c.u32()? as usize;
-                let indices = (0..nnz).map(|_| c.u32()).collect::<Result<Vec<_>, _>>()?;
-                let values = (0..nnz).map(|_| c.f64()).collect::<Result<Vec<_>, _>>()?;
+                let (indices, values) = c.sparse_row()?;
                 let sample =
                     Sample::new(indices, values, label, weight).map_err(|e| e.to_string())?;
                 block.push(&sample);
@@ -138,37 +133,10 @@ pub fn decode(payload: &[u8]) -> Result<Record, String> {
         }
         other => return Err(format!("unknown record kind {other}")),
     };
-    if c.at != payload.len() {
+    if !c.at_end() {
         return Err("trailing bytes in a record".into());
     }
     Ok(record)
-}
-
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or("record ends early")?;
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
-    }
-    fn f64(&mut self) -> Result<f64, String> {
-        Ok(f64::from_le_bytes(self.take(8)?.try_into().expect("8")))
-    }
 }
 
 /// What reading a segment found after its last good record.
