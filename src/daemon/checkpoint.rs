@@ -1,5 +1,5 @@
 //! Checkpoints: when they are written, and by whom. The file's format (every learner's full state and
-//! the feature dictionary's kind) is [`format`]; its atomic write and its read are [`files`]; the
+//! the feature dictionary's kind) is [`mod@format`]; its atomic write and its read are `files.rs`; the
 //! dictionary's names have their own file ([`super::names_file`], rewritten only when the dictionary
 //! has grown).
 //!

@@ -6,9 +6,11 @@
 //! [...]}` or `{"label": y, "features": {"name": value}}` (optionally `"weight"`). The first invalid
 //! sample fails the whole body with its line (for a JSON array: its 1-based position), so a rejected
 //! request leaves no trace in the learners. Labels are checked against every learner's loss, indices
-//! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight (alphabetical within one
-//! object);
-//! a stream should use either numeric indices or names, not both.
+//! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight
+//! (alphabetical within one object), in a second phase (`names.rs`); a stream should use either
+//! numeric indices or names, not both.
+
+use std::borrow::Cow;
 
 pub use super::dictionary::{check_name, FeatureDictionary, FeatureKind};
 use super::json::{plain, RepeatedKeys, WireSample};
@@ -18,6 +20,7 @@ use super::simd::count_byte;
 use super::{segments, BatchError, LineError};
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
+use names::{check_kind, kind_refusal, resolve_names};
 
 /// The body formats `POST /v1/samples` and `POST /v1/predict` take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,7 +227,7 @@ pub(crate) fn parse_segments_with(
     fast: bool,
 ) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, segments, rules, dict, fast, &mut block)?;
+    parse_body_with(format, segments, rules, dict, fast, &mut block, None)?;
     Ok(block)
 }
 
@@ -237,20 +240,7 @@ pub fn parse_body_into(
     dict: &FeatureDictionary,
     out: &mut SampleBlock,
 ) -> Result<usize, BatchError> {
-    parse_body_with(format, &[body.as_bytes()], rules, dict, true, out)
-}
-
-/// [`parse_body_into`], with the one-pass readers for plain lines and objects switched on (`fast`) or
-/// off: off is the general path alone, kept callable so the tests can check the readers change nothing.
-pub(crate) fn parse_body_with(
-    format: BodyFormat,
-    segments: &[&[u8]],
-    rules: &Rules,
-    dict: &FeatureDictionary,
-    fast: bool,
-    out: &mut SampleBlock,
-) -> Result<usize, BatchError> {
-    parse_body_watched(format, segments, rules, dict, fast, out, &mut |_| Ok(()))
+    parse_body_with(format, &[body.as_bytes()], rules, dict, true, out, None)
 }
 
 /// A row watch: called with the 1-based number of a row before it is kept; an error ends the parse
@@ -266,20 +256,27 @@ pub fn parse_segments_watched(
     watch: &mut Watch<'_>,
 ) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_watched(format, segments, rules, dict, true, &mut block, watch)?;
+    parse_body_with(format, segments, rules, dict, true, &mut block, Some(watch))?;
     Ok(block)
 }
 
-/// [`parse_body_with`] under a row [`Watch`].
-fn parse_body_watched(
+/// [`parse_body_into`] of `segments` under a row [`Watch`] (`None`: every row is kept), with the one-pass readers for plain
+/// lines and objects switched on (`fast`) or off: off is the general path alone, kept callable so the
+/// tests can check the readers change nothing.
+pub(crate) fn parse_body_with(
     format: BodyFormat,
     segments: &[&[u8]],
     rules: &Rules,
     dict: &FeatureDictionary,
     fast: bool,
     out: &mut SampleBlock,
-    watch: &mut Watch<'_>,
+    watch: Option<&mut Watch<'_>>,
 ) -> Result<usize, BatchError> {
+    let mut keep_every_row = |_| Ok(());
+    let watch: &mut Watch<'_> = match watch {
+        Some(watch) => watch,
+        None => &mut keep_every_row,
+    };
     // One slot per line is at most a few percent too many (blank and comment lines), and one feature
     // per ':' is exact for LIBSVM lines (up to colons in comments): this saves the regrowth copies of
     // the columns that hold every sample of the body, without holding much more memory than the body
@@ -304,7 +301,20 @@ fn parse_body_watched(
         BodyFormat::Libsvm | BodyFormat::Ndjson => {
             read_lines(format, segments, rules, fast, &mut parsed, watch)
         }
-        BodyFormat::JsonArray => read_array(segments, rules, fast, &mut parsed, watch),
+        BodyFormat::JsonArray => {
+            // An array is one text: its segments are joined.
+            let bytes = match segments {
+                [one] => Cow::Borrowed(*one),
+                _ => Cow::Owned(segments::join(segments)),
+            };
+            std::str::from_utf8(&bytes)
+                .map_err(|e| BatchError {
+                    line: None,
+                    message: format!("body is not UTF-8: {e}"),
+                    samples: 0,
+                })
+                .and_then(|body| read_array(body, rules, fast, &mut parsed, watch))
+        }
     }
     .and_then(|()| finish(&mut parsed, rules, dict));
     let rows = parsed.rows();
@@ -405,26 +415,12 @@ fn read_line(
 /// But serde reads the whole array before checking any item, so the first failed check counts only
 /// if the rest of the body reads plainly as well; otherwise serde decides everything.
 fn read_array(
-    segments: &[&[u8]],
+    body: &str,
     rules: &Rules,
     fast: bool,
     parsed: &mut Parsed,
     watch: &mut Watch<'_>,
 ) -> Result<(), BatchError> {
-    // An array is one text: its segments are joined.
-    let joined;
-    let bytes: &[u8] = match segments {
-        [one] => one,
-        _ => {
-            joined = segments::join(segments);
-            &joined
-        }
-    };
-    let body = std::str::from_utf8(bytes).map_err(|e| BatchError {
-        line: None,
-        message: format!("body is not UTF-8: {e}"),
-        samples: 0,
-    })?;
     if fast {
         let mut scratch = plain::Scratch::default();
         let mut first_error = None;
@@ -549,59 +545,6 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
     resolve_names(parsed, rules, dict)
 }
 
-/// Numeric indices and names never share the index space ([`FeatureKind`]): a body with both is
-/// refused at the first line of the kind that comes second; a body of the kind the daemon does not
-/// take, at its first such line. `Ok(true)`: a training body with numeric features, which claims
-/// the numeric kind if it is still open (the caller's last step). Named bodies are checked again,
-/// and claim their kind, under the dictionary's lock in [`resolve_names`].
-fn check_kind(
-    parsed: &Parsed,
-    rules: &Rules,
-    dict: &FeatureDictionary,
-) -> Result<bool, BatchError> {
-    let total = parsed.rows();
-    let numeric = (parsed.base..parsed.samples.len())
-        .zip(&parsed.lines)
-        .find(|(i, _)| !parsed.samples.get(*i).indices.is_empty())
-        .map(|(_, &line)| line);
-    let named = parsed
-        .named
-        .iter()
-        .find(|s| !s.features.is_empty())
-        .map(|s| parsed.lines[s.slot - parsed.base]);
-    match (numeric, named) {
-        (Some(n), Some(m)) => Err(fail(
-            n.max(m),
-            format!(
-                "numeric feature indices (line {n}) and named features (line {m}) in one body: \
-                 they would share one index space, so a daemon takes one kind only"
-            ),
-            total,
-        )),
-        (Some(line), None) => match dict.kind() {
-            FeatureKind::Names => Err(fail(line, kind_refusal(FeatureKind::Names), total)),
-            _ => Ok(!rules.predict),
-        },
-        (None, Some(line)) => match dict.kind() {
-            FeatureKind::Indices => Err(fail(line, kind_refusal(FeatureKind::Indices), total)),
-            _ => Ok(false),
-        },
-        (None, None) => Ok(false),
-    }
-}
-
-/// Why a body of the other kind than `taken` is refused.
-fn kind_refusal(taken: FeatureKind) -> String {
-    let (refused, taken_what) = match taken {
-        FeatureKind::Names => ("numeric feature indices", "named features"),
-        _ => ("named features", "numeric feature indices"),
-    };
-    format!(
-        "{refused} are refused: this daemon takes {taken_what} (its first training sample with \
-         features had them), and the two would share one index space"
-    )
-}
-
 /// `value` if its magnitude is at most `limit` (`what` names it in the error).
 fn check_magnitude(what: &str, value: f64, limit: f64) -> Result<(), LineError> {
     if value.abs() <= limit {
@@ -691,128 +634,7 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
     }
 }
 
-/// Second phase: named features → indices. Training bodies register new names (all or nothing, under
-/// the write lock so concurrent requests cannot hand out the same index); prediction bodies drop names
-/// the dictionary does not know (their weight is 0 anyway).
-fn resolve_names(
-    parsed: &mut Parsed,
-    rules: &Rules,
-    dict: &FeatureDictionary,
-) -> Result<(), BatchError> {
-    if parsed.named.is_empty() {
-        return Ok(());
-    }
-    let Parsed {
-        samples: placeholders,
-        base,
-        lines,
-        named,
-    } = parsed;
-    let (base, total) = (*base, placeholders.len() - *base);
-    // This body's rows, rebuilt with the named ones resolved, replace its placeholder rows at the end.
-    let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
-    let mut inner = dict.write();
-    let first_line = named.first().map_or(0, |s| lines[s.slot - base]);
-    let has_names = named.iter().any(|s| !s.features.is_empty());
-    if dict.kind() == FeatureKind::Indices && has_names {
-        return Err(fail(first_line, kind_refusal(FeatureKind::Indices), total));
-    }
-    let mut added = 0usize;
-    let mut result: Result<(), BatchError> = Ok(());
-    for NamedSlot {
-        slot,
-        features,
-        weight,
-    } in named.drain(..)
-    {
-        // The rows before this one are complete as they are.
-        for i in base + out.len()..slot {
-            out.push_ref(placeholders.get(i));
-        }
-        let (line, label) = (lines[slot - base], placeholders.get(slot).label);
-        let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
-        for (name, value) in features {
-            let index = match inner.index_of(&name) {
-                Some(j) => j,
-                None if rules.predict => continue,
-                None => {
-                    let j = inner.len() as u32;
-                    if added >= rules.max_new_names {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "request adds more than ingest.max_new_names_per_request ({}) new feature names",
-                                rules.max_new_names
-                            ),
-                            samples: total,
-                        });
-                        break;
-                    }
-                    if inner.len() >= dict.capacity() || j as usize >= rules.max_dim {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "feature dictionary is full ({} names, ingest.max_named_features); cannot add {name:?}",
-                                dict.capacity()
-                            ),
-                            samples: total,
-                        });
-                        break;
-                    }
-                    if inner.bytes() + name.len() > dict.byte_capacity() {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "feature dictionary is full ({} bytes of names, ingest.max_named_feature_bytes); cannot add {name:?}",
-                                dict.byte_capacity()
-                            ),
-                            samples: total,
-                        });
-                        break;
-                    }
-                    added += 1;
-                    inner.push(&name)
-                }
-            };
-            pairs.push((index, value));
-        }
-        if result.is_err() {
-            break;
-        }
-        pairs.sort_unstable_by_key(|p| p.0);
-        let (indices, values) = pairs.into_iter().unzip();
-        match Sample::new(indices, values, label, weight) {
-            Ok(s) => out.push(&s),
-            Err(e) => {
-                result = Err(BatchError {
-                    line: Some(line),
-                    message: e.to_string(),
-                    samples: total,
-                });
-                break;
-            }
-        }
-    }
-    if let Err(e) = result {
-        // All or nothing: forget the names this body added (they are the last ones).
-        let keep = inner.len() - added;
-        inner.truncate(keep);
-        return Err(e);
-    }
-    if !rules.predict && has_names {
-        dict.set_names_kind(&inner);
-    }
-    for i in base + out.len()..placeholders.len() {
-        out.push_ref(placeholders.get(i));
-    }
-    placeholders.truncate(base);
-    placeholders.extend_from_block(&out);
-    Ok(())
-}
-
+pub(crate) mod names;
 mod wal_names;
 
 #[cfg(test)]
@@ -822,6 +644,12 @@ mod tests {
 
     fn rules(kind: LossKind) -> Rules {
         Rules::new(vec![Loss::new(kind, 0.25).unwrap()], 100, false)
+    }
+
+    /// `e` refuses its body at `line` with a message that holds `words`.
+    fn assert_refused(e: &BatchError, line: usize, words: &str) {
+        assert_eq!(e.line, Some(line), "{}", e.message);
+        assert!(e.message.contains(words), "{}", e.message);
     }
 
     #[test]
@@ -840,26 +668,15 @@ mod tests {
         // dictionary that took the other kind.
         let nd = "{\"label\": 1, \"indices\": [1], \"values\": [2]}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
         let e = parse_body(BodyFormat::Ndjson, nd, &r, &FeatureDictionary::new(10)).unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(e.message.contains("in one body"), "{}", e.message);
+        assert_refused(&e, 2, "in one body");
         let nd = "{\"label\": 1}\n{\"label\": 1, \"features\": {\"b\": 1, \"a\": 2}}\n";
         let e = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(
-            e.message.contains("named features are refused"),
-            "{}",
-            e.message
-        );
+        assert_refused(&e, 2, "named features are refused");
         let d = FeatureDictionary::new(10);
         let s = parse_body(BodyFormat::Ndjson, nd, &r, &d).unwrap();
         assert_eq!(d.kind(), FeatureKind::Names);
         let e = parse_body(BodyFormat::Libsvm, "1\n1 1:2\n", &r, &d).unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(
-            e.message.contains("numeric feature indices are refused"),
-            "{}",
-            e.message
-        );
+        assert_refused(&e, 2, "numeric feature indices are refused");
         assert_eq!(s.get(1).indices, &[0, 1]);
         assert_eq!(
             s.get(1).values,
@@ -900,8 +717,7 @@ mod tests {
             &d,
         )
         .unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(e.message.contains("-1 or +1"), "{}", e.message);
+        assert_refused(&e, 2, "-1 or +1");
         let r = rules(LossKind::Squared);
         let e = parse_body(
             BodyFormat::Ndjson,
@@ -958,9 +774,9 @@ mod tests {
         ];
         for (format, body, line, what) in bodies {
             for fast in [true, false] {
-                let mut out = SampleBlock::new();
-                let e = parse_body_with(format, &[body.as_bytes()], &r, &d, fast, &mut out)
-                    .unwrap_err();
+                let (segments, mut out) = ([body.as_bytes()], SampleBlock::new());
+                let e =
+                    parse_body_with(format, &segments, &r, &d, fast, &mut out, None).unwrap_err();
                 assert_eq!(e.line, Some(line), "{body}: {}", e.message);
                 assert!(e.message.starts_with(what), "{body}: {}", e.message);
                 assert!(e.message.contains("ingest.max_abs_value"), "{}", e.message);
@@ -999,12 +815,7 @@ mod tests {
             "x".repeat(9)
         );
         let e = parse_body(BodyFormat::Ndjson, &long, &r, &d).unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(
-            e.message.contains("max_feature_name_bytes"),
-            "{}",
-            e.message
-        );
+        assert_refused(&e, 2, "max_feature_name_bytes");
         assert!(d.is_empty());
         assert_eq!(d.refused(), 1);
         let ok = "{\"label\": 1, \"features\": {\"a\": 1, \"b\": 2}}\n{\"label\": 1, \"features\": {\"a\": 1, \"xxxxxxxx\": 1}}\n";
@@ -1016,12 +827,7 @@ mod tests {
         );
         let many = "{\"label\": 1, \"features\": {\"d\": 1}}\n{\"label\": 1, \"features\": {\"e\": 1, \"f\": 1, \"g\": 1}}\n";
         let e = parse_body(BodyFormat::Ndjson, many, &r, &d).unwrap_err();
-        assert_eq!(e.line, Some(2));
-        assert!(
-            e.message.contains("max_new_names_per_request"),
-            "{}",
-            e.message
-        );
+        assert_refused(&e, 2, "max_new_names_per_request");
         assert_eq!(d.len(), 3, "the body's first new name was rolled back");
         assert_eq!(d.refused(), 2);
         let full = FeatureDictionary::new(1);
@@ -1077,8 +883,8 @@ mod tests {
                     (BodyFormat::JsonArray, format!("[{good}, {object}]")),
                 ] {
                     for fast in [true, false] {
-                        let mut out = SampleBlock::new();
-                        let e = parse_body_with(format, &[body.as_bytes()], &r, &d, fast, &mut out)
+                        let (segments, mut out) = ([body.as_bytes()], SampleBlock::new());
+                        let e = parse_body_with(format, &segments, &r, &d, fast, &mut out, None)
                             .expect_err(&format!("{predict} {fast} {body}"));
                         assert_eq!(e.line, Some(2), "{body}: {}", e.message);
                         assert!(e.message.contains(message), "{body}: {}", e.message);
@@ -1145,8 +951,9 @@ mod tests {
             };
             let run = |dict: &FeatureDictionary, fast: bool| {
                 let mut block = prefix.clone();
+                let segments = [body.as_bytes()];
                 let result =
-                    parse_body_with(format, &[body.as_bytes()], &rules, dict, fast, &mut block);
+                    parse_body_with(format, &segments, &rules, dict, fast, &mut block, None);
                 let mut own = SampleBlock::new();
                 match &result {
                     Ok(n) => {

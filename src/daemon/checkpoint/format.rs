@@ -54,8 +54,8 @@ pub struct Checkpoint {
     pub feature_names: Vec<String>,
     /// The kind of features the daemon takes ([`FeatureKind`]; `Names` whenever it holds a name).
     pub feature_kind: FeatureKind,
-    /// `(count, digest)` of the names in the dictionary's own file ([`super::names_file`]), when they
-    /// are there rather than in the checkpoint: written by the daemon; [`read`] loads and checks them
+    /// `(count, digest)` of the names in the dictionary's own file ([`crate::daemon::names_file`]), when they
+    /// are there rather than in the checkpoint: written by the daemon; [`super::read`] loads and checks them
     /// into `feature_names`.
     pub feature_names_file: Option<(u64, u64)>,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
