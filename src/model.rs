@@ -309,28 +309,24 @@ impl Model {
 mod tests {
     use super::*;
     use crate::sample::Sample;
+    use crate::solver::driver::SparseModel;
 
     fn model() -> Model {
-        Model {
-            format: FORMAT.into(),
-            loss: LossKind::Squared,
-            gamma: None,
-            solver: "diht".into(),
-            k: 2,
-            lambda: 0.1,
-            intercept: 0.5,
+        let sparse = SparseModel {
             support: vec![1, 4],
             weights: vec![2.0, -1.0],
-            certificate: Certificate::new(1.0, 0.9, 3),
-            lambda0: None,
-            lambda1: None,
-            lambda2: None,
-            lambda_auto: None,
-            cluster: None,
-            convergence: None,
-            polish: None,
-            standardize: None,
-        }
+            intercept: 0.5,
+        };
+        let certificate = Certificate::new(1.0, 0.9, 3);
+        Model::from_sparse(
+            &sparse,
+            LossKind::Squared,
+            None,
+            "diht",
+            2,
+            0.1,
+            certificate,
+        )
     }
 
     #[test]

@@ -35,6 +35,7 @@ use axum::Extension;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use crate::config::Config;
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::http::HttpSource;
 use crate::ingest::{AdmitError, BatchError, BodyError, HttpIngestError};
@@ -60,6 +61,26 @@ pub struct AppState {
     pub history_page_points: usize,
     /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
+}
+
+impl AppState {
+    /// The state of the HTTP front: the learners' `cells`, request bodies read by `ingest`, the
+    /// status page's cadence and the history page's size from `config`, and no cluster view.
+    pub fn new(
+        config: &Config,
+        cells: Vec<Arc<ModelCell>>,
+        metrics: Metrics,
+        ingest: HttpSource,
+    ) -> AppState {
+        AppState {
+            cells,
+            metrics,
+            ingest: Arc::new(ingest),
+            snapshot_interval: config.snapshot_interval,
+            history_page_points: config.history_page_points,
+            cluster: None,
+        }
+    }
 }
 
 /// Errors a handler returns; each maps to one status here and nowhere else.

@@ -16,6 +16,7 @@ use tower::ServiceExt;
 use super::{router, AppState};
 use crate::config::Config;
 use crate::ingest::batch::{FeatureDictionary, Rules};
+use crate::ingest::inflight::InflightBytes;
 use crate::ingest::source::http::HttpSource;
 use crate::ingest::Admission;
 use crate::learner::build;
@@ -49,30 +50,21 @@ pub(crate) fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Ap
         metrics.clone(),
     ));
     let rules = |predict| Rules::new(vec![config.learners[0].loss], config.max_dim, predict);
-    let state = Arc::new(AppState {
-        cells,
+    let ingest = HttpSource {
+        admission,
+        dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
+        rules: rules(false),
+        predict_rules: rules(true),
         metrics: metrics.clone(),
-        ingest: Arc::new(HttpSource {
-            admission,
-            dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
-            rules: rules(false),
-            predict_rules: rules(true),
-            metrics: metrics.clone(),
-            // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
-            worker_scheduling: WorkerScheduling {
-                slice_ns: 0,
-                yield_interval: std::time::Duration::ZERO,
-            },
-            body_idle: config.limits.body_idle,
-            inflight: crate::ingest::inflight::InflightBytes::new(
-                config.inflight_bytes,
-                metrics.clone(),
-            ),
-        }),
-        snapshot_interval: config.snapshot_interval,
-        history_page_points: config.history_page_points,
-        cluster: None,
-    });
+        // The kernel's defaults: the test's blocking-pool threads keep their scheduling.
+        worker_scheduling: WorkerScheduling {
+            slice_ns: 0,
+            yield_interval: std::time::Duration::ZERO,
+        },
+        body_idle: config.limits.body_idle,
+        inflight: InflightBytes::new(config.inflight_bytes, metrics.clone()),
+    };
+    let state = Arc::new(AppState::new(&config, cells, metrics, ingest));
     Api {
         app: router(state.clone(), LIMIT, false),
         state,

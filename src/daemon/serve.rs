@@ -17,6 +17,7 @@ use crate::api::auth::{protect, AuthPolicy};
 use crate::api::{router, AppState};
 use crate::config::Config;
 use crate::ingest::batch::Rules;
+use crate::ingest::inflight::InflightBytes;
 use crate::ingest::source::http::HttpSource;
 use crate::learner::worker::Fatal;
 use crate::metrics::Metrics;
@@ -36,32 +37,28 @@ pub fn app_state(
         max_new_names: config.max_new_names_per_request,
         ..Rules::new(losses, config.max_dim, false)
     };
-    Arc::new(AppState {
-        cells: restored.learners.iter().map(|(_, c)| c.clone()).collect(),
+    let cells = restored.learners.iter().map(|(_, c)| c.clone()).collect();
+    let ingest = HttpSource {
+        admission: learners.admission.clone(),
+        dictionary: restored.dictionary.clone(),
+        rules: ingest_rules.clone(),
+        predict_rules: Rules {
+            predict: true,
+            ..ingest_rules
+        },
         metrics: metrics.clone(),
-        ingest: Arc::new(HttpSource {
-            admission: learners.admission.clone(),
-            dictionary: restored.dictionary.clone(),
-            rules: ingest_rules.clone(),
-            predict_rules: Rules {
-                predict: true,
-                ..ingest_rules
-            },
-            metrics: metrics.clone(),
-            worker_scheduling: learners.scheduling,
-            body_idle: config.limits.body_idle,
-            inflight: crate::ingest::inflight::InflightBytes::new(
-                config.inflight_bytes,
-                metrics.clone(),
-            ),
-        }),
-        snapshot_interval: config.snapshot_interval,
-        history_page_points: config.history_page_points,
+        worker_scheduling: learners.scheduling,
+        body_idle: config.limits.body_idle,
+        inflight: InflightBytes::new(config.inflight_bytes, metrics.clone()),
+    };
+    let state = AppState {
         cluster: config
             .nats
             .as_ref()
             .map(|n| Arc::new(crate::cluster::ClusterView::new(&n.node))),
-    })
+        ..AppState::new(config, cells, metrics.clone(), ingest)
+    };
+    Arc::new(state)
 }
 
 /// Resolves when the daemon is to stop: `shutdown` resolved (logged) or a learner panicked.

@@ -194,51 +194,29 @@ fn block_inserts_give_the_pinned_state_bit_for_bit() {
             (h ^ b).wrapping_mul(0x100000001b3)
         })
     }
-    let expected = [
-        (
-            LossKind::Logistic,
-            [21, 72, 162, 173, 189, 258],
-            [
-                0xbff3c992c86c22a3,
-                0xbff58bd030e7a64e,
-                0x3ffea18eb4d36ace,
-                0x3ffe94603cbc6b91,
-                0x3ffd9585d2c2e762,
-                0xbff37cc89843ca7d,
-            ],
-            [0x3fd21e48d271421f, 0x3fce3a9a78292b7c, 0x406f1bb0852b22be],
-            0x1ddf976197ea4ae0,
-        ),
-        (
-            LossKind::Hinge,
-            [37, 74, 162, 173, 189, 258],
-            [
-                0xbfe351527cbb346f,
-                0x3fe3d4bc189f0d22,
-                0x3fe88761d5c0f066,
-                0x3feea449ee9a85e4,
-                0x3feec875d6d4a4a8,
-                0xbfec18d6697edba5,
-            ],
-            [0x3fdce1dd3f438782, 0x3fa54a21bfc43534, 0x40757749ecb978af],
-            0xec34c7a4c54f7f36,
-        ),
-        (
-            LossKind::Squared,
-            [21, 72, 162, 173, 189, 258],
-            [
-                0xbff07f1335a0e2eb,
-                0xbff4b966bda632b4,
-                0x3ff4aebf4a0e970e,
-                0x3ffe213fa545e666,
-                0x3ffbe81d0ec4041d,
-                0xbff1c0c0792025a6,
-            ],
-            [0x3fb5772704065c41, 0x3fb0b56875188261, 0x4082a2b4af0572c5],
-            0xf1b263911ca2b8dc,
-        ),
-    ];
-    for (kind, support, weights, [primal, dual, progressive], alphas) in expected {
+    // Per loss: support | weights | the certificate's primal and dual, the progressive loss sum |
+    // FNV-1a of the duals; every number but the support as its bits, in hex.
+    let pinned = "
+        logistic | 21 72 162 173 189 258 | bff3c992c86c22a3 bff58bd030e7a64e 3ffea18eb4d36ace 3ffe94603cbc6b91 3ffd9585d2c2e762 bff37cc89843ca7d | 3fd21e48d271421f 3fce3a9a78292b7c 406f1bb0852b22be | 1ddf976197ea4ae0
+        hinge | 37 74 162 173 189 258 | bfe351527cbb346f 3fe3d4bc189f0d22 3fe88761d5c0f066 3feea449ee9a85e4 3feec875d6d4a4a8 bfec18d6697edba5 | 3fdce1dd3f438782 3fa54a21bfc43534 40757749ecb978af | ec34c7a4c54f7f36
+        squared | 21 72 162 173 189 258 | bff07f1335a0e2eb bff4b966bda632b4 3ff4aebf4a0e970e 3ffe213fa545e666 3ffbe81d0ec4041d bff1c0c0792025a6 | 3fb5772704065c41 3fb0b56875188261 4082a2b4af0572c5 | f1b263911ca2b8dc";
+    let hex = |field: &str| -> Vec<u64> {
+        field
+            .split_whitespace()
+            .map(|h| u64::from_str_radix(h, 16).unwrap())
+            .collect()
+    };
+    for case in pinned.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<&str> = case.split('|').map(str::trim).collect();
+        let kind = [LossKind::Logistic, LossKind::Hinge, LossKind::Squared]
+            .into_iter()
+            .find(|k| k.name() == fields[0])
+            .unwrap();
+        let support: Vec<u32> = fields[1]
+            .split_whitespace()
+            .map(|j| j.parse().unwrap())
+            .collect();
+        let (weights, certificate, alphas) = (hex(fields[2]), hex(fields[3]), hex(fields[4])[0]);
         let mut data = sparse_stream(700, 300, 6, 12, 0.1, kind != LossKind::Squared, 23);
         for (i, s) in data.samples.iter_mut().enumerate() {
             if i % 3 == 0 {
@@ -278,7 +256,7 @@ fn block_inserts_give_the_pinned_state_bit_for_bit() {
                 m.certificate.dual.to_bits(),
                 snap.stats.progressive_loss_sum.to_bits()
             ],
-            [primal, dual, progressive],
+            certificate[..],
             "{kind:?}"
         );
         assert_eq!(
