@@ -76,11 +76,13 @@ trait PairReader: Copy {
     fn separator_mask(self, line: &[u8], at: usize) -> u64;
 
     /// The pair between the separators at `space` and `colon` that ends at `end` (the next separator
-    /// or the end of the line) as `(index, ±mantissa, fraction digits)`, exactly as [`pair_index`]
-    /// and [`pair_value`] read it; `None` where they refuse it.
-    fn pair(self, line: &[u8], space: usize, colon: usize, end: usize)
-        -> Option<(u32, f64, usize)>;
+    /// or the end of the line), exactly as [`pair_index`] and [`pair_value`] read it; `None` where
+    /// they refuse it.
+    fn pair(self, line: &[u8], space: usize, colon: usize, end: usize) -> Option<Pair>;
 }
+
+/// A pair as read: `(index, ±mantissa, fraction digits)`.
+type Pair = (u32, f64, usize);
 
 /// The portable reader: 8-byte SWAR loads per digit run.
 #[derive(Clone, Copy)]
@@ -93,13 +95,7 @@ impl PairReader for ScalarReader {
     }
 
     #[inline(always)]
-    fn pair(
-        self,
-        line: &[u8],
-        space: usize,
-        colon: usize,
-        end: usize,
-    ) -> Option<(u32, f64, usize)> {
+    fn pair(self, line: &[u8], space: usize, colon: usize, end: usize) -> Option<Pair> {
         let index = pair_index(line, space + 1, colon)?;
         let (signed_mantissa, fraction_digits) = pair_value(line, colon + 1, end)?;
         Some((index, signed_mantissa, fraction_digits))
@@ -492,7 +488,7 @@ fn block_separators(block: &[u8; BLOCK]) -> u64 {
 /// conversions and the value's point squeezed out by shifts.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{structural_pairs_with, PairReader, ScalarReader, BLOCK};
+    use super::{structural_pairs_with, Pair, PairReader, ScalarReader, BLOCK};
     use crate::ingest::simd::avx2::{libsvm_pair, two_byte_mask};
     use crate::ingest::simd::zero_padded_block;
 
@@ -524,13 +520,7 @@ mod avx2 {
         }
 
         #[inline(always)]
-        fn pair(
-            self,
-            line: &[u8],
-            space: usize,
-            colon: usize,
-            end: usize,
-        ) -> Option<(u32, f64, usize)> {
+        fn pair(self, line: &[u8], space: usize, colon: usize, end: usize) -> Option<Pair> {
             // SAFETY: as in `separator_mask`.
             match unsafe { libsvm_pair(line, space, colon, end) } {
                 Some(pair) => Some(pair),
