@@ -7,6 +7,9 @@
 - rss/capacity=N: the daemon's RSS sampled every 0.25 s while loadgen streams max(4 N, MIN) samples into
   a window of N (quick: 2M samples, one window of 10 000): RSS at half and at the end of the sending time (flat: ratio 1), the plateau (median of
   the second half), the peak;
+- dictionary/full: `benches/harness/dictionary_fill.py` registers 2^20 names of 256 bytes (quick: 2^16)
+  through POST /v1/samples: RSS full, the peak while the final checkpoint is written, the checkpoint's
+  size (docs/benchmarks/dictionary.md);
 - vw: Vowpal Wabbit's daemon over one pass of the same stream (peer; `benches/peers/vw_daemon.py`, in a
   loopback-only network namespace: needs root for `unshare -n`, and `vowpalwabbit` from PyPI).
 
@@ -28,6 +31,7 @@ LOADGEN = [Metric("samples_per_s", "samples/s", "higher"), Metric("sustained_sam
            Metric("daemon_cpu_s", "s"), Metric("rss_peak_mib", "MiB"), Metric("heldout_accuracy", "", "higher")]
 RSS = [Metric("rss_half_mib", "MiB"), Metric("rss_end_mib", "MiB"), Metric("flatness", "end/half"),
        Metric("plateau_mib", "MiB"), Metric("rss_peak_mib", "MiB"), Metric("samples_per_s", "samples/s", "higher")]
+DICTIONARY = [Metric("rss_full_mib", "MiB"), Metric("rss_peak_mib", "MiB"), Metric("checkpoint_bytes", "B")]
 STREAM = os.path.join(ROOT, "data", "stream")
 
 
@@ -65,6 +69,13 @@ def rss(capacity, samples):
     return command
 
 
+def dictionary(ctx, build):
+    names = 1 << 16 if ctx.quick else 1 << 20
+    script = os.path.join(ROOT, "benches", "harness", "dictionary_fill.py")
+    return Command([sys.executable, script, build.thresher(), names, 256,
+                    ctx.path("dictionary", build.key)])
+
+
 def vw(ctx, build):
     if not getattr(ctx, "vw_python", None):
         return None
@@ -83,6 +94,8 @@ def benches(ctx):
         samples = 2_000_000 if ctx.quick else max(4 * cap, 6_000_000)
         out.append(Bench(f"rss/capacity={cap}", f"RSS every 0.25 s over {samples} samples into a window of {cap}",
                          rss(cap, samples), metrics=RSS, runs=(1, 1)))
+    out.append(Bench("dictionary/full", "a full dictionary of 256-byte names: RSS, peak at the final checkpoint",
+                     dictionary, metrics=DICTIONARY, runs=(1, 1)))
     out.append(Bench("vw", "Vowpal Wabbit's daemon, one pass (peer; --l1 0, 1e-8, 1e-7)", vw,
                      parse=lambda o, e: key_values(o, e, ("peer", "l1")), per_build=False, runs=(1, 1)))
     return out
