@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 pub use super::dictionary::{check_name, FeatureDictionary, FeatureKind};
-use super::json::{plain, RepeatedKeys, WireSample};
+use super::json::{plain, Item, WireSample};
 use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
 use super::lines::is_skippable;
 use super::simd::count_byte;
@@ -445,19 +445,12 @@ fn read_array(
         }
     }
     let items = super::json::read_items_watched(body, watch)?;
-    // A value keeps the last of repeated keys: they are found in the text (which just parsed, with
-    // at most the watch's rows, so this second read is bounded too).
-    let repeated: Vec<RepeatedKeys> = serde_json::from_str(body).unwrap_or_default();
     let total = items.len();
-    for (n, item) in items.into_iter().enumerate() {
-        if let Some(RepeatedKeys(Some(message))) = repeated.get(n) {
-            return Err(fail(
-                n + 1,
-                LineError::Json(message.clone()).to_string(),
-                total,
-            ));
+    for (n, Item { value, repeated }) in items.into_iter().enumerate() {
+        if let Some(message) = repeated {
+            return Err(fail(n + 1, LineError::Json(message).to_string(), total));
         }
-        let p = serde_json::from_value::<WireSample>(item)
+        let p = serde_json::from_value::<WireSample>(value)
             .map_err(|e| LineError::Json(e.to_string()))
             .and_then(|w| wire_to_pending(w, rules.predict))
             .map_err(|e| fail(n + 1, e.to_string(), total))?;

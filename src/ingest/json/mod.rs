@@ -3,14 +3,14 @@
 //! (`WireSample`, which may also name its features: `{"label": y, "features": {"name": value}}`).
 //! `serde_json` reads both and decides every error; `plain` is the one-pass reader that takes the
 //! plain shape of a body's samples faster, to the same bits. `items` reads a JSON array body item by
-//! item under the parse's row watch. A `"features"` object is read by `FeatureMap`, which refuses a
+//! item under the parse's row watch, with each item's repeated keys. A `"features"` object is read by `FeatureMap`, which refuses a
 //! repeated name (as the LIBSVM reader refuses a repeated index) where a map would keep the last value
 //! silently.
 
 mod items;
 pub(crate) mod plain;
 
-pub(crate) use items::read_items_watched;
+pub(crate) use items::{read_items_watched, Item};
 
 use std::fmt;
 
@@ -94,90 +94,6 @@ impl<'de> Deserialize<'de> for FeatureMap {
             }
         }
         deserializer.deserialize_map(Pairs)
-    }
-}
-
-/// The repeated keys of one JSON array item, found by reading it again from the body's text: a
-/// `serde_json::Value` keeps only the last of repeated keys, so the array path (which reads items
-/// as values first, to name the failing item) would accept what the line path refuses. `Some` holds
-/// the message: a repeated key of the sample object, or a repeated name in its `"features"`.
-#[derive(Debug, Default)]
-pub(super) struct RepeatedKeys(pub(super) Option<String>);
-
-impl<'de> Deserialize<'de> for RepeatedKeys {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RepeatedKeys, D::Error> {
-        deserializer.deserialize_any(RepeatScan { features: false })
-    }
-}
-
-/// [`RepeatedKeys`]' visitor: accepts any JSON value; looks at the keys of an object (the item's,
-/// or with `features`, its `"features"` object's).
-struct RepeatScan {
-    features: bool,
-}
-
-impl<'de> Visitor<'de> for RepeatScan {
-    type Value = RepeatedKeys;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-    fn visit_unit<E>(self) -> Result<RepeatedKeys, E> {
-        Ok(RepeatedKeys(None))
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RepeatedKeys, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(RepeatedKeys(None))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RepeatedKeys, A::Error> {
-        let mut keys: Vec<String> = Vec::new();
-        let mut found: Option<String> = None;
-        while let Some(key) = map.next_key::<String>()? {
-            if !self.features && key == "features" {
-                let inner: RepeatedKeys = map.next_value_seed(RepeatSeed)?;
-                found = found.or(inner.0);
-            } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-            }
-            if found.is_none() && keys.contains(&key) {
-                found = Some(if self.features {
-                    format!("duplicate feature name {key:?} in \"features\"")
-                } else {
-                    format!("duplicate field {key:?}")
-                });
-            }
-            keys.push(key);
-        }
-        Ok(RepeatedKeys(found))
-    }
-}
-
-/// Reads a `"features"` value with [`RepeatScan`] in its features mode.
-struct RepeatSeed;
-
-impl<'de> serde::de::DeserializeSeed<'de> for RepeatSeed {
-    type Value = RepeatedKeys;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<RepeatedKeys, D::Error> {
-        deserializer.deserialize_any(RepeatScan { features: true })
     }
 }
 
