@@ -6,16 +6,20 @@
 - history/40: with `snapshot.interval_ms = 1` and `history_points = 100000`, 40 connections each ask
   `GET /v1/history` and never read the answer.
 
-Each runs the daemon on its defaults (plus the history keys for history/40), samples its VmRSS every
-50 ms and asks `/healthz` every 50 ms on its own connection throughout, and prints: the idle RSS, the
+Each runs the daemon on its defaults (plus the history keys for history/40) and, throughout, a probe in
+a process of its own (`probe`: the attackers' threads share one interpreter lock, and a probe among them
+measured its own wait for that lock — up to ~200 ms — as /healthz latency) that samples the daemon's
+VmRSS every 10 ms and asks `/healthz` every 50 ms on its own connection. It prints: the idle RSS, the
 peak, the bound of docs/limits.md for this config (`bound_mib`: idle + server.inflight_bytes +
 ingest.queue_samples x 24 B, the row cost of a featureless sample, + 0.5 MiB per attacking connection),
-/healthz p50, p99 and max, and the statuses the attackers got.
+/healthz p50, p99 and max, the machine's load average at the start, and the statuses the attackers got.
 
 Run as a script: `python3 benches/suites/inflight.py ATTACK --daemon BIN`.
 """
 import argparse
+import json
 import os
+import select
 import socket
 import statistics
 import subprocess
@@ -97,18 +101,36 @@ class Daemon:
         self.proc.wait()
 
 
-def watch(d, stop, rss, latencies):
-    """Samples RSS and /healthz latency every 50 ms until `stop` is set."""
-    s = socket.create_connection(d.addr)
-    while not stop.is_set():
-        rss.append(d.rss_mib())
-        t = time.perf_counter()
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: b\r\n\r\n")
-        got = b""
-        while not got.endswith(b'"ok"}'):
-            got += s.recv(4096)
-        latencies.append((time.perf_counter() - t) * 1000)
-        time.sleep(0.05)
+def probe(pid, host, port):
+    """The probe process: every 10 ms the daemon's VmRSS, every 50 ms a /healthz round trip on one
+    connection, until its stdin closes; then the samples as one JSON line on stdout."""
+    rss, latencies = [], []
+    s = socket.create_connection((host, port))
+    next_ask = 0.0
+    while True:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                rss.append(int(line.split()[1]) / 1024)
+        if time.perf_counter() >= next_ask:
+            t = time.perf_counter()
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: b\r\n\r\n")
+            got = b""
+            while not got.endswith(b'"ok"}'):
+                piece = s.recv(4096)
+                if not piece:
+                    sys.exit("the daemon closed the probe's connection")
+                got += piece
+            latencies.append((time.perf_counter() - t) * 1000)
+            next_ask = time.perf_counter() + 0.05
+        if select.select([sys.stdin], [], [], 0.01)[0] and not sys.stdin.read(1):
+            break
+    print(json.dumps({"rss": rss, "latencies": latencies}), flush=True)
+
+
+def start_probe(d):
+    return subprocess.Popen([sys.executable, __file__, "probe", "--pid", str(d.proc.pid), "--host",
+                             d.addr[0], "--port", str(d.addr[1])], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
 
 
 def status_of(raw):
@@ -177,18 +199,26 @@ def history(d, statuses, hold_s=15):
 
 def main(argv):
     p = argparse.ArgumentParser(prog="inflight.py")
-    p.add_argument("attack", choices=["held", "parallel", "history"])
-    p.add_argument("--daemon", required=True)
+    p.add_argument("attack", choices=["held", "parallel", "history", "probe"])
+    p.add_argument("--daemon")
+    p.add_argument("--pid", type=int)
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
     a = p.parse_args(argv)
+    if a.attack == "probe":
+        return probe(a.pid, a.host, a.port)
+    if not a.daemon:
+        p.error("--daemon is required")
     env = {}  # the daemon logs "listening on ADDR" at info
     if a.attack == "history":
         env.update(THRESHER_SNAPSHOT_INTERVAL_MS="1", THRESHER_SNAPSHOT_HISTORY_POINTS="100000")
+    load = os.getloadavg()[0]
     d = Daemon(a.daemon, env)
     time.sleep(1)
     idle = d.rss_mib()
-    stop, rss, latencies, statuses = threading.Event(), [], [], []
-    watcher = threading.Thread(target=watch, args=(d, stop, rss, latencies))
-    watcher.start()
+    statuses = []
+    watcher = start_probe(d)
+    time.sleep(0.2)
     attackers = {"held": held, "parallel": parallel, "history": history}[a.attack](d, statuses)
     for t in attackers:
         t.start()
@@ -196,17 +226,17 @@ def main(argv):
         t.join()
     time.sleep(2)  # after the attackers: what is still held
     after = d.rss_mib()
-    stop.set()
-    watcher.join()
+    out, _ = watcher.communicate("")
+    probed = json.loads(out)
+    rss, lat = probed["rss"], sorted(probed["latencies"])
     d.stop()
     conns = len(attackers)
     bound = idle + INFLIGHT_BYTES / 2**20 + QUEUE_SAMPLES * 24 / 2**20 + conns * 0.5
     counts = {s: statuses.count(s) for s in sorted(set(statuses))}
-    lat = sorted(latencies)
     print(f"attack={a.attack} connections={conns} rss_idle_mib={idle:.0f} rss_peak_mib={max(rss):.0f} "
           f"rss_after_mib={after:.0f} bound_mib={bound:.0f} healthz_p50_ms={statistics.median(lat):.2f} "
           f"healthz_p99_ms={lat[int(0.99 * (len(lat) - 1))]:.2f} healthz_max_ms={lat[-1]:.2f} "
-          f"healthz_probes={len(lat)} statuses={counts}".replace(": ", ":").replace(", ", ","))
+          f"healthz_probes={len(lat)} load={load:.1f} statuses={counts}".replace(": ", ":").replace(", ", ","))
 
 
 if __name__ == "__main__":

@@ -80,13 +80,29 @@ pub fn for_each_line<S: AsRef<[u8]>>(
 }
 
 /// How many lines of the joined `segments` are neither blank nor comments (the samples a valid body
-/// holds), for a rejection's counter.
+/// holds), for a rejection's counter: `lines::count_content_lines` of the joined body, counted where
+/// the segments lie. Why not joined: this runs on bodies refused under load (a full queue, a spent
+/// sample budget), and a copy of each — 32 MiB for a 32 MiB body, on every parser thread at once — was
+/// memory outside every in-flight bound (`docs/benchmarks/inflight.md`).
 pub fn count_content_lines<S: AsRef<[u8]>>(segments: &[S]) -> usize {
-    match segments {
-        [] => 0,
-        [one] => super::lines::count_content_lines(one.as_ref()),
-        _ => super::lines::count_content_lines(&join(segments)),
+    let mut count = 0;
+    // The first non-whitespace byte of the line being read, once seen.
+    let mut first: Option<u8> = None;
+    for segment in segments {
+        let mut rest = segment.as_ref();
+        loop {
+            let end = memchr::memchr(b'\n', rest);
+            let piece = &rest[..end.unwrap_or(rest.len())];
+            if first.is_none() {
+                first = piece.iter().copied().find(|b| !b.is_ascii_whitespace());
+            }
+            let Some(end) = end else { break };
+            count += usize::from(first.is_some_and(|b| b != b'#'));
+            first = None;
+            rest = &rest[end + 1..];
+        }
     }
+    count + usize::from(first.is_some_and(|b| b != b'#'))
 }
 
 /// The segments as one buffer (for the formats that need the whole text: a JSON array).
@@ -189,6 +205,15 @@ mod tests {
     fn content_lines_over_segments() {
         assert_eq!(count_content_lines::<&[u8]>(&[]), 0);
         assert_eq!(count_content_lines(&[&b"1 1:1\n# c\n"[..], b"\n-1 2:1"]), 2);
+        // Every cut of a body into three segments counts what the joined body counts.
+        let body: &[u8] = b"1 1:2\n\n  # c\n-1 3:4\r\n\t\n #x\n0 2:1\n \n2";
+        for i in 0..=body.len() {
+            for j in i..=body.len() {
+                let cut = [&body[..i], &body[i..j], &body[j..]];
+                assert_eq!(count_content_lines(&cut), 4, "cut at {i}, {j}");
+            }
+        }
+        assert_eq!(crate::ingest::lines::count_content_lines(body), 4);
         assert_eq!(join(&[&b"ab"[..], b"c"]), b"abc");
     }
 }

@@ -10,6 +10,7 @@ mod examples;
 mod features;
 mod grid;
 mod inflight;
+mod inflight2;
 mod layout;
 mod learners;
 mod limits;
