@@ -62,6 +62,13 @@ pub fn auto_step(nnz: usize, rows: usize, dim: usize) -> StepRule {
     }
 }
 
+/// [`auto_step`] of a file read as samples.
+fn auto_step_of(samples: &[Sample]) -> StepRule {
+    let nnz = samples.iter().map(|s| s.indices.len()).sum();
+    let dim = samples.iter().map(Sample::dim).max().unwrap_or(0);
+    auto_step(nnz, samples.len(), dim)
+}
+
 fn parse_rule(text: &str) -> Result<StepRule, CliError> {
     match text {
         "coordinate" => Ok(StepRule::Coordinate),
@@ -112,18 +119,8 @@ fn mirror_step<S: SampleSet>(step: StepRule, problem: &Problem<S>, map: MirrorMa
     }
 }
 
-/// `thresher fit` with an SDIHT, IHT/HTP, mirror or SMIDAS solver (`cli::subset` runs the subset ones).
-pub fn run(args: &FitArgs) -> Result<(), CliError> {
-    let name = args
-        .solver
-        .to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default();
-    let missing =
-        |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
-    let loss_kind = args.loss.ok_or_else(|| missing("--loss"))?;
-    let k = args.k.ok_or_else(|| missing("-k/--k"))?;
-    let lambda_arg = args.lambda.ok_or_else(|| missing("--lambda"))?;
+/// The stop rule of `--tol`, `--epochs`, `--time-budget`, `--cadence` and `--patience`, checked.
+fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
     if !(args.tol.is_finite() && args.tol >= 0.0) {
         return Err(CliError::Argument(format!(
             "--tol must be >= 0, got {}",
@@ -139,15 +136,30 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
-    let step_arg = parse_step(&args.step)?;
-    let loss = Loss::new(loss_kind, args.gamma)?;
-    let stop = StopRule {
+    Ok(StopRule {
         tol: args.tol,
         max_epochs: args.epochs.max(1),
         time_budget,
         cadence: args.cadence,
         patience: args.patience,
-    };
+    })
+}
+
+/// `thresher fit` with an SDIHT, IHT/HTP, mirror or SMIDAS solver (`cli::subset` runs the subset ones).
+pub fn run(args: &FitArgs) -> Result<(), CliError> {
+    let name = args
+        .solver
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    let missing =
+        |flag: &str| CliError::Argument(format!("{flag} is required for --solver {name}"));
+    let loss_kind = args.loss.ok_or_else(|| missing("--loss"))?;
+    let k = args.k.ok_or_else(|| missing("-k/--k"))?;
+    let lambda_arg = args.lambda.ok_or_else(|| missing("--lambda"))?;
+    let step_arg = parse_step(&args.step)?;
+    let loss = Loss::new(loss_kind, args.gamma)?;
+    let stop = stop_rule(args)?;
     let mut fit = Fit {
         args,
         loss,
@@ -158,20 +170,14 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
             let (data, scales) = refine::standardize_dataset(args, load(&args.data, args.format)?);
-            if step_arg.is_none() {
-                fit.step = auto_step(data.nnz(), data.len(), data.dim());
-            }
+            fit.step = step_arg.unwrap_or_else(|| auto_step(data.nnz(), data.len(), data.dim()));
             (lambda, None, data, None, scales)
         }
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let mut samples = read_file(&args.data, format)?;
             let scales = refine::standardize_samples(args, &mut samples);
-            if step_arg.is_none() {
-                let nnz = samples.iter().map(|s| s.indices.len()).sum();
-                let dim = samples.iter().map(Sample::dim).max().unwrap_or(0);
-                fit.step = auto_step(nnz, samples.len(), dim);
-            }
+            fit.step = step_arg.unwrap_or_else(|| auto_step_of(&samples));
             let (record, start) = fit.choose_lambda(&samples)?;
             let data = Dataset::from_samples(&samples, 0);
             (record.grid[record.live], Some(record), data, start, scales)
