@@ -174,8 +174,9 @@ pub struct FitArgs {
     /// Number of blocks for SDIHT (default: one per 4096 samples with `--step coordinate`, else 10).
     #[arg(long)]
     pub blocks: Option<usize>,
-    /// Dual step rule: `coordinate` (default), `adaptive`, `theory`, or a constant eta.
-    #[arg(long, default_value = "coordinate")]
+    /// Dual step rule: `auto` (default: `adaptive` when the rows are dense, holding on average at
+    /// least 5% of the columns, else `coordinate`), `coordinate`, `adaptive`, `theory`, or a constant eta.
+    #[arg(long, default_value = "auto")]
     pub step: String,
     /// Maximum number of epochs.
     #[arg(long, default_value_t = 1000)]

@@ -65,7 +65,15 @@ pub fn read_dataset(path: &Path, format: Format) -> Result<Dataset, ReadError> {
         source,
     };
     let mut file = File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        // A pipe, a terminal or a socket (`/dev/stdin`, `<(...)`) cannot be cut by seeking: read once
+        // into one piece.
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        return parse_pieces(path, format, vec![with_bound(bytes, format)]);
+    }
+    let len = meta.len();
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_PIECES)
@@ -105,6 +113,16 @@ fn read_pieces(path: &Path, format: Format, starts: &[u64]) -> Result<Dataset, R
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(io)?;
+    parse_pieces(path, format, read)
+}
+
+/// Parses the pieces `read` (each piece's bytes and the bound on its pairs, in file order), each on
+/// its own thread, into one data set; the first bad line stops it, numbered from the file's start.
+fn parse_pieces(
+    path: &Path,
+    format: Format,
+    read: Vec<(Vec<u8>, usize)>,
+) -> Result<Dataset, ReadError> {
     let reserved: Vec<usize> = read.iter().map(|&(_, bound)| bound).collect();
     // Zeroed by the allocator (`calloc`): pages no pair reaches are never touched.
     let mut indices = vec![0u32; reserved.iter().sum()];
@@ -211,6 +229,11 @@ fn read_piece(
             bytes
         }
     };
+    Ok(with_bound(bytes, format))
+}
+
+/// A piece's bytes with the bound on the pairs they can hold (module docs).
+fn with_bound(bytes: Vec<u8>, format: Format) -> (Vec<u8>, usize) {
     let bound = match format {
         Format::Libsvm => memchr::memchr_iter(b':', &bytes).count(),
         Format::Jsonl => {
@@ -219,7 +242,7 @@ fn read_piece(
                 + 1
         }
     };
-    Ok((bytes, bound))
+    (bytes, bound)
 }
 
 /// Parses one piece into `out`; stops at its first bad line.

@@ -57,6 +57,16 @@ pub enum LossKind {
     Logistic,
 }
 
+impl LossKind {
+    /// Every loss, in declaration order.
+    pub const ALL: [LossKind; 4] = [
+        LossKind::Squared,
+        LossKind::Huber,
+        LossKind::Hinge,
+        LossKind::Logistic,
+    ];
+}
+
 /// Default Huber smoothing, as in the paper's experiments (Sec. 5.2).
 pub const DEFAULT_GAMMA: f64 = 0.25;
 

@@ -8,6 +8,7 @@ mod daemon;
 mod durability;
 mod examples;
 mod features;
+mod fitq;
 mod grid;
 mod inflight;
 mod inflight2;

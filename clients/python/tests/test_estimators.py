@@ -39,12 +39,6 @@ def test_check_estimator(cls):
     assert sum(r["status"] == "passed" for r in results) >= 50
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect in thresher fit: on this dense 400 x 40 design SDIHT's iterates at lambda "
-           "1e-3 end above the empty model's objective, so fit returns w = 0 (convergence.empty_model) "
-           "and the classifier scores chance",
-)
 def test_grid_search_and_cross_val_score():
     X, y = make_classification(n_samples=400, n_features=40, n_informative=5, random_state=0)
     scores = cross_val_score(ThresherClassifier(k=5, lam=1e-3), X, y, cv=3)

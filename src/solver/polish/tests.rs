@@ -135,12 +135,7 @@ fn smooth_losses_reach_a_stationary_point_on_the_support() {
 fn polishing_never_raises_the_primal_and_never_widens_the_gap() {
     let mut kept = 0;
     for seed in 0..4u64 {
-        for kind in [
-            LossKind::Squared,
-            LossKind::Logistic,
-            LossKind::Huber,
-            LossKind::Hinge,
-        ] {
+        for kind in LossKind::ALL {
             let data = data(kind, seed);
             for intercept in [false, true] {
                 let loss = Loss::new(kind, 0.25).unwrap();

@@ -329,12 +329,7 @@ mod tests {
     #[test]
     fn coordinate_steps_keep_weak_duality_and_a_monotone_dual() {
         for seed in 0..3u64 {
-            for kind in [
-                LossKind::Squared,
-                LossKind::Huber,
-                LossKind::Hinge,
-                LossKind::Logistic,
-            ] {
+            for kind in LossKind::ALL {
                 let mut raw = sparse_stream(300, 80, 5, 10, 0.3, false, seed).samples;
                 if kind != LossKind::Squared {
                     classify(&mut raw);
