@@ -344,7 +344,7 @@ impl StreamingLearner for AutoLambdaLearner {
         let held_back;
         let learned: &[&SampleBlock] = match &mut self.holdout {
             Some(h) => {
-                h.split(batches);
+                h.split(batches, usize::MAX);
                 held_back = [h.learned()];
                 &held_back
             }

@@ -37,8 +37,12 @@
 //! their warm-start duals: a single learner's insert, bit for bit); the other members only take the
 //! evicted samples out of their `z` and admit the new rows with dual 0, for their block steps to raise.
 //! So an insert costs about one learner's, and the members' progressive losses are not kept (the record's
-//! `progressive` is the served member's alone; the held-out ring ranks them). A step steps the served
-//! member and the next member that has work (round-robin), as [`super::AutoLambdaLearner`] does.
+//! `progressive` is the served member's alone; the held-out ring ranks them). Under a backlog (an
+//! insert of more learned samples than the window holds) only the newest window's worth is copied out
+//! of the batches and predicted: the older ones would pass through the window within the insert, and
+//! copying them made the insert's scratch as large as the backlog (the peak RSS under load). A step
+//! steps the served member and the next member that has work (round-robin), as
+//! [`super::AutoLambdaLearner`] does.
 //!
 //! **Checkpoint.** The served member's state (window, its duals) with the selection state; a restore
 //! gives the other members the served duals scaled by the ratio of the lambdas (which keeps `w`),
@@ -342,7 +346,9 @@ impl StreamingLearner for SharedGrid {
     }
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
-        self.holdout.split(batches);
+        // The window is the served member's; older learned samples would pass through it.
+        let capacity = self.members[self.live()].window().capacity();
+        self.holdout.split(batches, capacity);
         let learned = self.holdout.take_learned();
         let total = learned.len();
         if total > 0 {

@@ -11,11 +11,11 @@
 //! window in one [`Scratch`] for the grid, so a grid of m members holds m + 3 dense vectors of d
 //! entries (each member's `z`; `w`, trial `w`, the warm start's `dz`), not 3m + 1.
 
-use super::{remove_contribution, StreamSdiht};
+use super::{remove_contribution, StreamSdiht, EVICT_PREFETCH_ROWS_AHEAD};
 use crate::ring::Window;
 use crate::sample::SampleSet;
 use crate::solver::objective::{CertificateScratch, DualScratch};
-use crate::sparse::{grow_dense, zero_dense};
+use crate::sparse::{grow_dense, prefetch, zero_dense};
 
 /// The buffers a grid's members pass along with the window: one set for the grid, not one per member
 /// (the dense ones are d long). The dense `w` and the block step's trial `w` are all zero here: the
@@ -113,7 +113,16 @@ impl StreamSdiht {
             self.it.alpha_sum = 0.0;
             self.parked.iter_mut().for_each(|a| *a = 0.0);
         } else {
-            for &at in evicted {
+            for (n, &at) in evicted.iter().enumerate() {
+                // The targets in `z` of a slot a few ahead, as the holder's insert prefetches its
+                // own: each row's are random in a d-long vector.
+                if let Some(&ahead) = evicted.get(n + EVICT_PREFETCH_ROWS_AHEAD) {
+                    if self.parked[ahead] != 0.0 {
+                        for &j in window.row(ahead).indices {
+                            prefetch(&self.it.z, j as usize);
+                        }
+                    }
+                }
                 let alpha = std::mem::replace(&mut self.parked[at], 0.0);
                 if alpha != 0.0 {
                     remove_contribution(&loss, window.row(at), alpha, &mut self.it);
