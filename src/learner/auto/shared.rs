@@ -23,7 +23,8 @@
 //! member's own.
 //!
 //! **Small sets.** The members are compared once the ring holds [`MIN_HOLDOUT`] samples, or
-//! [`MIN_HOLDOUT_PAUSED`] when no sample arrived since the last certificate (the stream paused; a set
+//! [`MIN_HOLDOUT_PAUSED`] when no sample arrived since the last certificate or every member is idle
+//! (the stream paused; a set
 //! of 140 samples holds 28 out, and was served the grid's middle for good). When every member is
 //! idle the selector's losses are final and the leader takes the place at once.
 //!
@@ -97,6 +98,9 @@ pub struct SharedGrid {
     seen_before: u64,
     /// Samples that had arrived at the last certificate.
     arrived: u64,
+    /// Certificates asked for by the selection (counted as mutations, so that one follows): when a
+    /// member turns idle, and when a paused stream's ring is to be scored at the next certificate.
+    rescore: u64,
 }
 
 impl SharedGrid {
@@ -149,6 +153,7 @@ impl SharedGrid {
             positions: Vec::new(),
             seen_before,
             arrived: 0,
+            rescore: 0,
         };
         let base: Vec<f64> = learner.members[live].window().alphas().to_vec();
         if !base.is_empty() {
@@ -189,6 +194,16 @@ impl SharedGrid {
         out
     }
 
+    /// Records whether member `i`'s last step found no work; turning idle asks for a certificate (the
+    /// last member to idle makes the selector's losses final, and an idle daemon certifies nothing
+    /// unless something changed).
+    fn set_idle(&mut self, i: usize, idle: bool) {
+        if idle && !self.idle[i] {
+            self.rescore += 1;
+        }
+        self.idle[i] = idle;
+    }
+
     /// Member `i`'s current model's mean loss on the held-out ring.
     fn holdout_loss(&mut self, i: usize) -> f64 {
         match self.with(i, |m| m.current_model()) {
@@ -206,12 +221,16 @@ impl SharedGrid {
         // No sample arrived since the last certificate: the ring is all there is for now.
         let now = self.holdout.arrived();
         let paused = now == std::mem::replace(&mut self.arrived, now);
-        let enough = if paused {
+        let enough = if paused || last {
             MIN_HOLDOUT_PAUSED
         } else {
             MIN_HOLDOUT
         };
         if self.holdout.len() < enough {
+            if !paused && self.holdout.len() >= MIN_HOLDOUT_PAUSED {
+                // A small set may be all there is: the next certificate sees whether it paused.
+                self.rescore += 1;
+            }
             return;
         }
         let mut losses: Vec<f64> = (0..self.members.len())
@@ -341,7 +360,8 @@ impl StreamingLearner for SharedGrid {
             .iter()
             .map(|m| m.stats().mutations)
             .sum::<u64>()
-            + self.selector.state.switches;
+            + self.selector.state.switches
+            + self.rescore;
         stats
     }
 
@@ -395,11 +415,11 @@ impl StreamingLearner for SharedGrid {
     fn step(&mut self) -> StepOutcome {
         let live = self.live();
         let served = self.members[live].step();
-        self.idle[live] = served != StepOutcome::Stepped;
+        self.set_idle(live, served != StepOutcome::Stepped);
         let (n, mut rotor) = (self.members.len(), self.rotor);
         let outcome = step_round(served, n, Some(live), &mut rotor, |i| {
             let other = self.with(i, |m| m.step());
-            self.idle[i] = other != StepOutcome::Stepped;
+            self.set_idle(i, other != StepOutcome::Stepped);
             other
         });
         self.rotor = rotor;
