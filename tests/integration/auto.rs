@@ -41,7 +41,8 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
-    assert_eq!(grid.len(), 3);
+    // The configured grid, and any lambda that joined below it while its smallest ranked best.
+    assert!(grid.len() >= 3, "{grid:?}");
     assert_eq!((grid[0], grid[2]), (10.0, 1e-2));
     assert_eq!(model["lambda"].as_f64().unwrap(), grid[2]);
     assert!(auto["switches"].as_u64().unwrap() >= 1, "{auto}");
@@ -111,7 +112,8 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
         let m = d.model()?;
         (m["samples_seen"] == 4200).then_some(m)
     });
-    assert_eq!(moved["lambda"].as_f64().unwrap(), 1e-2);
+    // 1e-2, or a lambda that joined below it (the grid extends while its smallest ranks best).
+    assert!(moved["lambda"].as_f64().unwrap() <= 1e-2, "{moved}");
     let (status, log) = d.terminate();
     assert!(status.success(), "{log}");
 }

@@ -1,6 +1,7 @@
 //! The one integration-test binary: runs the real `thresher` executable (fit, predict, serve).
 
 mod auto;
+mod autogrid;
 mod cli;
 mod cluster;
 mod common;

@@ -278,6 +278,35 @@ impl AutoLambdaLearner {
     }
 }
 
+/// The rest of a step round after the served learner's (`served`): the members from `*rotor` on
+/// (round-robin over `n`, skipping `skip`) are stepped by `step_member` until one steps. Stepped if
+/// either stepped; otherwise the served learner's outcome.
+fn step_round(
+    served: StepOutcome,
+    n: usize,
+    skip: Option<usize>,
+    rotor: &mut usize,
+    mut step_member: impl FnMut(usize) -> StepOutcome,
+) -> StepOutcome {
+    let mut other = StepOutcome::Idle(super::Idle::EmptyWindow);
+    for _ in 0..n {
+        let i = *rotor % n;
+        *rotor = (*rotor + 1) % n;
+        if Some(i) == skip {
+            continue;
+        }
+        other = step_member(i);
+        if other == StepOutcome::Stepped {
+            break;
+        }
+    }
+    if served == StepOutcome::Stepped || other == StepOutcome::Stepped {
+        StepOutcome::Stepped
+    } else {
+        served
+    }
+}
+
 /// The index of the grid lambda nearest to `lambda` on a log scale.
 fn nearest(grid: &[f64], lambda: f64) -> usize {
     let distance = |g: f64| (g.ln() - lambda.ln()).abs();
@@ -315,7 +344,7 @@ impl StreamingLearner for AutoLambdaLearner {
         let held_back;
         let learned: &[&SampleBlock] = match &mut self.holdout {
             Some(h) => {
-                h.split(batches);
+                h.split(batches, usize::MAX);
                 held_back = [h.learned()];
                 &held_back
             }
@@ -344,24 +373,10 @@ impl StreamingLearner for AutoLambdaLearner {
     fn step(&mut self) -> StepOutcome {
         let served = self.served_mut().step();
         let skip = self.served.is_none().then(|| self.live());
-        let n = self.members.len();
-        let mut other = StepOutcome::Idle(super::Idle::EmptyWindow);
-        for _ in 0..n {
-            let i = self.rotor % n;
-            self.rotor = (self.rotor + 1) % n;
-            if Some(i) == skip {
-                continue;
-            }
-            other = self.members[i].step();
-            if other == StepOutcome::Stepped {
-                break;
-            }
-        }
-        if served == StepOutcome::Stepped || other == StepOutcome::Stepped {
-            StepOutcome::Stepped
-        } else {
-            served
-        }
+        let members = &mut self.members;
+        step_round(served, members.len(), skip, &mut self.rotor, |i| {
+            members[i].step()
+        })
     }
 
     fn certify(&mut self) -> LearnerSnapshot {

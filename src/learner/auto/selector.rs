@@ -140,6 +140,19 @@ impl Selector {
     /// model will change before new samples arrive (every member idle): the losses are final, so the
     /// leader takes the place without waiting for more scorings, which may not come.
     pub fn judge_among(&mut self, losses: &[f64], eligible: &[bool], last: bool) -> bool {
+        self.judge_with(losses, eligible, last, true)
+    }
+
+    /// [`Selector::judge_among`] counting the scorings at which the served member was led by the
+    /// margin, whichever eligible member led: it moves once led at [`CONFIRM_SCORINGS`] scorings in a
+    /// row, to the member leading at the last. The shared grid's rule: its members descend at once,
+    /// and the best of several falling ones changes from scoring to scoring while each beats the
+    /// served one.
+    pub fn judge_led(&mut self, losses: &[f64], eligible: &[bool], last: bool) -> bool {
+        self.judge_with(losses, eligible, last, false)
+    }
+
+    fn judge_with(&mut self, losses: &[f64], eligible: &[bool], last: bool, same: bool) -> bool {
         let s = &mut self.state;
         s.holdout.clear();
         s.holdout.extend(
@@ -157,7 +170,7 @@ impl Selector {
         .filter(|&(_, loss)| loss < served * (1.0 - self.margin))
         .map(|(i, _)| i);
         self.leader = match (leading, self.leader) {
-            (Some(i), Some((j, n))) if i == j => Some((i, n + 1)),
+            (Some(i), Some((j, n))) if i == j || !same => Some((i, n + 1)),
             (Some(i), _) => Some((i, 1)),
             (None, _) => None,
         };
@@ -298,6 +311,22 @@ mod tests {
         }
         assert_eq!(served, [1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 1]);
         assert_eq!(s.state.switches, 2);
+        // `judge_led` counts the scorings at which the served member was led, by whichever member:
+        // the same losses move it at the third (to member 2, leading then); none of `judge`'s counts
+        // reached three before.
+        let mut led = Selector::new(&r, AutoState::new(r.grid.clone(), 1));
+        let all = [true; 3];
+        for (n, losses) in [[0.5, 1.0, 0.95], [1.0, 1.0, 0.5], [0.5, 1.0, 0.6]]
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(led.judge_led(losses, &all, false), n == 2);
+        }
+        assert_eq!(led.state.live, 0);
+        let mut same = Selector::new(&r, AutoState::new(r.grid.clone(), 1));
+        for losses in [[0.5, 1.0, 0.95], [1.0, 1.0, 0.5], [0.5, 1.0, 0.6]] {
+            assert!(!same.judge_among(&losses, &all, false));
+        }
         assert!(s.state.holdout.iter().all(|l| l.is_finite()));
         // Progressive losses never move a holdout selector.
         assert!(!s.observe(&[(0.0, 10_000), (1e6, 10_000), (1e6, 10_000)]));

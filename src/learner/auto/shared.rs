@@ -1,7 +1,8 @@
 //! `lambda = "auto"` for SDIHT with criterion `holdout` (the default): the grid members share one
 //! window. [`SharedGrid`] stores each learned sample once; each member ([`StreamSdiht`]) keeps only its
-//! own duals (one `f64` per window slot) and its vectors (`z`, `w`), and the window is lent to one
-//! member at a time with that member's duals ([`crate::learner::sdiht`]'s `member`).
+//! own duals (one `f64` per window slot), its dense `z` and its `w` (sparse while parked), and the
+//! window is lent to one member at a time with that member's duals and the grid's dense buffers
+//! ([`crate::learner::sdiht`]'s `member`).
 //!
 //! **Served member.** The served model is a member's own (no extra learner at the chosen lambda, as
 //! [`super::AutoLambdaLearner`] keeps): between calls the window sits in the served member, so the
@@ -10,20 +11,39 @@
 //! `capacity` learned samples, a quarter more of the stream than it would with every sample in it.
 //!
 //! **Choice.** At every certificate each member's current model is scored on the held-out ring, and
-//! the served member moves to the best *settled* member when that leads the served one's loss by the
-//! margin at [`super::selector::CONFIRM_SCORINGS`] scorings in a row. A member is settled when its
-//! held-out loss moved by less than [`SETTLED`] (relative) since the previous scoring, or when it had no
-//! work left at its last step (converged or stalled on its window): a member still descending fast —
-//! the small lambdas, whose duals grow for many passes — is neither chosen nor judged until it has
-//! found its level. A move only changes which member holds the window: every member has been learning
-//! all along, so the new served model is that member's own.
+//! the served member moves to the best *eligible* member once the served one's loss has been led by
+//! the margin at [`super::selector::CONFIRM_SCORINGS`] scorings in a row (by whichever eligible member
+//! led each time: [`Selector::judge_led`]). A member is eligible when its held-out loss moved by less
+//! than [`SETTLED`] (relative) since the previous scoring (settled), or fell since then (descending:
+//! leading while falling, it only leads more as it settles — a small lambda's duals grow for many
+//! passes on a small window, and waiting for it to settle served `w` = 0 on a rare-positive set), or
+//! when it had no work left at its last step (converged or stalled on its window). A member whose
+//! loss swings up and down is eligible at most every other scoring. A move only changes which member
+//! holds the window: every member has been learning all along, so the new served model is that
+//! member's own.
+//!
+//! **Small sets.** The members are compared once the ring holds [`MIN_HOLDOUT`] samples, or
+//! [`MIN_HOLDOUT_PAUSED`] when no sample arrived since the last certificate or every member is idle
+//! (the stream paused; a set
+//! of 140 samples holds 28 out, and was served the grid's middle for good). When every member is
+//! idle the selector's losses are final and the leader takes the place at once.
+//!
+//! **The grid's end.** When the member at the smallest lambda is eligible and ranks best,
+//! a member a decade below joins (warm-started from that member's duals scaled by 1/10, which keeps
+//! its `w`), as `fit --lambda auto` extends its grid: at most [`EXTEND`] past the configured grid,
+//! never below its largest lambda times [`FLOOR`]. The joined lambdas are in the record's `grid` and
+//! `extended` and in the checkpoint's selection state (a restore keeps them).
 //!
 //! **Work.** An insert is the served member's own (it predicts each sample, stores the rows once, enters
 //! their warm-start duals: a single learner's insert, bit for bit); the other members only take the
 //! evicted samples out of their `z` and admit the new rows with dual 0, for their block steps to raise.
 //! So an insert costs about one learner's, and the members' progressive losses are not kept (the record's
-//! `progressive` is the served member's alone; the held-out ring ranks them). A step steps the served
-//! member and the next member that has work (round-robin), as [`super::AutoLambdaLearner`] does.
+//! `progressive` is the served member's alone; the held-out ring ranks them). Under a backlog (an
+//! insert of more learned samples than the window holds) only the newest window's worth is copied out
+//! of the batches and predicted: the older ones would pass through the window within the insert, and
+//! copying them made the insert's scratch as large as the backlog (the peak RSS under load). A step
+//! steps the served member and the next member that has work (round-robin), as
+//! [`super::AutoLambdaLearner`] does.
 //!
 //! **Checkpoint.** The served member's state (window, its duals) with the selection state; a restore
 //! gives the other members the served duals scaled by the ratio of the lambdas (which keeps `w`),
@@ -31,11 +51,11 @@
 
 use super::holdout::Holdout;
 use super::selector::{AutoState, Selector};
-use super::{at_lambda, nearest, MIN_HOLDOUT, NON_FINITE_LOSS};
+use super::{at_lambda, nearest, step_round, MIN_HOLDOUT, NON_FINITE_LOSS};
 use crate::learner::params::LearnerConfig;
 use crate::learner::sdiht::{Scratch, StreamSdiht};
 use crate::learner::{
-    Idle, LearnerCore, LearnerSnapshot, LearnerState, LearnerStats, StepOutcome, StreamingLearner,
+    LearnerCore, LearnerSnapshot, LearnerState, LearnerStats, StepOutcome, StreamingLearner,
 };
 use crate::model::LambdaAuto;
 use crate::ring::Window;
@@ -44,6 +64,14 @@ use crate::solver::driver::SparseModel;
 
 /// A member whose held-out loss moved by less than this (relative) between two scorings is settled.
 pub const SETTLED: f64 = 0.01;
+/// Held-out samples enough to compare the members once the stream paused (no sample arrived since the
+/// last certificate): a small set never fills [`MIN_HOLDOUT`].
+pub const MIN_HOLDOUT_PAUSED: usize = 20;
+/// At most this many lambdas join below the configured grid ([`SharedGrid`]'s module docs), as
+/// `fit --lambda auto` extends its grid.
+pub const EXTEND: usize = 4;
+/// No lambda joins below the configured grid's largest times this.
+pub const FLOOR: f64 = 1e-9;
 
 /// `lambda = "auto"` over SDIHT members sharing one window (module docs).
 pub struct SharedGrid {
@@ -68,6 +96,11 @@ pub struct SharedGrid {
     positions: Vec<usize>,
     /// Samples seen before a restore (the checkpoint's count).
     seen_before: u64,
+    /// Samples that had arrived at the last certificate.
+    arrived: u64,
+    /// Certificates asked for by the selection (counted as mutations, so that one follows): when a
+    /// member turns idle, and when a paused stream's ring is to be scored at the next certificate.
+    rescore: u64,
 }
 
 impl SharedGrid {
@@ -83,7 +116,8 @@ impl SharedGrid {
             None => (AutoState::new(grid.clone(), start), None),
             Some(mut state) => {
                 let selection = match state.auto.take() {
-                    Some(s) if s.grid == grid && s.live < grid.len() => s,
+                    // The configured grid, or it with lambdas that joined below it.
+                    Some(s) if extends(&s.grid, &grid) && s.live < s.grid.len() => s,
                     Some(s) => {
                         let lambda = s.grid.get(s.live).copied().unwrap_or(grid[start]);
                         AutoState::new(grid.clone(), nearest(&grid, lambda))
@@ -93,7 +127,7 @@ impl SharedGrid {
                 (selection, Some(state))
             }
         };
-        let live = selection.live;
+        let (live, grid) = (selection.live, selection.grid.clone());
         let seen_before = state.as_ref().map_or(0, |s| s.stats.samples_seen);
         let members: Vec<StreamSdiht> = grid
             .iter()
@@ -118,6 +152,8 @@ impl SharedGrid {
             evicted: Vec::new(),
             positions: Vec::new(),
             seen_before,
+            arrived: 0,
+            rescore: 0,
         };
         let base: Vec<f64> = learner.members[live].window().alphas().to_vec();
         if !base.is_empty() {
@@ -158,30 +194,111 @@ impl SharedGrid {
         out
     }
 
-    /// Scores every member's current model on the ring and moves the served place to the best settled
-    /// member when the selector says so (module docs).
-    fn score_holdout(&mut self) {
-        if self.holdout.len() < MIN_HOLDOUT {
-            return;
+    /// Records whether member `i`'s last step found no work; turning idle asks for a certificate (the
+    /// last member to idle makes the selector's losses final, and an idle daemon certifies nothing
+    /// unless something changed).
+    fn set_idle(&mut self, i: usize, idle: bool) {
+        if idle && !self.idle[i] {
+            self.rescore += 1;
         }
-        let losses: Vec<f64> = (0..self.members.len())
-            .map(|i| match self.with(i, |m| m.current_model()) {
-                Some(model) => self.holdout.loss_of(&self.config, &model),
-                None => NON_FINITE_LOSS,
-            })
-            .collect();
-        let settled: Vec<bool> = (0..losses.len())
-            .map(|i| self.idle[i] || settled(self.last_loss[i], losses[i]))
-            .collect();
-        self.last_loss.clone_from(&losses);
-        let live = self.live();
+        self.idle[i] = idle;
+    }
+
+    /// Member `i`'s current model's mean loss on the held-out ring.
+    fn holdout_loss(&mut self, i: usize) -> f64 {
+        match self.with(i, |m| m.current_model()) {
+            Some(model) => self.holdout.loss_of(&self.config, &model),
+            None => NON_FINITE_LOSS,
+        }
+    }
+
+    /// Scores every member's current model on the ring, extends the grid below its end when the
+    /// smallest lambda ranks best, and moves the served place to the best eligible member when the
+    /// selector says so (module docs).
+    fn score_holdout(&mut self) {
         // Every member idle: no model changes before new samples (the selector's `last`).
         let last = self.idle.iter().all(|&idle| idle);
-        if self.selector.judge_among(&losses, &settled, last) {
+        // No sample arrived since the last certificate: the ring is all there is for now.
+        let now = self.holdout.arrived();
+        let paused = now == std::mem::replace(&mut self.arrived, now);
+        let enough = if paused || last {
+            MIN_HOLDOUT_PAUSED
+        } else {
+            MIN_HOLDOUT
+        };
+        if self.holdout.len() < enough {
+            if !paused && self.holdout.len() >= MIN_HOLDOUT_PAUSED {
+                // A small set may be all there is: the next certificate sees whether it paused.
+                self.rescore += 1;
+            }
+            return;
+        }
+        let mut losses: Vec<f64> = (0..self.members.len())
+            .map(|i| self.holdout_loss(i))
+            .collect();
+        let mut eligible: Vec<bool> = (0..losses.len())
+            .map(|i| {
+                let before = self.last_loss[i];
+                self.idle[i] || settled(before, losses[i]) || losses[i] < before
+            })
+            .collect();
+        if self.extend_below(&losses, &eligible) {
+            let new = self.members.len() - 1;
+            losses.push(self.holdout_loss(new));
+            eligible.push(false);
+        }
+        self.last_loss.clone_from(&losses);
+        let live = self.live();
+        let last = last && self.idle.len() == losses.len();
+        if self.selector.judge_led(&losses, &eligible, last) {
             self.members[live].park(&mut self.hand, &mut self.scratch);
             let now = self.live();
             self.members[now].lend(&mut self.hand, &mut self.scratch);
         }
+    }
+
+    /// The number of lambdas in the configured grid (the members past it joined by
+    /// [`SharedGrid::extend_below`]).
+    fn configured(&self) -> usize {
+        self.config.lambda_auto.as_ref().map_or(0, |r| r.grid.len())
+    }
+
+    /// When the member at the grid's smallest lambda is eligible (module docs) and ranks best
+    /// (held-out loss no higher than any other member's), a member a decade below joins, warm-started from that
+    /// member's duals scaled by the ratio of the lambdas (which keeps `w`): at most [`EXTEND`] past the
+    /// configured grid and never below its largest lambda times [`FLOOR`]. Returns whether one joined.
+    fn extend_below(&mut self, losses: &[f64], eligible: &[bool]) -> bool {
+        let end = self.members.len() - 1;
+        let best = (0..losses.len()).min_by(|&a, &b| losses[a].total_cmp(&losses[b]));
+        let grid = &self.selector.state.grid;
+        let lambda = grid[end] / 10.0;
+        if best != Some(end)
+            || !eligible[end]
+            || losses[end] >= NON_FINITE_LOSS
+            || self.members.len() >= self.configured() + EXTEND
+            || lambda < grid[0] * FLOOR
+        {
+            return false;
+        }
+        let live = self.live();
+        let base: Vec<f64> = if end == live {
+            self.members[live].window().alphas().to_vec()
+        } else {
+            self.members[end].parked().to_vec()
+        };
+        let capacity = self.members[live].window().capacity();
+        let config = at_lambda(&self.config, lambda);
+        self.members.push(StreamSdiht::new(config, capacity, None));
+        self.deltas.push((0.0, 0));
+        self.last_loss.push(f64::NAN);
+        self.idle.push(false);
+        let s = &mut self.selector.state;
+        s.grid.push(lambda);
+        s.loss.push(0.0);
+        s.weight.push(0.0);
+        let new = self.members.len() - 1;
+        self.with(new, |m| m.restart_from(base.iter().map(|a| a / 10.0)));
+        true
     }
 
     fn record(&self) -> LambdaAuto {
@@ -202,9 +319,19 @@ impl SharedGrid {
             held_out_dropped: self.holdout.dropped(),
             validation: None,
             folds: None,
-            extended: Vec::new(),
+            extended: s.grid.get(self.configured()..).unwrap_or(&[]).to_vec(),
         }
     }
+}
+
+/// Whether `saved` is `configured` with at most [`EXTEND`] lambdas after it, each below the one
+/// before (a checkpoint of a grid that extended itself).
+fn extends(saved: &[f64], configured: &[f64]) -> bool {
+    saved.len() <= configured.len() + EXTEND
+        && saved.starts_with(configured)
+        && saved[configured.len().max(1) - 1..]
+            .windows(2)
+            .all(|w| w[1] < w[0] && w[1] > 0.0)
 }
 
 /// Whether a held-out loss that went from `before` to `now` has settled (module docs).
@@ -233,12 +360,15 @@ impl StreamingLearner for SharedGrid {
             .iter()
             .map(|m| m.stats().mutations)
             .sum::<u64>()
-            + self.selector.state.switches;
+            + self.selector.state.switches
+            + self.rescore;
         stats
     }
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
-        self.holdout.split(batches);
+        // The window is the served member's; older learned samples would pass through it.
+        let capacity = self.members[self.live()].window().capacity();
+        self.holdout.split(batches, capacity);
         let learned = self.holdout.take_learned();
         let total = learned.len();
         if total > 0 {
@@ -285,26 +415,15 @@ impl StreamingLearner for SharedGrid {
     fn step(&mut self) -> StepOutcome {
         let live = self.live();
         let served = self.members[live].step();
-        self.idle[live] = served != StepOutcome::Stepped;
-        let n = self.members.len();
-        let mut other = StepOutcome::Idle(Idle::EmptyWindow);
-        for _ in 0..n {
-            let i = self.rotor % n;
-            self.rotor = (self.rotor + 1) % n;
-            if i == live {
-                continue;
-            }
-            other = self.with(i, |m| m.step());
-            self.idle[i] = other != StepOutcome::Stepped;
-            if other == StepOutcome::Stepped {
-                break;
-            }
-        }
-        if served == StepOutcome::Stepped || other == StepOutcome::Stepped {
-            StepOutcome::Stepped
-        } else {
-            served
-        }
+        self.set_idle(live, served != StepOutcome::Stepped);
+        let (n, mut rotor) = (self.members.len(), self.rotor);
+        let outcome = step_round(served, n, Some(live), &mut rotor, |i| {
+            let other = self.with(i, |m| m.step());
+            self.set_idle(i, other != StepOutcome::Stepped);
+            other
+        });
+        self.rotor = rotor;
+        outcome
     }
 
     fn certify(&mut self) -> LearnerSnapshot {

@@ -5,21 +5,30 @@
 //! will evict out of their `z` ([`StreamSdiht::evict_parked`]) and after it admit the new rows with dual
 //! 0 ([`StreamSdiht::admit_parked`]), left to their block steps: no prediction and no warm start per
 //! member, so an insert costs one learner's work plus the evictions.
+//!
+//! **Memory.** A parked member keeps its duals, its dense `z` and its `w` sparse (the values on its
+//! support); the dense `w`, the block step's trial `w` and the other d-long buffers travel with the
+//! window in one [`Scratch`] for the grid, so a grid of m members holds m + 3 dense vectors of d
+//! entries (each member's `z`; `w`, trial `w`, the warm start's `dz`), not 3m + 1.
 
-use super::{remove_contribution, StreamSdiht};
+use super::{remove_contribution, StreamSdiht, EVICT_PREFETCH_ROWS_AHEAD};
 use crate::ring::Window;
 use crate::sample::SampleSet;
 use crate::solver::objective::{CertificateScratch, DualScratch};
-use crate::sparse::zero_dense;
+use crate::sparse::{grow_dense, prefetch, zero_dense};
 
 /// The buffers a grid's members pass along with the window: one set for the grid, not one per member
-/// (the dense ones are d long).
+/// (the dense ones are d long). The dense `w` and the block step's trial `w` are all zero here: the
+/// member that holds them keeps its model in them, a parked member keeps its `w` sparse (its values
+/// on its support), so a grid holds two dense `w`s, not two per member.
 #[derive(Debug, Default)]
 pub struct Scratch {
     dz: Vec<f64>,
     certificate: CertificateScratch,
     dual: DualScratch,
     projected: Vec<f64>,
+    w: Vec<f64>,
+    trial_w: Vec<f64>,
 }
 
 impl StreamSdiht {
@@ -29,13 +38,45 @@ impl StreamSdiht {
         std::mem::swap(&mut self.core.window, window);
         self.core.window.swap_alphas(&mut self.parked);
         self.swap_scratch(scratch);
+        self.unpark_w();
     }
 
     /// Gives the grid's window back into `window`, keeping this member's duals parked here.
     pub fn park(&mut self, window: &mut Window, scratch: &mut Scratch) {
+        self.park_w();
         self.core.window.swap_alphas(&mut self.parked);
         std::mem::swap(&mut self.core.window, window);
         self.swap_scratch(scratch);
+    }
+
+    /// Keeps `w` sparse while parked: its values on the support into `parked_w`, and the dense `w`
+    /// and trial `w` zeroed (O(k): each is zero outside its support) for [`Scratch`] to take. The
+    /// trial support stays: it only speeds the next threshold up, and the zeroed trial `w` is zero
+    /// outside it.
+    fn park_w(&mut self) {
+        let it = &mut self.it;
+        self.parked_w.clear();
+        for &j in &it.support {
+            self.parked_w
+                .push(std::mem::replace(&mut it.w[j as usize], 0.0));
+        }
+        for &j in &it.trial_support {
+            if let Some(v) = it.trial_w.get_mut(j as usize) {
+                *v = 0.0;
+            }
+        }
+    }
+
+    /// The dense `w` back from `parked_w` into the lent buffers, grown to `z`'s length (as
+    /// `DualIterate::ensure_dim` grows them): the same values, bit for bit.
+    fn unpark_w(&mut self) {
+        let it = &mut self.it;
+        let d = it.z.len();
+        grow_dense(&mut it.w, d);
+        grow_dense(&mut it.trial_w, d);
+        for (&j, &v) in it.support.iter().zip(&self.parked_w) {
+            it.w[j as usize] = v;
+        }
     }
 
     /// Exchanges the buffers only a running learner uses (the warm start's dense `dz`, zero between
@@ -45,6 +86,8 @@ impl StreamSdiht {
         std::mem::swap(&mut self.certificate_scratch, &mut scratch.certificate);
         std::mem::swap(&mut self.dual_scratch, &mut scratch.dual);
         std::mem::swap(&mut self.projected, &mut scratch.projected);
+        std::mem::swap(&mut self.it.w, &mut scratch.w);
+        std::mem::swap(&mut self.it.trial_w, &mut scratch.trial_w);
     }
 
     /// This member's duals while the window is lent to another (storage order of the window).
@@ -57,7 +100,12 @@ impl StreamSdiht {
     /// the sums (a slot whose parked dual is 0 contributes nothing), or everything restarts at 0 when
     /// the insert turns the whole window over (`turnover`).
     pub fn evict_parked(&mut self, window: &Window, evicted: &[usize], turnover: bool, dim: usize) {
-        self.it.ensure_dim(dim.max(window.dim()));
+        // `z` and the mask only: the dense `w`s are the grid's, grown when lent (`unpark_w`).
+        let d = dim.max(window.dim());
+        grow_dense(&mut self.it.z, d);
+        if self.it.coord_mask.len() < d.div_ceil(64) {
+            self.it.coord_mask.resize(d.div_ceil(64), 0);
+        }
         let loss = self.core.config.loss;
         if turnover {
             zero_dense(&mut self.it.z);
@@ -65,7 +113,16 @@ impl StreamSdiht {
             self.it.alpha_sum = 0.0;
             self.parked.iter_mut().for_each(|a| *a = 0.0);
         } else {
-            for &at in evicted {
+            for (n, &at) in evicted.iter().enumerate() {
+                // The targets in `z` of a slot a few ahead, as the holder's insert prefetches its
+                // own: each row's are random in a d-long vector.
+                if let Some(&ahead) = evicted.get(n + EVICT_PREFETCH_ROWS_AHEAD) {
+                    if self.parked[ahead] != 0.0 {
+                        for &j in window.row(ahead).indices {
+                            prefetch(&self.it.z, j as usize);
+                        }
+                    }
+                }
                 let alpha = std::mem::replace(&mut self.parked[at], 0.0);
                 if alpha != 0.0 {
                     remove_contribution(&loss, window.row(at), alpha, &mut self.it);

@@ -86,6 +86,8 @@ pub struct StreamSdiht {
     /// A member of a grid sharing one window ([`member`]): its duals while another member holds the
     /// window; empty otherwise.
     parked: Vec<f64>,
+    /// A parked member's `w` on its support (the dense `w` is lent with the window; [`member`]).
+    parked_w: Vec<f64>,
     /// A parked member's `z` or `N` changed since `w` was thresholded ([`member`]).
     rethreshold_due: bool,
 }
@@ -123,6 +125,7 @@ impl StreamSdiht {
             cut_w: Vec::new(),
             cut_z: Vec::new(),
             parked: Vec::new(),
+            parked_w: Vec::new(),
             rethreshold_due: false,
         };
         if let Some(state) = state {

@@ -177,8 +177,9 @@ pub struct DualIterate {
     margins: Vec<f64>,
     trial_alpha: Vec<f64>,
     saved_w: Vec<f64>,
-    trial_w: Vec<f64>,
-    trial_support: Vec<u32>,
+    /// A block step's trial `w` (dense, zero outside `trial_support`), swapped with `w` when taken.
+    pub(crate) trial_w: Vec<f64>,
+    pub(crate) trial_support: Vec<u32>,
 }
 
 impl DualIterate {

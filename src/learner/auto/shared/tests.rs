@@ -134,3 +134,19 @@ fn a_loss_is_settled_once_it_moves_less_than_one_percent() {
     assert!(!settled(1.0, 0.98));
     assert!(settled(0.0, 0.0));
 }
+
+/// A checkpoint's grid is taken when it is the configured one with at most `EXTEND` smaller lambdas
+/// after it (a grid that extended itself), and refused otherwise.
+#[test]
+fn a_checkpointed_grid_may_extend_the_configured_one_below() {
+    let configured = [0.1, 0.01, 1e-3];
+    assert!(extends(&configured, &configured));
+    assert!(extends(&[0.1, 0.01, 1e-3, 1e-4, 1e-5], &configured));
+    assert!(!extends(&[0.1, 0.01, 1e-3, 1e-2], &configured));
+    assert!(!extends(&[0.1, 0.01], &configured));
+    assert!(!extends(&[1.0, 0.1, 0.01, 1e-3], &configured));
+    let long: Vec<f64> = (0..3 + EXTEND + 1)
+        .map(|i| 0.1f64.powi(i as i32 + 1))
+        .collect();
+    assert!(!extends(&long, &configured));
+}
