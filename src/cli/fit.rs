@@ -39,7 +39,8 @@ pub fn parse_step(text: &str) -> Result<Option<StepRule>, CliError> {
 pub const DENSE_ROWS: f64 = 0.05;
 
 /// `--step auto`: the adaptive rule when the rows are dense (`nnz / (n d) >= DENSE_ROWS`), the
-/// coordinate rule otherwise.
+/// coordinate rule otherwise. `nnz` counts nonzero values: an explicit `j:0` (scikit-learn's
+/// `dump_svmlight_file` writes stored zeros) must not choose another rule for the same data.
 ///
 /// Why: the coordinate rule maximises each dual along its own axis with the curvature
 /// `l*'' + ||x_i||^2 / (lambda N)` of that row alone, its block's rows seeing each other's changes only
@@ -64,7 +65,10 @@ pub fn auto_step(nnz: usize, rows: usize, dim: usize) -> StepRule {
 
 /// [`auto_step`] of a file read as samples.
 fn auto_step_of(samples: &[Sample]) -> StepRule {
-    let nnz = samples.iter().map(|s| s.indices.len()).sum();
+    let nnz = samples
+        .iter()
+        .map(|s| s.values.iter().filter(|v| **v != 0.0).count())
+        .sum();
     let dim = samples.iter().map(Sample::dim).max().unwrap_or(0);
     auto_step(nnz, samples.len(), dim)
 }
@@ -170,7 +174,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
             let (data, scales) = refine::standardize_dataset(args, load(&args.data, args.format)?);
-            fit.step = step_arg.unwrap_or_else(|| auto_step(data.nnz(), data.len(), data.dim()));
+            fit.step = step_arg
+                .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
             (lambda, None, data, None, scales)
         }
         LambdaArg::Auto => {
@@ -420,6 +425,31 @@ mod tests {
     use super::*;
     use crate::solver::driver::SparseModel;
     use crate::solver::Certificate;
+
+    /// Explicit zeros (`j:0`, as scikit-learn's `dump_svmlight_file` writes stored zeros) do not count
+    /// toward the density: the same data chose the adaptive rule from one file and the coordinate rule
+    /// from another, and the two models differed in the 8th digit.
+    #[test]
+    fn explicit_zeros_do_not_choose_the_step_rule() {
+        // 9 values in 10 rows x 20 columns (4.5%): coordinate; counting its one or two stored zeros
+        // would make it 5% or 5.5%, adaptive.
+        let rows = |zero: bool| -> Vec<Sample> {
+            (0..10u32)
+                .map(|i| {
+                    let (indices, values) = match (i, zero) {
+                        (0, true) => (vec![0, 19], vec![1.0, 0.0]),
+                        (9, _) => (vec![19], vec![0.0]),
+                        _ => (vec![i], vec![1.0]),
+                    };
+                    Sample::new(indices, values, 1.0, None).unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(auto_step_of(&rows(false)), StepRule::Coordinate);
+        assert_eq!(auto_step_of(&rows(true)), StepRule::Coordinate);
+        let data = Dataset::from_samples(&rows(true), 0);
+        assert_eq!((data.nnz(), data.nonzero_values()), (11, 9));
+    }
 
     /// `--step auto`: adaptive on rows holding at least 5% of the columns, coordinate below; an
     /// empty file is sparse.

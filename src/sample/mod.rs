@@ -277,6 +277,11 @@ impl Dataset {
         self.features.nnz()
     }
 
+    /// Stored values that are not zero (an explicit `j:0` in a file is stored, and not counted here).
+    pub fn nonzero_values(&self) -> usize {
+        self.features.data().iter().filter(|v| **v != 0.0).count()
+    }
+
     /// A data set with the same rows but at least `dim` columns.
     pub fn with_min_dim(self, dim: usize) -> Dataset {
         if dim <= self.dim() {
