@@ -30,9 +30,11 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
     }
     // Held-out samples are scored at every certificate; the served lambda moves once a member has led
     // at three of them in a row.
-    let model = d.wait_for("all samples seen and the small lambda served", |d| {
+    // 1e-2, or a lambda that joined below it while the grid's smallest ranked best (which one
+    // depends on when certificates fall, so any of them).
+    let model = d.wait_for("all samples seen and a lambda <= 1e-2 served", |d| {
         let m = d.model()?;
-        (m["samples_seen"] == 4000 && m["lambda_auto"]["live"] == 2).then_some(m)
+        (m["samples_seen"] == 4000 && m["lambda_auto"]["live"].as_u64()? >= 2).then_some(m)
     });
     let auto = &model["lambda_auto"];
     let grid: Vec<f64> = auto["grid"]
@@ -44,7 +46,8 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
     // The configured grid, and any lambda that joined below it while its smallest ranked best.
     assert!(grid.len() >= 3, "{grid:?}");
     assert_eq!((grid[0], grid[2]), (10.0, 1e-2));
-    assert_eq!(model["lambda"].as_f64().unwrap(), grid[2]);
+    let live = auto["live"].as_u64().unwrap() as usize;
+    assert_eq!(model["lambda"].as_f64().unwrap(), grid[live]);
     assert!(auto["switches"].as_u64().unwrap() >= 1, "{auto}");
     assert_eq!(auto["criterion"], "holdout");
     let numbers = |key: &str| -> Vec<f64> {
@@ -68,7 +71,9 @@ fn the_daemon_serves_the_small_lambda_a_stream_calls_for_and_keeps_it_across_a_r
         progressive.iter().all(|l| l.is_finite() && *l >= 0.0),
         "{progressive:?}"
     );
-    assert_eq!(d.metric("thresher_lambda_live{learner=\"primary\"}"), 1e-2);
+    // The gauge is read a moment later: the served lambda may have moved down the grid since.
+    let gauge = d.metric("thresher_lambda_live{learner=\"primary\"}");
+    assert!(gauge <= 1e-2 && grid.contains(&gauge), "{gauge} {grid:?}");
     for name in ["progressive", "holdout"] {
         let metric = format!("thresher_lambda_{name}_loss{{lambda=\"1e-2\",learner=\"primary\"}}");
         let served = d.metric(&metric);
