@@ -425,7 +425,7 @@ fn libsvm_schema(rules: &Rules, patterns: &LibsvmPatterns, classification: bool)
         "type": "string",
         "description": format!(
             "LIBSVM lines `label index:value ...` (blank lines and `#` comments are skipped; \
-             `qid:N` is ignored). Indices strictly increasing within a line and below {}; values \
+             `qid:N` is ignored; a `cost:c` token is the sample's weight, c > 0). Indices strictly increasing within a line and below {}; values \
              and labels at most {:e} in magnitude (ingest.max_abs_value).{}",
             rules.max_dim,
             rules.max_abs_value,

@@ -173,7 +173,8 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     };
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
-            let (data, scales) = refine::standardize_dataset(args, load(&args.data, args.format)?);
+            let data = load(&args.data, args.format)?.with_mean_weight_one();
+            let (data, scales) = refine::standardize_dataset(args, data);
             fit.step = step_arg
                 .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
             (lambda, None, data, None, scales)
@@ -181,6 +182,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let mut samples = read_file(&args.data, format)?;
+            crate::sample::mean_weight_one(&mut samples);
             let scales = refine::standardize_samples(args, &mut samples);
             fit.step = step_arg.unwrap_or_else(|| auto_step_of(&samples));
             let (record, start) = fit.choose_lambda(&samples)?;

@@ -187,9 +187,8 @@ impl Parsed {
 
     /// One LIBSVM line straight into the block's columns (no vectors of its own).
     fn push_libsvm(&mut self, line_number: usize, line: &str) -> Result<(), LineError> {
-        self.samples.push_with(None, |indices, values| {
-            parse_libsvm_append(line, indices, values)
-        })?;
+        self.samples
+            .push_with(|indices, values| parse_libsvm_append(line, indices, values))?;
         self.lines.push(line_number);
         Ok(())
     }

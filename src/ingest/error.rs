@@ -23,6 +23,10 @@ pub enum LineError {
     BadIndex(String),
     #[error("bad feature value {0:?}: not a number")]
     BadValue(String),
+    #[error("bad cost {0:?}: the sample's weight must be a number > 0")]
+    BadCost(String),
+    #[error("cost given twice: a line holds at most one cost:c token (the sample's weight)")]
+    RepeatedCost,
     #[error("invalid JSON sample: {0}")]
     Json(String),
     #[error("line is not UTF-8 (byte {byte} of the line)")]

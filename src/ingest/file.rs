@@ -284,9 +284,7 @@ fn parse_text(text: &str, format: Format, out: &mut Stretch<'_>) -> Columns {
         indices.clear();
         values.clear();
         let row = match format {
-            Format::Libsvm => {
-                parse_libsvm_append(line, &mut indices, &mut values).map(|label| (label, None))
-            }
+            Format::Libsvm => parse_libsvm_append(line, &mut indices, &mut values),
             Format::Jsonl => parse_json_line(line).map(|s| {
                 indices.extend_from_slice(&s.indices);
                 values.extend_from_slice(&s.values);

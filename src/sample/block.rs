@@ -158,19 +158,18 @@ impl SampleBlock {
     }
 
     /// Appends a row whose features `fill` writes straight into the block's index and value columns,
-    /// returning its label: how a parser fills a block without a vector per sample. On an error the
-    /// columns are cut back to where they were and the block is unchanged.
+    /// returning its label and weight: how a parser fills a block without a vector per sample. On an
+    /// error the columns are cut back to where they were and the block is unchanged.
     ///
     /// `fill` must only append, and what it appends must satisfy [`Sample::new`]'s invariants with the
     /// label it returns (the crate's parsers guarantee this; checked in debug builds).
     pub(crate) fn push_with<E>(
         &mut self,
-        weight: Option<f64>,
-        fill: impl FnOnce(&mut Vec<u32>, &mut Vec<f64>) -> Result<f64, E>,
+        fill: impl FnOnce(&mut Vec<u32>, &mut Vec<f64>) -> Result<(f64, Option<f64>), E>,
     ) -> Result<(), E> {
         let start = self.indices.len();
         match fill(&mut self.indices, &mut self.values) {
-            Ok(label) => {
+            Ok((label, weight)) => {
                 debug_assert!(
                     Sample::new(
                         self.indices[start..].to_vec(),
@@ -320,10 +319,10 @@ mod tests {
 
         let mut b = SampleBlock::new();
         b.push(&s[0]);
-        let err = b.push_with(None, |i, v| {
+        let err = b.push_with(|i, v| {
             i.push(9);
             v.push(1.0);
-            Err::<f64, &str>("bad line")
+            Err::<(f64, Option<f64>), &str>("bad line")
         });
         assert_eq!(err, Err("bad line"));
         assert_eq!(
@@ -331,10 +330,10 @@ mod tests {
             SampleBlock::from_samples(&s[..1]),
             "an error leaves no trace"
         );
-        b.push_with(Some(2.0), |i, v| {
+        b.push_with(|i, v| {
             i.push(7);
             v.push(0.1);
-            Ok::<f64, ()>(0.25)
+            Ok::<_, ()>((0.25, Some(2.0)))
         })
         .unwrap();
         assert_eq!(b.to_samples(), vec![s[0].clone(), s[2].clone()]);

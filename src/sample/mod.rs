@@ -202,6 +202,29 @@ pub trait DualRows: SampleSet {
     fn sq_norm(&self, i: usize) -> f64;
 }
 
+/// [`Dataset::with_mean_weight_one`] on samples: weights rescaled to mean 1 (an absent weight is 1),
+/// all left as they are when every weight is 1.
+pub fn mean_weight_one(samples: &mut [Sample]) {
+    let mut weights: Vec<f64> = samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect();
+    if mean_one(&mut weights) {
+        for (s, c) in samples.iter_mut().zip(weights) {
+            s.weight = Some(c);
+        }
+    }
+}
+
+/// Rescales `weights` to mean 1 unless they are all 1 already; whether it changed them.
+fn mean_one(weights: &mut [f64]) -> bool {
+    if weights.iter().all(|&c| c == 1.0) {
+        return false;
+    }
+    let factor = weights.len() as f64 / weights.iter().sum::<f64>();
+    for c in weights.iter_mut() {
+        *c *= factor;
+    }
+    true
+}
+
 /// An in-memory data set: samples as the rows of a CSR matrix, with labels and weights.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -280,6 +303,15 @@ impl Dataset {
     /// Stored values that are not zero (an explicit `j:0` in a file is stored, and not counted here).
     pub fn nonzero_values(&self) -> usize {
         self.features.data().iter().filter(|v| **v != 0.0).count()
+    }
+
+    /// The same rows with their weights rescaled to mean 1 (`c_i N / sum_j c_j`); unchanged when every
+    /// weight is 1. Why: the solvers minimise `(1/N) sum_i c_i l_i + ...`, which with mean-1 weights
+    /// is the weighted mean `sum_i c_i l_i / sum_i c_i`, the objective in which a sample of integer
+    /// weight `c` counts exactly as `c` copies of it.
+    pub fn with_mean_weight_one(mut self) -> Dataset {
+        mean_one(&mut self.weights);
+        self
     }
 
     /// A data set with the same rows but at least `dim` columns.

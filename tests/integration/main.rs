@@ -27,3 +27,4 @@ mod security;
 mod status_page;
 mod stopping;
 mod subset;
+mod weights;

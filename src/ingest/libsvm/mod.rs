@@ -1,5 +1,6 @@
 //! LIBSVM / SVMlight lines: `label idx:val idx:val ...`, a trailing `# comment` allowed, `qid:N`
-//! tokens (ranking groups) accepted and ignored, feature indices kept exactly as written.
+//! tokens (ranking groups) accepted and ignored, a `cost:c` token (SVMlight's example-dependent cost
+//! factor) read as the sample's weight, feature indices kept exactly as written.
 //!
 //! Two readers, one result. The fast path (`structural`) takes the shape writers produce (single
 //! spaces, plain decimals, strictly increasing bare-digit indices) and reads it with the kernels of
@@ -18,7 +19,8 @@ use crate::ingest::LineError;
 use crate::sample::Sample;
 
 /// Parses one LIBSVM line (not blank, not a comment). A trailing `# comment` is allowed.
-/// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored.
+/// `qid:N` tokens (SVMlight ranking groups) are accepted and ignored; a `cost:c` token (anywhere after
+/// the label, at most once: SVMlight's per-example cost factor) is the sample's weight `c > 0`.
 ///
 /// This is the daemon's ingest hot path, and LIBSVM has exactly two readers: the **fast path**, the
 /// structural reader of `structural.rs` (`parse_libsvm_plain_into`), takes the shape writers produce
@@ -44,20 +46,20 @@ pub fn parse_libsvm_line(line: &str) -> Result<Sample, LineError> {
 }
 
 /// [`parse_libsvm_line`] appending the pairs to `indices` and `values` (the columns of a batch being
-/// built) and returning the label: no vectors of its own on the fast path. On an error the columns are
-/// left as they were.
+/// built) and returning the label and the weight (`None` without a `cost:` token): no vectors of its
+/// own on the fast path. On an error the columns are left as they were.
 pub fn parse_libsvm_append(
     line: &str,
     indices: &mut Vec<u32>,
     values: &mut Vec<f64>,
-) -> Result<f64, LineError> {
+) -> Result<(f64, Option<f64>), LineError> {
     if let Some(label) = parse_libsvm_plain_into(line.as_bytes(), indices, values) {
-        return Ok(label);
+        return Ok((label, None));
     }
     let sample = parse_libsvm_general(line)?;
     indices.extend_from_slice(&sample.indices);
     values.extend_from_slice(&sample.values);
-    Ok(sample.label)
+    Ok((sample.label, sample.weight))
 }
 
 /// The general LIBSVM parser behind [`parse_libsvm_line`]: tokens split on ASCII whitespace up to the
@@ -107,19 +109,27 @@ pub fn parse_libsvm_general(line: &str) -> Result<Sample, LineError> {
     // Room for typical pairs at once (`12345:0.123456 ` is 15 bytes; the vectors grow if needed).
     let mut indices = Vec::with_capacity(line.len() / 8 + 1);
     let mut values = Vec::with_capacity(line.len() / 8 + 1);
+    let mut weight = None;
     while let Some((tok, colon)) = next_token() {
         let colon = colon.ok_or_else(|| LineError::BadPair(tok.to_string()))?;
         let (i, v) = (&tok[..colon], &tok[colon + 1..]);
         let index: u32 = match i.parse() {
             Ok(index) => index,
             Err(_) if i == "qid" => continue,
+            Err(_) if i == "cost" => {
+                let c: f64 = v.parse().map_err(|_| LineError::BadCost(v.to_string()))?;
+                if weight.replace(c).is_some() {
+                    return Err(LineError::RepeatedCost);
+                }
+                continue;
+            }
             Err(_) => return Err(LineError::BadIndex(i.to_string())),
         };
         let value: f64 = v.parse().map_err(|_| LineError::BadValue(v.to_string()))?;
         indices.push(index);
         values.push(value);
     }
-    Ok(Sample::new(indices, values, label, None)?)
+    Ok(Sample::new(indices, values, label, weight)?)
 }
 
 /// The fast path of [`parse_libsvm_line`]: the structural reader (`structural::structural_pairs`:

@@ -23,6 +23,31 @@ fn parses_libsvm_and_keeps_indices_as_given() {
     assert_eq!((s.indices, s.values), (vec![2, 3], vec![0.5, 1.0]));
 }
 
+/// SVMlight's `cost:c` token is the sample's weight, anywhere after the label; at most one; `c > 0`.
+#[test]
+fn a_cost_token_is_the_weight() {
+    let s = parse_libsvm_line("1 cost:2 3:0.5 7:1").unwrap();
+    assert_eq!((s.label, s.weight, s.indices), (1.0, Some(2.0), vec![3, 7]));
+    let s = parse_libsvm_line("-1 3:0.5 qid:9 cost:0.25 # note").unwrap();
+    assert_eq!((s.weight, s.values), (Some(0.25), vec![0.5]));
+    assert_eq!(parse_libsvm_line("1 3:0.5").unwrap().weight, None);
+    assert_eq!(libsvm_err("1 cost:2 cost:3 4:1"), LineError::RepeatedCost);
+    assert_eq!(libsvm_err("1 cost:x 4:1"), LineError::BadCost("x".into()));
+    for bad in [
+        "1 cost:0 4:1",
+        "1 cost:-1 4:1",
+        "1 cost:inf 4:1",
+        "1 cost:nan",
+    ] {
+        assert!(
+            matches!(libsvm_err(bad), LineError::Sample(_)),
+            "{bad}: a weight must be finite and > 0"
+        );
+    }
+    // The label comes first: a line that starts with `cost:` has none.
+    assert_eq!(libsvm_err("cost:2 1"), LineError::MissingLabel);
+}
+
 #[test]
 fn every_malformed_libsvm_kind_is_named() {
     assert_eq!(libsvm_err(""), LineError::MissingLabel);
@@ -263,11 +288,15 @@ fn libsvm_append_extends_the_columns_or_leaves_them_alone() {
     let (mut indices, mut values) = (Vec::new(), Vec::new());
     assert_eq!(
         parse_libsvm_append("1 2:0.5 9:-1", &mut indices, &mut values),
-        Ok(1.0)
+        Ok((1.0, None))
     );
     assert_eq!(
         parse_libsvm_append("-1 qid:4 3:2e-1 # general path", &mut indices, &mut values),
-        Ok(-1.0)
+        Ok((-1.0, None))
+    );
+    assert_eq!(
+        parse_libsvm_append("-1 cost:2.5 4:1", &mut indices, &mut values),
+        Ok((-1.0, Some(2.5)))
     );
     for bad in ["1 4:0.5 2:1", "1 4:0.5 5:x", "x 1:1", "1 4:0.5 5"] {
         assert!(
@@ -275,8 +304,8 @@ fn libsvm_append_extends_the_columns_or_leaves_them_alone() {
             "{bad}"
         );
     }
-    assert_eq!(indices, [2, 9, 3]);
-    assert_eq!(values, [0.5, -1.0, 0.2]);
+    assert_eq!(indices, [2, 9, 3, 4]);
+    assert_eq!(values, [0.5, -1.0, 0.2, 1.0]);
 }
 
 /// A line of the shape the structural reader takes, salted with the near misses where such
