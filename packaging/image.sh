@@ -41,8 +41,23 @@ if ! podman image exists debian:bookworm-slim; then
   log "debootstrap minbase bookworm -> debian:bookworm-slim"
   rm -rf "$WORK/slim"
   debootstrap --variant=minbase bookworm "$WORK/slim" "$MIRROR" >/dev/null
-  # What the official slim image leaves out: docs, man pages, apt lists and caches.
-  rm -rf "$WORK"/slim/usr/share/{doc,man,info}/* "$WORK"/slim/var/lib/apt/lists/* "$WORK"/slim/var/cache/apt/*.bin
+  # What the official slim image leaves out: docs, man pages, locales, apt lists and caches; and the
+  # apt/dpkg settings it ships (debuerreotype's), which keep later `apt-get install` layers as small:
+  # downloaded .debs deleted after install, no translations, docs/man/locales never unpacked.
+  rm -rf "$WORK"/slim/usr/share/{doc,man,info,locale,groff,lintian,linda}/* "$WORK"/slim/var/lib/apt/lists/* "$WORK"/slim/var/cache/apt/*.bin
+  cat > "$WORK/slim/etc/apt/apt.conf.d/docker-clean" <<'APT'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+APT
+  echo 'Acquire::Languages "none";' > "$WORK/slim/etc/apt/apt.conf.d/docker-no-languages"
+  echo 'Acquire::GzipIndexes "true";' > "$WORK/slim/etc/apt/apt.conf.d/docker-gzip-indexes"
+  echo 'Apt::AutoRemove::SuggestsImportant "false";' > "$WORK/slim/etc/apt/apt.conf.d/docker-autoremove-suggests"
+  printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/man/*' 'path-exclude /usr/share/groff/*' 'path-exclude /usr/share/info/*' \
+    'path-exclude /usr/share/lintian/*' 'path-exclude /usr/share/linda/*' 'path-exclude /usr/share/locale/*' \
+    > "$WORK/slim/etc/dpkg/dpkg.cfg.d/docker"
   tar -C "$WORK/slim" -c . | podman import --change 'CMD ["bash"]' \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - debian:bookworm-slim >/dev/null
 fi
