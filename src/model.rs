@@ -9,6 +9,10 @@
 //!
 //! `convergence` (additive: absent in files written before it) says whether the model met its
 //! tolerance and, if not, why it stopped ([`Convergence`]): `fit` writes it, the daemon publishes it.
+//!
+//! [`multiclass`] holds `thresher-multiclass/1`: one such model per class (`fit --multiclass ovr`).
+
+pub mod multiclass;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -233,7 +237,7 @@ impl Model {
         Model::from_json(&std::fs::read_to_string(path)?)
     }
 
-    fn validate(&self) -> Result<(), ModelError> {
+    pub(crate) fn validate(&self) -> Result<(), ModelError> {
         if self.format != FORMAT {
             return Err(ModelError::Format {
                 found: self.format.clone(),

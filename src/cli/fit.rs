@@ -151,6 +151,26 @@ fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
 
 /// `thresher fit` with an SDIHT, IHT/HTP, mirror or SMIDAS solver (`cli::subset` runs the subset ones).
 pub fn run(args: &FitArgs) -> Result<(), CliError> {
+    let fitted = fit_model(args, None)?;
+    write_results(
+        args,
+        &fitted.model,
+        &fitted.trace,
+        true,
+        (&fitted.rows, "epoch"),
+    )
+}
+
+/// A fitted model with the CSV trace and the certified rows of its run.
+pub(super) struct Fitted {
+    pub(super) model: Model,
+    pub(super) trace: String,
+    pub(super) rows: Vec<TraceRow>,
+}
+
+/// Reads `args.data` and fits it as `args` ask. `one_vs_rest`: the labels become `+1` for samples of
+/// that class and `-1` for the rest (one class of a `--multiclass ovr` fit).
+pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitted, CliError> {
     let name = args
         .solver
         .to_possible_value()
@@ -173,7 +193,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
     };
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
-            let data = load(&args.data, args.format)?.with_mean_weight_one();
+            let mut data = load(&args.data, args.format)?.with_mean_weight_one();
+            if let Some(class) = one_vs_rest {
+                data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
+            }
             let (data, scales) = refine::standardize_dataset(args, data);
             fit.step = step_arg
                 .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
@@ -183,6 +206,11 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let mut samples = read_file(&args.data, format)?;
             crate::sample::mean_weight_one(&mut samples);
+            if let Some(class) = one_vs_rest {
+                for s in &mut samples {
+                    s.label = if s.label == class { 1.0 } else { -1.0 };
+                }
+            }
             let scales = refine::standardize_samples(args, &mut samples);
             fit.step = step_arg.unwrap_or_else(|| auto_step_of(&samples));
             let (record, start) = fit.choose_lambda(&samples)?;
@@ -252,7 +280,7 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         data.dim(),
     );
     super::warn_if_unconverged(&model);
-    write_results(args, &model, &trace, true, (&rows, "epoch"))
+    Ok(Fitted { model, trace, rows })
 }
 
 /// The model file's record of how `report` ended against `tol` ([`Convergence`]).

@@ -5,6 +5,7 @@
 
 mod fit;
 mod grid;
+mod multiclass;
 pub mod plot;
 mod predict;
 mod serve;
@@ -77,6 +78,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     // The solvers' dense d-vectors ask for huge pages (`sparse::reserve_dense`, `sys`).
     crate::sparse::set_dense_advice(crate::sys::advise_huge_pages);
     match cli.command {
+        Command::Fit(args) if args.multiclass.is_some() => multiclass::run(&args),
         Command::Fit(args) if args.solver.is_subset() => subset::run(&args),
         Command::Fit(args) => fit::run(&args),
         Command::Predict(args) => predict::run(&args),
@@ -239,6 +241,18 @@ pub struct FitArgs {
     /// `standardize`). For features of very different magnitudes.
     #[arg(long)]
     pub standardize: bool,
+    /// More than two classes: `ovr` fits one k-sparse model per class (that class's samples +1, the
+    /// rest -1; labels are integers) with every other flag as given, and writes a
+    /// `thresher-multiclass/1` file, which `predict` reads as it reads a binary model.
+    #[arg(long, value_enum)]
+    pub multiclass: Option<MulticlassKind>,
+}
+
+/// `fit --multiclass`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MulticlassKind {
+    /// One-vs-rest: one binary k-sparse model per class; the class is the highest score.
+    Ovr,
 }
 
 impl FitArgs {

@@ -1,4 +1,6 @@
-//! `thresher predict`: one prediction per input line, and a quality summary when labels are present.
+//! `thresher predict`: one prediction per input line, and a quality summary when labels are present;
+//! from a binary or regression model file, or a multi-class one (the class; `--scores`: every class's
+//! score, space-separated in the order of the file's `classes`).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::PathBuf;
@@ -10,7 +12,8 @@ use crate::ingest::json::JsonSample;
 use crate::ingest::libsvm::parse_libsvm_line;
 use crate::ingest::{guess_format, is_skippable, Format, LineError, ReadError};
 use crate::loss::LossKind;
-use crate::model::Model;
+use crate::model::multiclass::AnyModel;
+use crate::sample::Row;
 
 #[derive(Debug, Args)]
 pub struct PredictArgs {
@@ -21,13 +24,14 @@ pub struct PredictArgs {
     pub data: PathBuf,
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Print raw scores `w.x + b` instead of classes for classification losses.
+    /// Print raw scores `w.x + b` instead of classes for classification losses (a multi-class model:
+    /// one score per class, space-separated).
     #[arg(long)]
     pub scores: bool,
 }
 
 pub fn run(args: &PredictArgs) -> Result<(), CliError> {
-    let model = Model::load(&args.model)?;
+    let model = AnyModel::load(&args.model)?;
     let format = args.format.unwrap_or_else(|| guess_format(&args.data));
     let io_err = |source| ReadError::Io {
         path: args.data.clone(),
@@ -56,19 +60,24 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
             line: n + 1,
             source,
         })?;
-        let prediction = if args.scores {
-            model.score(sample.row())
-        } else {
-            model.predict(sample.row())
+        let written = match (&model, args.scores) {
+            (AnyModel::Single(m), true) => writeln!(out, "{}", m.score(sample.row())),
+            (AnyModel::Single(m), false) => writeln!(out, "{}", m.predict(sample.row())),
+            (AnyModel::Multiclass(m), true) => {
+                let scores: Vec<String> =
+                    m.scores(sample.row()).iter().map(f64::to_string).collect();
+                writeln!(out, "{}", scores.join(" "))
+            }
+            (AnyModel::Multiclass(m), false) => writeln!(out, "{}", m.predict(sample.row())),
         };
-        if let Err(e) = writeln!(out, "{prediction}") {
+        if let Err(e) = written {
             return stdout_closed_or(e);
         }
         total += 1;
         if has_label {
             labelled += 1;
-            let class = model.predict(sample.row());
-            sq_err += (model.score(sample.row()) - sample.label).powi(2);
+            let (class, score) = class_and_score(&model, sample.row());
+            sq_err += (score - sample.label).powi(2);
             if class == sample.label {
                 correct += 1;
             }
@@ -77,8 +86,12 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     if let Err(e) = out.flush() {
         return stdout_closed_or(e);
     }
+    let loss = match &model {
+        AnyModel::Single(m) => m.loss,
+        AnyModel::Multiclass(m) => m.models[0].loss,
+    };
     if labelled > 0 {
-        match model.loss {
+        match loss {
             LossKind::Squared => eprintln!("samples={total} mse={:.6e}", sq_err / labelled as f64),
             _ => eprintln!(
                 "samples={total} accuracy={:.4}",
@@ -89,6 +102,19 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         eprintln!("samples={total}");
     }
     Ok(())
+}
+
+/// The predicted class (the score itself for a regression model) and the score (a multi-class model:
+/// the winning class's).
+fn class_and_score(model: &AnyModel, row: Row<'_>) -> (f64, f64) {
+    match model {
+        AnyModel::Single(m) => (m.predict(row), m.score(row)),
+        AnyModel::Multiclass(m) => {
+            let class = m.predict(row);
+            let at = m.classes.iter().position(|&c| c == class).unwrap_or(0);
+            (class, m.models[at].score(row))
+        }
+    }
 }
 
 /// A failed write of the predictions: a reader that closed the pipe (`predict ... | head -1`) has what

@@ -305,6 +305,13 @@ impl Dataset {
         self.features.data().iter().filter(|v| **v != 0.0).count()
     }
 
+    /// Rewrites every label as `f(label)` (one class against the rest, for a one-vs-rest fit).
+    pub fn map_labels(&mut self, f: impl Fn(f64) -> f64) {
+        for y in &mut self.labels {
+            *y = f(*y);
+        }
+    }
+
     /// The same rows with their weights rescaled to mean 1 (`c_i N / sum_j c_j`); unchanged when every
     /// weight is 1. Why: the solvers minimise `(1/N) sum_i c_i l_i + ...`, which with mean-1 weights
     /// is the weighted mean `sum_i c_i l_i / sum_i c_i`, the objective in which a sample of integer

@@ -17,6 +17,7 @@ mod layout;
 mod learners;
 mod limits;
 mod mirror;
+mod multiclass;
 mod nats;
 mod nats_fixture;
 mod polish;
