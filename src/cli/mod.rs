@@ -125,7 +125,7 @@ pub enum MirrorKind {
     Hypentropy,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct FitArgs {
     /// Training data (LIBSVM text or JSON lines).
     pub data: PathBuf,

@@ -16,7 +16,7 @@ use crate::solver::subset::{
 };
 
 /// The `fit` flags of the best-subset solvers (ignored by the others).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SubsetArgs {
     /// l0 strength: the price of each nonzero weight (subset). With --path, the last (smallest) value.
     #[arg(long)]

@@ -53,6 +53,14 @@ fn one_vs_rest_fits_one_sparse_model_per_class_and_predicts_the_class() {
     assert_eq!(model["classes"], serde_json::json!([0.0, 1.0, 2.0]));
     let models = model["models"].as_array().unwrap();
     assert_eq!(models.len(), 3);
+    // `--lambda auto` picks one lambda for all the classes (their scores are compared), and each
+    // class's record points at it in its own grid.
+    for m in models {
+        assert_eq!(m["lambda"], models[0]["lambda"], "one lambda");
+        let record = &m["lambda_auto"];
+        let live = record["live"].as_u64().unwrap() as usize;
+        assert_eq!(record["grid"][live], m["lambda"]);
+    }
     for (class, m) in models.iter().enumerate() {
         let support: Vec<u64> = m["support"]
             .as_array()
