@@ -1,8 +1,8 @@
 """Samples as the daemon and ``thresher fit`` read them, one ``bytes`` line per sample.
 
-Numeric features without weights become LIBSVM lines (``text/plain``, the daemon's cheapest format to
-write and as cheap as any to parse); weights, which LIBSVM lines cannot carry, and named features
-(lists of dicts, pandas frames) become JSON lines (``application/x-ndjson``). Feature ``j`` of an array
+Numeric features become LIBSVM lines (``text/plain``, the daemon's cheapest format to write and as
+cheap as any to parse; a weight as SVMlight's ``cost:c`` token after the label); named features (lists
+of dicts, pandas frames) become JSON lines (``application/x-ndjson``). Feature ``j`` of an array
 or matrix is index ``j`` (0-based; the daemon and ``fit`` keep indices exactly as given). Zeros are left
 out; a missing named value (``None``, NaN) is left out like a zero. Numbers are written with Python's
 shortest round-trip ``repr``, so the daemon reads back the exact same ``float64``.
@@ -130,16 +130,22 @@ def lines(X: Any, y: Optional[Sequence[float]] = None, weights: Optional[Sequenc
         if len(weights) != n:
             raise ValueError("X has %d samples but weights has %d entries" % (n, len(weights)))
     named = kind(X) in ("frame", "named")
-    if not named and weights is None:
-        return LIBSVM, _libsvm(rows(X), y)
+    if not named:
+        return LIBSVM, _libsvm(rows(X), y, weights)
     return NDJSON, _ndjson(rows(X), y, weights)
 
 
-def _libsvm(it, y) -> Iterator[bytes]:
+def _libsvm(it, y, weights) -> Iterator[bytes]:
     for i, (idx, vals, names) in enumerate(it):
         if names is not None:
             raise TypeError("named and numeric samples cannot mix in one call")
         lab = num(y[i]) if y is not None else "0"
+        if weights is not None:
+            c = float(weights[i])
+            if not math.isfinite(c):
+                from .errors import InvalidSample
+                raise InvalidSample("sample has a non-finite weight", row=i)
+            lab += " cost:" + num(c)
         pairs = " ".join(["%d:%s" % (j, num(v)) for j, v in zip(idx, vals)])
         yield (lab + " " + pairs + "\n").encode() if pairs else (lab + "\n").encode()
 

@@ -1,4 +1,4 @@
-"""``thresher fit`` from Python: find the binary, write the samples as LIBSVM (or JSON lines with weights)
+"""``thresher fit`` from Python: find the binary, write the samples as LIBSVM (JSON lines for named features)
 into a temporary file, run the fit and read the model it prints."""
 
 from __future__ import annotations
