@@ -627,6 +627,7 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
     }
 }
 
+mod hashed_names;
 pub(crate) mod names;
 mod wal_names;
 

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::{RwLock, RwLockWriteGuard};
 
+use super::hashed::HashedNames;
+
 /// Which features a daemon's samples carry. Numeric indices and names share one index space (a
 /// name's index is the next free one, from 0), so a daemon takes one kind only: the first training
 /// body with features decides, and a body of the other kind is then refused naming its line. Samples
@@ -90,6 +92,8 @@ pub struct FeatureDictionary {
     /// Why a lock: HTTP handlers on several runtime threads resolve names concurrently; writers (new
     /// names) are rare and short, readers (the model endpoint) only copy names.
     inner: RwLock<Names>,
+    /// Names hashed instead of registered (`ingest.feature_names = "hashed"`; [`super::hashed`]).
+    pub(super) hashed: Option<HashedNames>,
 }
 
 impl Default for FeatureDictionary {
@@ -230,6 +234,7 @@ impl FeatureDictionary {
             refused: Default::default(),
             kind: AtomicU8::new(FeatureKind::Open.to_u8()),
             inner: RwLock::new(Names::new()),
+            hashed: None,
         }
     }
 
@@ -311,6 +316,9 @@ impl FeatureDictionary {
 
     /// Names of the given indices (`None` where an index has no name).
     pub fn names_of(&self, indices: &[u32]) -> Vec<Option<String>> {
+        if let Some(hashed) = &self.hashed {
+            return hashed.names_of(indices);
+        }
         let inner = self.inner.read();
         indices
             .iter()
