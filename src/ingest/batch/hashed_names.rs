@@ -86,3 +86,80 @@ pub(super) fn resolve_hashed(
     placeholders.extend_from_block(&out);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, FeatureKind, Rules};
+    use crate::ingest::hashed::{HashedNames, Hashing};
+    use crate::loss::{Loss, LossKind};
+
+    fn hashed(bits: u32) -> FeatureDictionary {
+        FeatureDictionary::new(2)
+            .with_hashing(Some(HashedNames::new(Hashing { bits, seed: 0 }, 64)))
+    }
+
+    fn rules(predict: bool) -> Rules {
+        let loss = Loss::new(LossKind::Squared, 0.25).unwrap();
+        Rules::new(vec![loss], 1 << 20, predict)
+    }
+
+    /// Names past the dictionary's capacity are hashed, not refused; names colliding in one sample
+    /// add their values; prediction bodies record no name; the kind rule holds; a bad body records
+    /// nothing.
+    #[test]
+    fn names_hash_merge_and_keep_the_kind_rule() {
+        let d = hashed(1);
+        let h = d.hashed().unwrap().hashing();
+        let (a, b) = (h.index("a"), h.index("b"));
+        // At one bit, two of three names collide; find such a pair.
+        let c = ["c", "d", "e", "f"]
+            .into_iter()
+            .find(|n| h.index(n) == a)
+            .unwrap();
+        let body = format!("{{\"label\": 1, \"features\": {{\"a\": 1, \"{c}\": 2, \"b\": 4}}}}\n");
+        let p = parse_body(BodyFormat::Ndjson, &body, &rules(true), &d).unwrap();
+        assert_eq!(d.kind(), FeatureKind::Open, "a prediction claims no kind");
+        assert_eq!(d.names_of(&[a]), vec![None], "a prediction records no name");
+        let s = parse_body(BodyFormat::Ndjson, &body, &rules(false), &d).unwrap();
+        assert_eq!(p, s);
+        let row = s.get(0);
+        if a == b {
+            assert_eq!((row.indices, row.values), (&[a][..], &[7.0][..]));
+        } else {
+            assert_eq!(row.indices.len(), 2);
+            assert_eq!(
+                row.values[row.indices.iter().position(|&j| j == a).unwrap()],
+                3.0
+            );
+        }
+        assert_eq!(d.kind(), FeatureKind::Names);
+        assert!(d.names_of(&[a])[0].is_some());
+        assert_eq!(d.len(), 0, "nothing registered");
+        let many: String = (0..50)
+            .map(|i| format!("{{\"label\": 1, \"features\": {{\"n{i}\": 1}}}}\n"))
+            .collect();
+        let d = hashed(20);
+        assert_eq!(
+            parse_body(BodyFormat::Ndjson, &many, &rules(false), &d)
+                .unwrap()
+                .len(),
+            50
+        );
+        let e = parse_body(BodyFormat::Libsvm, "1 3:1\n", &rules(false), &d).unwrap_err();
+        assert!(
+            e.message.contains("numeric feature indices are refused"),
+            "{}",
+            e.message
+        );
+        let d = hashed(20);
+        let bad = "{\"label\": 1, \"features\": {\"kept\": 1}}\n{\"label\": 1, \"features\": {\"x\": 1}, \"weight\": -1}\n";
+        assert!(parse_body(BodyFormat::Ndjson, bad, &rules(false), &d).is_err());
+        let kept = d.hashed().unwrap().index("kept");
+        assert_eq!(
+            d.names_of(&[kept]),
+            vec![None],
+            "a refused body records no name"
+        );
+        assert_eq!(d.kind(), FeatureKind::Open);
+    }
+}
