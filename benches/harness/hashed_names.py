@@ -7,8 +7,8 @@ docs/benchmarks/dictionary.md). Standard library only.
 accuracy: a LIBSVM text set as named features (index j becomes the name "w{j}"), POSTed as NDJSON
 bodies of 500 samples to a daemon with one SDIHT logistic learner (k = 100, lambda = "auto", a window of
 the whole training part); once its served lambda and support have held for 3 s, the test part is
-scored through POST /v1/predict (named too). MODES: comma-separated "dictionary" or "hashed:BITS"
-(default dictionary,hashed:12,hashed:16,hashed:18,hashed:20,hashed:24). One line of key=value per
+scored through POST /v1/predict (named too). MODES: comma-separated "dictionary" or
+"hashed:BITS[:SEED]" (default dictionary,hashed:12,hashed:16,hashed:18,hashed:20,hashed:24). One line of key=value per
 mode: held-out accuracy and AUC, nonzeros, support names shown, collisions and evictions counted, VmRSS,
 and the checkpoint's size (with thresher.names) after SIGTERM.
 
@@ -129,7 +129,8 @@ def accuracy(binary, train_path, test_path, out, modes):
     for mode in modes:
         ingest = "[ingest]\nmax_dim = 16777216\nmax_new_names_per_request = 1000000\n"
         if mode.startswith("hashed:"):
-            ingest += f"feature_names = \"hashed\"\nhash_bits = {int(mode.split(':')[1])}\n"
+            bits, seed = (mode.split(":")[1:] + ["0"])[:2]
+            ingest += f"feature_names = \"hashed\"\nhash_bits = {int(bits)}\nhash_seed = {int(seed)}\n"
         config = (ingest + f"[window]\ncapacity = {len(train)}\n[checkpoint]\ninterval_s = 3600\n"
                   "[[learner]]\nsolver = \"sdiht\"\nloss = \"logistic\"\nk = 100\nlambda = \"auto\"\n")
         d = Daemon(binary, config, os.path.join(out, mode.replace(":", "-")))

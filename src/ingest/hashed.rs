@@ -11,11 +11,15 @@
 //! collided in the model (`feature_names_collided`).
 //!
 //! **Memory bound.** The memory is a direct-mapped table of `ingest.hash_names_kept` slots (index mod
-//! slots), each holding one index and its last name, plus the names of the published supports'
-//! indices (pinned, at most the sum of the learners' `k`). A name that lands on a slot holding another
-//! index replaces it, counted in `thresher_hashed_names_evicted_total`; pinned names are never evicted,
-//! so a support feature keeps its name once seen. At most `slots x (24 B + ingest.max_feature_name_bytes)`
-//! plus the pinned names: a bound independent of the number of distinct names in the stream.
+//! slots), each holding one index, its last name and a count, plus the names of the published
+//! supports' indices (pinned, at most the sum of the learners' `k`). Which index keeps a slot: the
+//! frequent one. A sighting of the slot's index raises its count, a sighting of another index lowers
+//! it, and at zero the other index takes the slot (counted in `thresher_hashed_names_evicted_total`),
+//! as in the "frequent items" counters of Misra and Gries: an index seen more often than all the others
+//! of its slot together keeps its name, and support features are frequent ones. Pinned names are never
+//! evicted, so a support feature keeps its name once seen. At most `slots x (32 B +
+//! ingest.max_feature_name_bytes)` plus the pinned names: a bound independent of the number of
+//! distinct names in the stream.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,12 +68,20 @@ pub struct HashedNames {
 
 #[derive(Debug)]
 struct Memory {
-    /// Direct-mapped: slot `index % len` holds the index last recorded there and its last name.
-    recent: Vec<Option<(u32, Box<str>)>>,
+    /// Direct-mapped: slot `index % len` holds an index, its last name and its count.
+    recent: Vec<Option<Slot>>,
     /// The names of the indices in some published support (`None`: not seen since it joined).
     pinned: HashMap<u32, Pinned>,
     /// Each learner's last published support (one entry per learner).
     supports: HashMap<String, Vec<u32>>,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    index: u32,
+    name: Box<str>,
+    /// Sightings of `index` less sightings of other indices of the slot since it took the slot.
+    count: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -144,17 +156,22 @@ impl HashedNames {
             }
             let slot = &mut recent[index as usize % slots];
             match slot {
-                Some((j, held)) if *j == index => {
-                    if **held != *name {
+                Some(s) if s.index == index => {
+                    s.count = s.count.saturating_add(1);
+                    if *s.name != *name {
                         collided = true;
-                        *held = name.into();
+                        s.name = name.into();
                     }
                 }
-                Some(_) => {
-                    evictions += 1;
-                    *slot = Some((index, name.into()));
+                Some(s) if s.count > 1 => s.count -= 1,
+                _ => {
+                    evictions += u64::from(slot.is_some());
+                    *slot = Some(Slot {
+                        index,
+                        name: name.into(),
+                        count: 1,
+                    });
                 }
-                None => *slot = Some((index, name.into())),
             }
             collisions += u64::from(collided);
         }
@@ -213,12 +230,12 @@ impl HashedNames {
     /// Heap bytes held: the slots, the remembered names and the pinned entries.
     pub fn heap_bytes(&self) -> usize {
         let m = self.memory.lock();
-        let slot = std::mem::size_of::<Option<(u32, Box<str>)>>();
+        let slot = std::mem::size_of::<Option<Slot>>();
         m.recent.capacity() * slot
             + m.recent
                 .iter()
                 .flatten()
-                .map(|(_, n)| n.len())
+                .map(|s| s.name.len())
                 .sum::<usize>()
             + m.pinned.capacity() * (slot + 8)
             + m.pinned
@@ -232,7 +249,7 @@ impl HashedNames {
 impl Memory {
     fn recent_name(&self, j: u32) -> Option<&str> {
         match &self.recent[j as usize % self.recent.len()] {
-            Some((held, name)) if *held == j => Some(name),
+            Some(s) if s.index == j => Some(&s.name),
             _ => None,
         }
     }
@@ -320,10 +337,20 @@ mod tests {
         assert_eq!(names.collisions(), 1);
         assert_eq!(names.names_of(&[2]), vec![Some("b2".into())]);
         assert_eq!(names.collided_of(&[2, 7]), vec![2]);
-        // Unpinned once no support holds it: the slot's newer index wins.
+        // Unpinned once no support holds it: the slot goes to the more frequent index.
         names.pin("primary", &[7]);
         names.record([(10, "j")]);
         assert_eq!(names.names_of(&[2, 10]), vec![None, Some("j".into())]);
+        // A frequent index keeps its slot against rarer ones: seen 3 times, it outlasts 2 others.
+        names.record([(3, "c"), (3, "c"), (3, "c"), (11, "k"), (15, "o")]);
+        assert_eq!(
+            names.names_of(&[3, 11, 15]),
+            vec![Some("c".into()), None, None]
+        );
+        let before = names.evictions();
+        names.record([(11, "k")]);
+        assert_eq!(names.names_of(&[3, 11]), vec![None, Some("k".into())]);
+        assert_eq!(names.evictions(), before + 1);
         // A memory of one slot still bounds everything.
         let one = HashedNames::new(Hashing { bits: 4, seed: 0 }, 0);
         one.record((0..1000).map(|i| (i % 16, "x")));
