@@ -72,9 +72,6 @@ pub(super) fn resolve_names(
     if parsed.named.is_empty() {
         return Ok(());
     }
-    if let Some(hashed) = dict.hashed() {
-        return super::hashed_names::resolve_hashed(parsed, rules, dict, hashed);
-    }
     let Parsed {
         samples: placeholders,
         base,
