@@ -12,8 +12,9 @@ scored through POST /v1/predict (named too). MODES: comma-separated "dictionary"
 mode: held-out accuracy and AUC, nonzeros, support names shown, collisions and evictions counted, VmRSS,
 and the checkpoint's size (with thresher.names) after SIGTERM.
 
-stream: NAMES distinct names (10 000 a request: 100 NDJSON lines of 100 names of 24 bytes) into a
-daemon with hash_bits = BITS and one SDIHT learner (k = 10); VmRSS after every tenth of the names, the
+stream: NAMES distinct names (10 000 a request: 100 NDJSON lines of 100 names of 23 bytes) into a
+daemon with hash_bits = BITS, one SDIHT learner (k = 10) and a window of 10 000 samples (full after the
+first 10^6 names, so what grows after it is not the window); VmRSS after every tenth of the names, the
 checkpoint's size at the end.
 """
 import http.client
@@ -170,7 +171,7 @@ def accuracy(binary, train_path, test_path, out, modes):
 
 def stream(binary, names, bits, out):
     config = (f"[ingest]\nfeature_names = \"hashed\"\nhash_bits = {bits}\n[checkpoint]\ninterval_s = 3600\n"
-              "[[learner]]\nk = 10\n")
+              "[window]\ncapacity = 10000\n[[learner]]\nk = 10\n")
     d = Daemon(binary, config, out)
     print(f"names=0 rss_mib={rss_mib(d.proc.pid):.0f}", flush=True)
     i, step = 0, max(1, names // 10)
