@@ -28,7 +28,6 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::dictionary::FeatureDictionary;
 use crate::config::FeatureNames;
 
 /// The hash of names to indices: the low `bits` bits of XXH3-64 of the name's bytes with `seed`.
@@ -252,19 +251,6 @@ impl Memory {
             Some(s) if s.index == j => Some(&s.name),
             _ => None,
         }
-    }
-}
-
-impl FeatureDictionary {
-    /// This dictionary with names hashed by `hashed` instead of registered (`None`: registered).
-    pub fn with_hashing(mut self, hashed: Option<HashedNames>) -> FeatureDictionary {
-        self.hashed = hashed;
-        self
-    }
-
-    /// The hashing of names, when names are hashed (`ingest.feature_names = "hashed"`).
-    pub fn hashed(&self) -> Option<&HashedNames> {
-        self.hashed.as_ref()
     }
 }
 
