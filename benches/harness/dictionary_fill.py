@@ -1,7 +1,8 @@
 """Fills a thresher daemon's feature dictionary through POST /v1/samples and reports its memory and the
 checkpoint size (the daemon suite's dictionary benchmark; figures in docs/benchmarks/dictionary.md).
+With `hashed:BITS` the same names go to a daemon with `ingest.feature_names = "hashed"` instead.
 
-    python3 benches/harness/dictionary_fill.py BINARY NAMES BYTES OUTDIR
+    python3 benches/harness/dictionary_fill.py BINARY NAMES BYTES OUTDIR [hashed:BITS]
 
 NAMES names of BYTES bytes each, 10 000 new names per request (100 NDJSON lines of 100 names), one SDIHT
 learner with k = 10. Prints one line of key=value: VmRSS before and 3 s after the last request, the
@@ -24,12 +25,14 @@ def status(pid, key):
     return 0
 
 
-def main(binary, names, width, out):
+def main(binary, names, width, out, mode="dictionary"):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     cfg = os.path.join(out, "thresher.toml")
     with open(cfg, "w") as f:
-        f.write(f"[ingest]\nmax_named_features = {names}\nmax_named_feature_bytes = {names * width}\n"
+        hashed = (f"feature_names = \"hashed\"\nhash_bits = {mode.split(':')[1]}\n"
+                  if mode.startswith("hashed:") else "")
+        f.write(f"[ingest]\nmax_named_features = {names}\nmax_named_feature_bytes = {names * width}\n{hashed}"
                 "[checkpoint]\ninterval_s = 3600\n[[learner]]\nk = 10\n")
     data = os.path.join(out, "data")
     p = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--config", cfg, "--data-dir", data],
@@ -72,11 +75,13 @@ def main(binary, names, width, out):
         time.sleep(0.01)
     p.wait()
     checkpoint = os.path.getsize(os.path.join(data, "thresher.ckpt"))
-    print(f"names={names} bytes_per_name={width} rss_start_mib={rss_start} rss_full_mib={rss_full} "
+    names_file = os.path.join(data, "thresher.names")
+    names_bytes = os.path.getsize(names_file) if os.path.exists(names_file) else 0
+    print(f"mode={mode} names_file_bytes={names_bytes} names={names} bytes_per_name={width} rss_start_mib={rss_start} rss_full_mib={rss_full} "
           f"rss_peak_mib={peak} checkpoint_bytes={checkpoint}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], *sys.argv[5:])

@@ -9,7 +9,8 @@
   the second half), the peak;
 - dictionary/full: `benches/harness/dictionary_fill.py` registers 2^20 names of 256 bytes (quick: 2^16)
   through POST /v1/samples: RSS full, the peak while the final checkpoint is written, the checkpoint's
-  size (docs/benchmarks/dictionary.md);
+  size (docs/benchmarks/dictionary.md); dictionary/hashed: the same names into a daemon with
+  `ingest.feature_names = "hashed"`, `hash_bits = 20`;
 - vw: Vowpal Wabbit's daemon over one pass of the same stream (peer; `benches/peers/vw_daemon.py`, in a
   loopback-only network namespace: needs root for `unshare -n`, and `vowpalwabbit` from PyPI).
 
@@ -69,11 +70,15 @@ def rss(capacity, samples):
     return command
 
 
-def dictionary(ctx, build):
+def dictionary(ctx, build, mode="dictionary"):
     names = 1 << 16 if ctx.quick else 1 << 20
     script = os.path.join(ROOT, "benches", "harness", "dictionary_fill.py")
     return Command([sys.executable, script, build.thresher(), names, 256,
-                    ctx.path("dictionary", build.key)])
+                    ctx.path(mode.replace(":", "-"), build.key), mode])
+
+
+def hashed(ctx, build):
+    return dictionary(ctx, build, "hashed:20")
 
 
 def vw(ctx, build):
@@ -96,6 +101,8 @@ def benches(ctx):
                          rss(cap, samples), metrics=RSS, runs=(1, 1)))
     out.append(Bench("dictionary/full", "a full dictionary of 256-byte names: RSS, peak at the final checkpoint",
                      dictionary, metrics=DICTIONARY, runs=(1, 1)))
+    out.append(Bench("dictionary/hashed", "the same names hashed (hash_bits = 20): RSS, peak, checkpoint",
+                     hashed, metrics=DICTIONARY, runs=(1, 1)))
     out.append(Bench("vw", "Vowpal Wabbit's daemon, one pass (peer; --l1 0, 1e-8, 1e-7)", vw,
                      parse=lambda o, e: key_values(o, e, ("peer", "l1")), per_build=False, runs=(1, 1)))
     return out

@@ -36,7 +36,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use crate::config::Config;
-use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::batch::{FeatureDictionary, FeatureKind};
 use crate::ingest::source::http::HttpSource;
 use crate::ingest::{AdmitError, BatchError, BodyError, HttpIngestError};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
@@ -402,6 +402,18 @@ pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<
             json!(dictionary.names_of(&s.model.support)),
         );
     }
+    // Hashed names: the name last seen at each support index, once the daemon takes names.
+    if let Some(h) = dictionary
+        .hashed()
+        .filter(|_| dictionary.kind() == FeatureKind::Names)
+    {
+        o.insert("feature_names".into(), json!(h.names_of(&s.model.support)));
+        o.insert(
+            "feature_names_collided".into(),
+            json!(h.collided_of(&s.model.support)),
+        );
+        o.insert("feature_hashing".into(), json!(h.hashing()));
+    }
     if let Some(node) = node {
         o.insert("node".into(), json!(node));
         let scope = if s.model.cluster.is_some() {
@@ -642,6 +654,11 @@ async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     state
         .metrics
         .set_feature_names(dictionary.len(), dictionary.refused());
+    if let Some(h) = dictionary.hashed() {
+        state
+            .metrics
+            .set_hashed_names(h.collisions(), h.evictions());
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

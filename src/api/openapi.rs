@@ -110,7 +110,12 @@ pub struct ModelSnapshotDoc {
     #[schema(nullable)]
     progressive_loss: Option<f64>,
     /// The name of each support index (named-feature streams only; `null` for an unnamed index).
+    /// With hashed names: the name last seen at the index (`null` until seen since a restart).
     feature_names: Option<Vec<Option<String>>>,
+    /// Hashed names: the support indices seen with two different names (colliding names).
+    feature_names_collided: Option<Vec<u32>>,
+    /// Hashed names: the hash's `bits` and `seed` (`ingest.hash_bits`, `ingest.hash_seed`).
+    feature_hashing: Option<FeatureHashingDoc>,
     /// With the NATS source on: this node's name (`nats.node`).
     node: Option<String>,
     /// With the NATS source on: `"global"`, the model of a cut of the cluster's global SDIHT model,
@@ -124,6 +129,16 @@ pub struct ModelSnapshotDoc {
     lambda_auto: Option<LambdaAutoDoc>,
     /// Whether the model converged, and if not why.
     convergence: Option<ConvergenceDoc>,
+}
+
+/// How hashed feature names get their indices: the low `bits` bits of XXH3-64 of the name with `seed`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct FeatureHashingDoc {
+    #[schema(minimum = 1, maximum = 30)]
+    bits: u32,
+    #[schema(minimum = 0)]
+    seed: u64,
 }
 
 /// Whether a model's relative gap `(P - D) / max(1, |P|)` met the learner's `tol`, and if not why.
@@ -468,7 +483,7 @@ fn sample_schema(rules: &Rules, classification: bool) -> Value {
         "type": "object",
         "additionalProperties": false,
         "required": ["label", "features"],
-        "description": "Named features: each new name gets the next free index (ingest.max_named_features, ingest.max_named_feature_bytes). Names are non-empty and printable (no control or bidi characters), once per object; a daemon takes numeric indices or names, never both.",
+        "description": "Named features: each new name gets the next free index (ingest.max_named_features, ingest.max_named_feature_bytes), or with ingest.feature_names = \"hashed\" the index its hash gives (ingest.hash_bits). Names are non-empty and printable (no control or bidi characters), once per object; a daemon takes numeric indices or names, never both.",
         "properties": {
             "label": label_schema,
             "features": {"type": "object", "additionalProperties": bounded},

@@ -35,6 +35,7 @@ pub mod durability;
 pub mod env;
 mod error;
 pub mod learner;
+mod names;
 mod nats;
 pub mod raw;
 mod server;
@@ -44,6 +45,7 @@ mod validate;
 use crate::learner::params::LearnerConfig;
 pub use durability::{DurabilityConfig, WalMode};
 pub use error::ConfigError;
+pub use names::FeatureNames;
 pub use nats::NatsConfig;
 use raw::RawConfig;
 
@@ -70,6 +72,8 @@ pub struct Config {
     pub max_feature_name_bytes: usize,
     /// Most names one request may add to the dictionary.
     pub max_new_names_per_request: usize,
+    /// `ingest.feature_names` (with the hash's bits, seed and remembered names).
+    pub feature_names: FeatureNames,
     /// Largest accepted magnitude of a label, value or weight.
     pub max_abs_value: f64,
     pub drain: bool,

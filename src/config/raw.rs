@@ -117,6 +117,10 @@ layer! {
         max_named_feature_bytes: i64,
         max_feature_name_bytes: i64,
         max_new_names_per_request: i64,
+        feature_names: String,
+        hash_bits: i64,
+        hash_seed: i64,
+        hash_names_kept: i64,
         max_abs_value: f64,
         drain: bool,
     }

@@ -8,6 +8,7 @@ use super::check::{count, duration, int, need, path_key, positive};
 use super::durability::read_durability;
 use super::error::ConfigError;
 use super::learner::read_learners;
+use super::names::read_feature_names;
 use super::nats::read_nats;
 use super::raw::RawConfig;
 use super::server::{read_auth, read_limits, read_listen, read_tls};
@@ -86,6 +87,7 @@ impl RawConfig {
                 1,
                 1 << 30,
             )?,
+            feature_names: read_feature_names(ingest, max_dim)?,
             max_abs_value: positive(&ingest.max_abs_value, "ingest.max_abs_value")?,
             drain: need(&ingest.drain, "ingest.drain")?,
             window_capacity: count(&self.window.capacity, "window.capacity", 1, 100_000_000)?,

@@ -295,6 +295,7 @@ impl Checkpointer {
             feature_names: Vec::new(),
             feature_kind: self.dictionary.kind(),
             feature_names_file: None,
+            feature_hashing: self.dictionary.hashed().map(|h| h.hashing()),
             learners: learner_checkpoints,
             pending_acks: self
                 .deliveries

@@ -14,9 +14,12 @@ use super::fault;
 use super::restore::Restored;
 use crate::config::Config;
 use crate::ingest::admission::AdmissionLog;
+use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::Admission;
 use crate::learner::publish::SharedLearner;
-use crate::learner::worker::{learner_loop, router_loop, Absorbed, Fatal, PanicGuard, Publisher};
+use crate::learner::worker::{
+    learner_loop, router_loop, Absorbed, Fatal, OnPublish, PanicGuard, Publisher,
+};
 use crate::metrics::Metrics;
 use crate::ring::{Batch, SampleBudget};
 use crate::sys::{set_throughput_scheduling, WorkerScheduling, LEARNER_NICE};
@@ -77,7 +80,11 @@ pub fn spawn(
             cell: cell.clone(),
             metrics: metrics.clone(),
             interval: config.snapshot_interval,
+            on_publish: pin_support_names(&restored.dictionary),
         };
+        if let (Some(call), Some(snapshot)) = (&publisher.on_publish, cell.get()) {
+            call(&snapshot);
+        }
         let worker = Worker {
             learner: learner.clone(),
             rx,
@@ -140,6 +147,18 @@ impl Worker {
             .expect("spawn learner thread");
         (name, handle)
     }
+}
+
+/// With hashed feature names, what pins the names of each published support (a restored snapshot's
+/// support is pinned now): see `ingest::hashed`.
+fn pin_support_names(dictionary: &Arc<FeatureDictionary>) -> Option<OnPublish> {
+    dictionary.hashed()?;
+    let dictionary = dictionary.clone();
+    Some(Arc::new(move |s| {
+        if let Some(h) = dictionary.hashed() {
+            h.pin(&s.learner, &s.model.support);
+        }
+    }))
 }
 
 impl Learners {

@@ -14,8 +14,9 @@ use super::checkpoint::{self, Checkpoint, CheckpointError, Checkpointer, Deliver
 use super::checkpoint::{LearnerCheckpoint, LearnerIdentity};
 use super::fault;
 use super::RunOptions;
-use crate::config::{Config, WalMode};
+use crate::config::{Config, FeatureNames, WalMode};
 use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::hashed::{HashedNames, Hashing};
 use crate::ingest::source::nats::AckLedger;
 use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::build;
@@ -70,18 +71,21 @@ pub fn restore(
         }
         (None, _) => (None, false),
     };
-    let dictionary = Arc::new(match &restored {
-        Some(c) => FeatureDictionary::from_names(
-            config.max_named_features,
-            config.max_named_feature_bytes,
-            c.feature_names.clone(),
-            c.feature_kind,
-        ),
-        None => FeatureDictionary::with_limits(
-            config.max_named_features,
-            config.max_named_feature_bytes,
-        ),
-    });
+    let dictionary = Arc::new(
+        match &restored {
+            Some(c) => FeatureDictionary::from_names(
+                config.max_named_features,
+                config.max_named_feature_bytes,
+                c.feature_names.clone(),
+                c.feature_kind,
+            ),
+            None => FeatureDictionary::with_limits(
+                config.max_named_features,
+                config.max_named_feature_bytes,
+            ),
+        }
+        .with_hashing(HashedNames::configured(config.feature_names)),
+    );
     let learners: Vec<(SharedLearner, Arc<ModelCell>)> = config
         .learners
         .iter()
@@ -265,6 +269,12 @@ fn read_compatible(
             }
         }
     }
+    check_feature_names(config.feature_names, &ckpt).map_err(|reason| {
+        CheckpointError::Incompatible {
+            path: checkpoint::path_in(dir),
+            reason,
+        }
+    })?;
     check_limits(config, &ckpt).map_err(|reason| CheckpointError::Incompatible {
         path: checkpoint::path_in(dir),
         reason,
@@ -314,6 +324,31 @@ pub async fn replay_log(
         );
     }
     Ok(())
+}
+
+/// How names get indices (`ingest.feature_names`) is what the checkpoint was written with: the
+/// dictionary, or the same hash's bits and seed. Another hash would give the names other indices than
+/// the learners' states hold, so the start stops, naming both.
+fn check_feature_names(mode: FeatureNames, ckpt: &Checkpoint) -> Result<(), String> {
+    let configured = match mode {
+        FeatureNames::Dictionary => None,
+        FeatureNames::Hashed { bits, seed, .. } => Some(Hashing { bits, seed }),
+    };
+    if configured == ckpt.feature_hashing {
+        return Ok(());
+    }
+    let describe = |h: Option<Hashing>| {
+        h.map_or_else(
+            || "the feature dictionary (ingest.feature_names = \"dictionary\")".to_string(),
+            |h| h.describe(),
+        )
+    };
+    Err(format!(
+        "its feature names were indexed by {}, the config has {}: the same names would get other \
+         indices than the learners hold (restore with the checkpoint's settings, or start with --fresh)",
+        describe(ckpt.feature_hashing),
+        describe(configured)
+    ))
 }
 
 /// The checkpoint's contents fit the config's ingest limits: every feature index (window samples, a

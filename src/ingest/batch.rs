@@ -534,7 +534,10 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
         dict.claim_indices()
             .map_err(|kind| fail(line, kind_refusal(kind), total))?;
     }
-    resolve_names(parsed, rules, dict)
+    match dict.hashed() {
+        Some(hashed) => hashed_names::resolve_hashed(parsed, rules, dict, hashed),
+        None => resolve_names(parsed, rules, dict),
+    }
 }
 
 /// `value` if its magnitude is at most `limit` (`what` names it in the error).
@@ -626,6 +629,7 @@ fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
     }
 }
 
+mod hashed_names;
 pub(crate) mod names;
 mod wal_names;
 

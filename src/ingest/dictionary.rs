@@ -1,7 +1,8 @@
 //! The named-feature dictionary ([`FeatureDictionary`]): name → feature index, append-only, bounded
 //! by a count of names and a count of bytes of names, and the [`FeatureKind`] a daemon takes (numeric
 //! indices or names, decided by its first training sample with features); and what makes a name
-//! valid ([`check_name`]).
+//! valid ([`check_name`]). With hashed names (`ingest.feature_names = "hashed"`) the dictionary stays
+//! empty and holds the [`HashedNames`] that index names and name the supports instead.
 //!
 //! **Memory.** Every name is stored once: all names back to back in one `String`, the end of each in a
 //! `Vec<usize>`, and an open-addressing table of `u32` indices (linear probing, at most half full)
@@ -18,6 +19,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::{RwLock, RwLockWriteGuard};
+
+use super::hashed::HashedNames;
 
 /// Which features a daemon's samples carry. Numeric indices and names share one index space (a
 /// name's index is the next free one, from 0), so a daemon takes one kind only: the first training
@@ -90,6 +93,8 @@ pub struct FeatureDictionary {
     /// Why a lock: HTTP handlers on several runtime threads resolve names concurrently; writers (new
     /// names) are rare and short, readers (the model endpoint) only copy names.
     inner: RwLock<Names>,
+    /// Names hashed instead of registered (`ingest.feature_names = "hashed"`; [`super::hashed`]).
+    hashed: Option<HashedNames>,
 }
 
 impl Default for FeatureDictionary {
@@ -230,6 +235,7 @@ impl FeatureDictionary {
             refused: Default::default(),
             kind: AtomicU8::new(FeatureKind::Open.to_u8()),
             inner: RwLock::new(Names::new()),
+            hashed: None,
         }
     }
 
@@ -311,6 +317,9 @@ impl FeatureDictionary {
 
     /// Names of the given indices (`None` where an index has no name).
     pub fn names_of(&self, indices: &[u32]) -> Vec<Option<String>> {
+        if let Some(hashed) = &self.hashed {
+            return hashed.names_of(indices);
+        }
         let inner = self.inner.read();
         indices
             .iter()
@@ -354,6 +363,19 @@ impl FeatureDictionary {
     pub(super) fn set_names_kind(&self, _held: &RwLockWriteGuard<'_, Names>) {
         self.kind
             .store(FeatureKind::Names.to_u8(), Ordering::Release);
+    }
+}
+
+impl FeatureDictionary {
+    /// This dictionary with names hashed by `hashed` instead of registered (`None`: registered).
+    pub fn with_hashing(mut self, hashed: Option<HashedNames>) -> FeatureDictionary {
+        self.hashed = hashed;
+        self
+    }
+
+    /// The hashing of names, when names are hashed (`ingest.feature_names = "hashed"`).
+    pub fn hashed(&self) -> Option<&HashedNames> {
+        self.hashed.as_ref()
     }
 }
 

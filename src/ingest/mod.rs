@@ -20,6 +20,8 @@
 //!   comments are). Feature indices are kept exactly as written.
 //! - [`dictionary`]: the named-feature dictionary (bounded, append-only, each name stored once), the
 //!   kind of features a daemon takes (numeric indices or names, never both), and valid names.
+//! - [`hashed`]: hashed feature names instead of the dictionary (`ingest.feature_names = "hashed"`)
+//!   and the bounded memory of the names last seen, for the published supports.
 //! - [`admission`]: [`Admission`], the one door from a parsed batch to the learners, with the memory
 //!   bound of [`crate::ring::budget`].
 //! - [`inflight`]: the bound on request memory in flight: body bytes before they are read, samples as
@@ -35,6 +37,7 @@ mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hashed;
 pub mod inflight;
 pub mod json;
 pub mod libsvm;

@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use super::publish::{publish, ModelCell, SharedLearner};
+use super::publish::{publish, ModelCell, SharedLearner, Snapshot};
 use super::StepOutcome;
 use crate::metrics::Metrics;
 use crate::ring::Batch;
@@ -140,7 +140,13 @@ pub struct Publisher {
     pub metrics: Metrics,
     /// `snapshot.interval_ms`.
     pub interval: Duration,
+    /// Called with each snapshot this learner publishes (hashed feature names pin the names of its
+    /// support: `ingest::hashed`).
+    pub on_publish: Option<OnPublish>,
 }
+
+/// What a [`Publisher`] calls with each snapshot it publishes.
+pub type OnPublish = Arc<dyn Fn(&Snapshot) + Send + Sync>;
 
 /// A learner's thread: absorb every waiting batch in one insert (its re-thresholding is paid once per
 /// round, not per batch, so ingest cost per sample falls as load rises), then solve a few steps (so the
@@ -163,7 +169,11 @@ pub fn learner_loop(
         if let Some(p) = &publisher {
             if last_publish.elapsed() >= p.interval {
                 last_publish = Instant::now();
-                publish(&learner, &p.cell, &p.metrics);
+                if publish(&learner, &p.cell, &p.metrics) {
+                    if let (Some(call), Some(snapshot)) = (&p.on_publish, p.cell.get()) {
+                        call(&snapshot);
+                    }
+                }
                 crate::sys::yield_point();
             }
         }

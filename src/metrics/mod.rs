@@ -38,6 +38,8 @@
 //! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full (names or bytes of names), a name too long, too many new names |
+//! | `thresher_hashed_name_collisions_total` | counter | | hashed names (`ingest.feature_names = "hashed"`): names seen at an index remembered with another name (at scrape) |
+//! | `thresher_hashed_names_evicted_total` | counter | | hashed names: remembered names replaced by another index's in their slot of `ingest.hash_names_kept` (at scrape) |
 //! | `thresher_checkpoints_total` | counter | outcome (`written`, `unchanged`, `refused`, `failed`) | checkpoint attempts: `unchanged` = skipped, nothing changed since the last one; `refused` = a non-finite state, the previous file kept |
 //! | `thresher_wal_appended_bytes_total` | counter | | bytes appended to the write-ahead log (`durability.wal`) |
 //! | `thresher_wal_appended_records_total` | counter | | batches appended to the write-ahead log |
@@ -102,6 +104,8 @@ pub struct Metrics {
     pub numeric_faults: IntCounterVec,
     pub feature_names: IntGauge,
     pub feature_names_refused: IntCounter,
+    pub hashed_name_collisions: IntCounter,
+    pub hashed_names_evicted: IntCounter,
     pub checkpoints: IntCounterVec,
     pub nats_batches: IntCounterVec,
     pub nats_pending: IntGauge,
@@ -405,6 +409,8 @@ struct IngestFamily {
     samples_in_flight: IntGauge,
     feature_names: IntGauge,
     feature_names_refused: IntCounter,
+    hashed_name_collisions: IntCounter,
+    hashed_names_evicted: IntCounter,
 }
 
 fn ingest_family(r: &Registrar) -> IngestFamily {
@@ -443,6 +449,14 @@ fn ingest_family(r: &Registrar) -> IngestFamily {
         feature_names_refused: r.int_counter(
             "thresher_feature_names_refused_total",
             "Requests refused by the feature dictionary's limits",
+        ),
+        hashed_name_collisions: r.int_counter(
+            "thresher_hashed_name_collisions_total",
+            "Hashed feature names seen at an index remembered with another name",
+        ),
+        hashed_names_evicted: r.int_counter(
+            "thresher_hashed_names_evicted_total",
+            "Remembered hashed feature names replaced by another index's in their slot",
         ),
     }
 }
@@ -627,6 +641,8 @@ impl Metrics {
             numeric_faults: solver.numeric_faults,
             feature_names: ingest.feature_names,
             feature_names_refused: ingest.feature_names_refused,
+            hashed_name_collisions: ingest.hashed_name_collisions,
+            hashed_names_evicted: ingest.hashed_names_evicted,
             checkpoints: durability.checkpoints,
             nats_batches: durability.nats_batches,
             nats_pending: durability.nats_pending,
@@ -690,6 +706,16 @@ impl Metrics {
         let counted = self.feature_names_refused.get();
         self.feature_names_refused
             .inc_by(refused.saturating_sub(counted));
+    }
+
+    /// Brings the hashed names' counters up to `collisions` and `evictions` (at scrape).
+    pub fn set_hashed_names(&self, collisions: u64, evictions: u64) {
+        for (c, total) in [
+            (&self.hashed_name_collisions, collisions),
+            (&self.hashed_names_evicted, evictions),
+        ] {
+            c.inc_by(total.saturating_sub(c.get()));
+        }
     }
 
     /// Creates every per-learner series (zeros until the first snapshot).

@@ -11,6 +11,7 @@ mod examples;
 mod features;
 mod fitq;
 mod grid;
+mod hashed;
 mod inflight;
 mod inflight2;
 mod layout;

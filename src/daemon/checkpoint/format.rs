@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CheckpointError;
 use crate::ingest::batch::FeatureKind;
+use crate::ingest::hashed::Hashing;
 use crate::learner::auto::selector::AutoState;
 use crate::learner::params::LearnerConfig;
 use crate::learner::publish::Snapshot;
@@ -58,6 +59,9 @@ pub struct Checkpoint {
     /// are there rather than in the checkpoint: written by the daemon; [`super::read`] loads and checks them
     /// into `feature_names`.
     pub feature_names_file: Option<(u64, u64)>,
+    /// The hash of names when they are hashed (`ingest.feature_names = "hashed"`; then there are no
+    /// names): a daemon restores it only with the same bits and seed.
+    pub feature_hashing: Option<Hashing>,
     /// The acknowledgement subjects of the NATS deliveries this checkpoint holds that were not yet
     /// acknowledged when it was written: a node restarted from it acknowledges them first, so a
     /// batch it holds is not also redelivered to another node (`ingest::source::nats`).
@@ -77,6 +81,9 @@ struct Header {
     /// The names are in `thresher.names`: their count and digest (absent: in `feature_names`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     feature_names_file: Option<(u64, u64)>,
+    /// Hashed names: the bits and the seed (absent: the dictionary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    feature_hashing: Option<Hashing>,
     learners: Vec<LearnerHeader>,
     /// Absent in files written before the NATS source: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -235,6 +242,7 @@ pub fn encode(ckpt: &Checkpoint) -> Vec<u8> {
         feature_names: ckpt.feature_names.clone(),
         feature_kind: Some(ckpt.feature_kind.name().to_string()),
         feature_names_file: ckpt.feature_names_file,
+        feature_hashing: ckpt.feature_hashing,
         pending_acks: ckpt.pending_acks.clone(),
         wal_through: ckpt.wal_through,
         learners: ckpt
@@ -388,6 +396,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> 
             },
             feature_names: header.feature_names,
             feature_names_file: header.feature_names_file,
+            feature_hashing: header.feature_hashing,
             pending_acks: header.pending_acks,
             wal_through: header.wal_through,
         })

@@ -15,6 +15,7 @@ fn sample_checkpoint() -> Checkpoint {
         feature_names: vec!["a".into()],
         feature_kind: crate::ingest::batch::FeatureKind::Names,
         feature_names_file: None,
+        feature_hashing: None,
         pending_acks: vec!["$JS.ACK.s.c.1.7.7.1700000000000000000.0".into()],
         wal_through: 42,
         learners: vec![LearnerCheckpoint {
@@ -257,6 +258,10 @@ fn random_extreme_states_round_trip_exactly() {
                 .collect(),
             feature_kind: crate::ingest::batch::FeatureKind::Indices,
             feature_names_file: None,
+            feature_hashing: rng.gen_bool(0.5).then(|| crate::ingest::hashed::Hashing {
+                bits: rng.gen_range(1..=30),
+                seed: rng.gen(),
+            }),
         };
         let back = decode(&encode(&ckpt), Path::new("x")).unwrap();
         // The learner states exactly: Debug prints each f64 by its shortest round-trip text,

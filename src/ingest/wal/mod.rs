@@ -13,7 +13,9 @@
 //!
 //! **Names.** A batch's named features already have dictionary indices; the names the dictionary gave
 //! since the last append are written (a [`record::KIND_NAMES`] record) just before the batch, so a
-//! replay rebuilds the same dictionary, index for index.
+//! replay rebuilds the same dictionary, index for index. With hashed names
+//! (`ingest.feature_names = "hashed"`) each segment starts with the hash's bits and seed instead
+//! ([`record::KIND_HASHING`]), and a replay under another hashing, or the dictionary, is refused.
 //!
 //! **Files.** Segments `<data-dir>/thresher.wal.NNNNNNNNNN` (numbered in order), each a header and
 //! framed records ([`record`]). Appends go to the newest; it is closed (fsynced) and a new one started
@@ -41,6 +43,7 @@ use thiserror::Error;
 
 use crate::config::{DurabilityConfig, WalMode};
 use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::hashed::Hashing;
 use crate::metrics::Metrics;
 use crate::sample::SampleBlock;
 use record::{End, Reader, Record, SEGMENT_MAGIC};
@@ -54,6 +57,8 @@ pub enum WalError {
     Full { max: u64 },
     #[error("cannot write the write-ahead log {}: {reason}", path.display())]
     Io { path: PathBuf, reason: String },
+    #[error("write-ahead log {} does not fit this daemon: {reason} (start with the settings it was written with, or move the file away to start without it)", path.display())]
+    Mismatch { path: PathBuf, reason: String },
     #[error("write-ahead log {} is corrupt at byte {offset}: {reason} (move the file away to start without it)", path.display())]
     Corrupt {
         path: PathBuf,
@@ -98,6 +103,8 @@ struct Log {
     next_seq: u64,
     /// Dictionary names already in the log.
     names_logged: usize,
+    /// The newest segment holds the hashing record (hashed names: [`record::KIND_HASHING`]).
+    hashing_logged: bool,
 }
 
 /// The group commit's state.
@@ -171,6 +178,7 @@ impl Wal {
                 total,
                 next_seq,
                 names_logged: 0,
+                hashing_logged: false,
             }),
             synced: Mutex::new(Synced {
                 through: next_seq - 1,
@@ -207,7 +215,12 @@ impl Wal {
         for path in &self.found {
             let mut reader = Reader::open(path).map_err(|e| io_error(path, &e))?;
             while let Some(record) = reader.next_record().map_err(|e| io_error(path, &e))? {
+                check_hashing(&record, dictionary).map_err(|reason| WalError::Mismatch {
+                    path: path.clone(),
+                    reason,
+                })?;
                 match record {
+                    Record::Hashing { .. } => {}
                     Record::Names { start, names } => {
                         dictionary
                             .restore_names(start as usize, &names)
@@ -248,17 +261,29 @@ impl Wal {
                 &dictionary.names_from(log.names_logged, names_now - log.names_logged),
             )
         });
+        let rotate = log
+            .segments
+            .back()
+            .is_some_and(|s| s.bytes >= self.segment_bytes);
+        // Hashed names: every segment starts with the hashing record.
+        let hashing = dictionary
+            .hashed()
+            .filter(|_| rotate || !log.hashing_logged)
+            .map(|h| record::encode_hashing(h.hashing().bits, h.hashing().seed));
+        let names = match (hashing, names) {
+            (Some(mut h), Some(n)) => {
+                h.extend_from_slice(&n);
+                Some(h)
+            }
+            (h, n) => h.or(n),
+        };
         let need = framed.len() as u64 + names.as_ref().map_or(0, |n| n.len() as u64);
         if log.total + need > self.max_bytes {
             return Err(WalError::Full {
                 max: self.max_bytes,
             });
         }
-        if log
-            .segments
-            .back()
-            .is_some_and(|s| s.bytes >= self.segment_bytes)
-        {
+        if rotate {
             self.rotate(&mut log)?;
         }
         let seq = log.next_seq;
@@ -281,6 +306,7 @@ impl Wal {
         log.total += need;
         log.next_seq += 1;
         log.names_logged = names_now;
+        log.hashing_logged = dictionary.hashed().is_some();
         self.metrics.wal_appended_bytes.inc_by(need);
         self.metrics.wal_appended_records.inc();
         self.metrics.wal_bytes.set(log.total as i64);
@@ -361,10 +387,39 @@ impl Wal {
             .map_err(|e| io_error(&current.path, &e))?;
         let (file, segment) = create_segment(&self.dir, current.number + 1)?;
         log.total += segment.bytes;
+        log.hashing_logged = false;
         log.file = Arc::new(file);
         log.segments.push_back(segment);
         Ok(())
     }
+}
+
+/// A logged record fits the daemon's way of indexing names: a hashing record has its bits and seed,
+/// and dictionary names are not replayed into a daemon that hashes names.
+fn check_hashing(record: &Record, dictionary: &FeatureDictionary) -> Result<(), String> {
+    let ours = dictionary.hashed().map(|h| h.hashing());
+    let describe = |h: Option<Hashing>| {
+        h.map_or_else(
+            || "the feature dictionary (ingest.feature_names = \"dictionary\")".to_string(),
+            |h| h.describe(),
+        )
+    };
+    let logged = match record {
+        Record::Hashing { bits, seed } => Some(Hashing {
+            bits: *bits,
+            seed: *seed,
+        }),
+        Record::Names { .. } => None,
+        Record::Samples { .. } => return Ok(()),
+    };
+    if logged == ours {
+        return Ok(());
+    }
+    Err(format!(
+        "its feature names were indexed by {}, the config has {}",
+        describe(logged),
+        describe(ours)
+    ))
 }
 
 /// The segment files in `dir`, in order.

@@ -11,6 +11,9 @@
 //! - [`KIND_NAMES`]: feature names the dictionary gave indices to, written before the first batch that
 //!   may use them; `number` is the dictionary index of the first, the body `count u32` then each name
 //!   as `bytes u32 | UTF-8`.
+//! - [`KIND_HASHING`]: the segment's named features were hashed (`ingest.feature_names = "hashed"`);
+//!   `number` is the hash's seed, the body `bits u32`. The first record of every segment a daemon
+//!   with hashed names writes, so a replay under other bits, another seed or the dictionary is refused.
 //!
 //! A record is checked whole before anything of it is used: a length past the end of the file, or a
 //! checksum that does not match (a process killed mid-write, a disk that lost the last page) ends the
@@ -30,6 +33,8 @@ pub const FRAME: usize = 8;
 pub const KIND_SAMPLES: u8 = 1;
 /// A record of new feature names.
 pub const KIND_NAMES: u8 = 2;
+/// A record of the hashing of names (bits and seed).
+pub const KIND_HASHING: u8 = 3;
 /// Bytes of a payload before its body (kind and number).
 const PAYLOAD_HEAD: usize = 9;
 
@@ -38,6 +43,7 @@ const PAYLOAD_HEAD: usize = 9;
 pub enum Record {
     Samples { seq: u64, block: SampleBlock },
     Names { start: u64, names: Vec<String> },
+    Hashing { bits: u32, seed: u64 },
 }
 
 /// A framed samples record, its sequence number still to be set by [`seal`] (the sequence is given
@@ -82,6 +88,17 @@ pub fn encode_names(start: u64, names: &[String]) -> Vec<u8> {
         out.extend_from_slice(n.as_bytes());
     }
     seal(&mut out, start);
+    out
+}
+
+/// A framed hashing record: names hashed to `bits` bits with `seed`.
+pub fn encode_hashing(bits: u32, seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME + PAYLOAD_HEAD + 4);
+    out.extend_from_slice(&[0; FRAME]);
+    out.push(KIND_HASHING);
+    out.extend_from_slice(&seed.to_le_bytes());
+    out.extend_from_slice(&bits.to_le_bytes());
+    seal(&mut out, seed);
     out
 }
 
@@ -131,6 +148,10 @@ pub fn decode(payload: &[u8]) -> Result<Record, String> {
                 names,
             }
         }
+        KIND_HASHING => Record::Hashing {
+            bits: c.u32()?,
+            seed: number,
+        },
         other => return Err(format!("unknown record kind {other}")),
     };
     if !c.at_end() {

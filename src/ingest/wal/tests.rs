@@ -266,6 +266,56 @@ fn names_replay_index_for_index() {
     assert!(wal.replay(0, &other, |_, _| true).is_err());
 }
 
+/// A log written with hashed names starts each segment with the hashing record: it replays into a
+/// daemon with the same bits and seed, and is refused, naming both, under other bits, another seed or
+/// the dictionary; a log of dictionary names is refused by a daemon that hashes names.
+#[test]
+fn a_log_replays_only_under_the_hashing_it_was_written_with() {
+    use crate::ingest::hashed::{HashedNames, Hashing};
+    let hashed = |bits, seed| {
+        FeatureDictionary::new(0).with_hashing(Some(HashedNames::new(Hashing { bits, seed }, 8)))
+    };
+    let framed = record::encode_hashing(20, 7);
+    assert_eq!(
+        record::decode(&framed[record::FRAME..]).unwrap(),
+        Record::Hashing { bits: 20, seed: 7 }
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path(), 0);
+    let dict = hashed(20, 7);
+    for _ in 0..2 {
+        wal.append(record::encode_samples(&block(1, false)), &dict)
+            .unwrap();
+    }
+    drop(wal);
+    let wal = open(dir.path(), 0);
+    assert_eq!(replayed(&wal, 0, &hashed(20, 7)).len(), 2);
+    for (other, says) in [
+        (hashed(18, 7), "ingest.hash_bits = 18"),
+        (hashed(20, 8), "ingest.hash_seed = 8"),
+        (FeatureDictionary::new(10), "the feature dictionary"),
+    ] {
+        let e = wal.replay(0, &other, |_, _| true).unwrap_err().to_string();
+        assert!(
+            e.contains(says) && e.contains("ingest.hash_bits = 20"),
+            "{e}"
+        );
+    }
+    drop(wal);
+    let dir = tempfile::tempdir().unwrap();
+    let wal = open(dir.path(), 0);
+    let named = FeatureDictionary::from_names(10, 100, vec!["a".into()], FeatureKind::Names);
+    wal.append(record::encode_samples(&block(1, false)), &named)
+        .unwrap();
+    drop(wal);
+    let wal = open(dir.path(), 0);
+    let e = wal
+        .replay(0, &hashed(20, 7), |_, _| true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("indexed by the feature dictionary"), "{e}");
+}
+
 /// Group commit: many threads appending and syncing concurrently each return only once their batch
 /// is fsynced, and an fsync is never run for nothing new.
 #[test]
