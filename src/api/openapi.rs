@@ -124,6 +124,9 @@ pub struct ModelSnapshotDoc {
     lambda_auto: Option<LambdaAutoDoc>,
     /// Whether the model converged, and if not why.
     convergence: Option<ConvergenceDoc>,
+    /// With a publish gate (`publish.max_relative_gap`): the gate, and the latest model it withheld
+    /// since this one was served (this model is the last one that passed).
+    publish: Option<crate::learner::publish::GateView>,
 }
 
 /// Whether a model's relative gap `(P - D) / max(1, |P|)` met the learner's `tol`, and if not why.
@@ -195,6 +198,8 @@ pub struct Unpublished {
     learner: String,
     #[schema(minimum = 0, maximum = 0)]
     version: u64,
+    /// With a publish gate: the gate and the latest model it withheld (none has passed yet).
+    publish: Option<crate::learner::publish::GateView>,
 }
 
 /// `GET /v1/models`: every learner, in configuration order.
@@ -325,7 +330,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

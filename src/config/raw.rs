@@ -139,6 +139,13 @@ layer! {
 }
 
 layer! {
+    /// `[publish]`.
+    PublishLayer, "the [publish] table" {
+        max_relative_gap: f64,
+    }
+}
+
+layer! {
     /// `[checkpoint]`.
     CheckpointLayer, "the [checkpoint] table" {
         data_dir: String,
@@ -235,6 +242,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub snapshot: SnapshotLayer,
     #[serde(default)]
+    pub publish: PublishLayer,
+    #[serde(default)]
     pub checkpoint: CheckpointLayer,
     #[serde(default)]
     pub durability: DurabilityLayer,
@@ -291,6 +300,7 @@ impl RawConfig {
         self.ingest.overlay(over.ingest);
         self.window.overlay(over.window);
         self.snapshot.overlay(over.snapshot);
+        self.publish.overlay(over.publish);
         self.checkpoint.overlay(over.checkpoint);
         self.durability.overlay(over.durability);
         self.nats.overlay(over.nats);
@@ -378,11 +388,12 @@ mod tests {
     #[test]
     fn every_layer_key_is_in_the_defaults_and_the_docs() {
         let raw = RawConfig::defaults();
-        let sections: [(&str, Vec<&str>, &[&str]); 7] = [
+        let sections: [(&str, Vec<&str>, &[&str]); 8] = [
             ("server", raw.server.given(), ServerLayer::KEYS),
             ("ingest", raw.ingest.given(), IngestLayer::KEYS),
             ("window", raw.window.given(), WindowLayer::KEYS),
             ("snapshot", raw.snapshot.given(), SnapshotLayer::KEYS),
+            ("publish", raw.publish.given(), PublishLayer::KEYS),
             ("checkpoint", raw.checkpoint.given(), CheckpointLayer::KEYS),
             ("durability", raw.durability.given(), DurabilityLayer::KEYS),
             ("nats", raw.nats.given(), NatsLayer::KEYS),

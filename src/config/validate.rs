@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::check::{count, duration, int, need, path_key, positive};
+use super::check::{count, duration, int, need, path_key, positive, range};
 use super::durability::read_durability;
 use super::error::ConfigError;
 use super::learner::read_learners;
@@ -107,6 +107,7 @@ impl RawConfig {
                 1,
                 100_000,
             )?,
+            max_relative_gap: read_gate(&self.publish.max_relative_gap)?,
             data_dir,
             checkpoint_interval: duration(
                 &checkpoint.interval_s,
@@ -122,6 +123,16 @@ impl RawConfig {
             nats,
         })
     }
+}
+
+/// `publish.max_relative_gap`: a number above zero; `inf` (the default) is no gate.
+fn read_gate(value: &Option<f64>) -> Result<Option<f64>, ConfigError> {
+    let key = "publish.max_relative_gap";
+    let v = need(value, key)?;
+    if v.is_nan() || v <= 0.0 {
+        return Err(range(key, &v.to_string(), "must be > 0 (inf: no gate)"));
+    }
+    Ok(v.is_finite().then_some(v))
 }
 
 #[cfg(test)]
@@ -178,5 +189,22 @@ mod tests {
         assert_eq!((c.max_dim, c.max_named_features), (1000, 1000));
         let c = load_text("[ingest]\nmax_dim = 1000\nmax_named_features = 10\n", &[]).unwrap();
         assert_eq!(c.max_named_features, 10);
+    }
+
+    /// `publish.max_relative_gap`: off by default (`inf`), a number above zero from the file or the
+    /// environment, anything else refused naming the key.
+    #[test]
+    fn the_publish_gate_is_off_by_default_and_validated() {
+        assert_eq!(Config::defaults().max_relative_gap, None);
+        let c = load_text("[publish]\nmax_relative_gap = 1e-3\n", &[]).unwrap();
+        assert_eq!(c.max_relative_gap, Some(1e-3));
+        let c = load_text("", &[("THRESHER_PUBLISH_MAX_RELATIVE_GAP", "0.5")]).unwrap();
+        assert_eq!(c.max_relative_gap, Some(0.5));
+        for bad in ["0", "-1", "nan"] {
+            let e = load_text("", &[("THRESHER_PUBLISH_MAX_RELATIVE_GAP", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("publish.max_relative_gap"), "{bad}: {e}");
+        }
     }
 }

@@ -13,6 +13,13 @@
 //! the learner is rebuilt from its own state made finite ([`super::recover_from_numeric_fault`]).
 //! The daemon's checkpoint thread publishes the final snapshot once the learners have stopped.
 //!
+//! The publish gate (`publish.max_relative_gap`, [`ModelCell::with_gate`]) sits at the one place a
+//! certified model becomes the served one: a model whose certificate's relative gap
+//! `(P - D) / max(1, |P|)` is above the gate is withheld — the last model that passed stays in the
+//! cell, the candidate's gap is kept beside it ([`Withheld`], shown with the served model) and counted
+//! (`thresher_models_withheld_total`); the learner keeps learning, and its next certified model is
+//! judged afresh.
+//!
 //! Each cell also keeps the scalars of its last `snapshot.history_points` snapshots ([`HistoryPoint`],
 //! `GET /v1/history`, the status page): every publication appends one point, and a full ring drops its
 //! oldest point, counted in `thresher_history_points_dropped_total`. The ring lives in memory only; a
@@ -180,6 +187,31 @@ impl History {
     }
 }
 
+/// The latest certified model the publish gate withheld (newer than the served one).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Withheld {
+    /// Its certificate's relative gap `(P - D) / max(1, |P|)`.
+    pub relative_gap: f64,
+    /// Samples the learner had seen when it was certified.
+    pub samples_seen: u64,
+    /// Unix time (seconds) it was certified.
+    pub certified_at: f64,
+    /// Models this learner's gate has withheld since the daemon started.
+    pub withheld_total: u64,
+    /// The learner's mutation counter it reflects (not served).
+    #[serde(skip)]
+    pub mutations: u64,
+}
+
+/// What the publish gate says of a cell, as the served model shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct GateView {
+    /// `publish.max_relative_gap`.
+    pub max_relative_gap: f64,
+    /// The latest withheld candidate, if one is newer than the served model.
+    pub candidate: Option<Withheld>,
+}
+
 /// A published snapshot with its served JSON body, rendered at most once per snapshot.
 #[derive(Debug)]
 struct Published {
@@ -196,6 +228,10 @@ pub struct ModelCell {
     current: RwLock<Option<Arc<Published>>>,
     /// Written once per publication, read by `GET /v1/history`; both copy a few points under it.
     history: Mutex<History>,
+    /// `publish.max_relative_gap` (`None`: every certified model is served).
+    max_relative_gap: Option<f64>,
+    /// The latest model the gate withheld since the last one served.
+    withheld: Mutex<Option<Withheld>>,
 }
 
 impl ModelCell {
@@ -209,6 +245,35 @@ impl ModelCell {
                 capacity: DEFAULT_HISTORY_POINTS,
                 points: VecDeque::new(),
             }),
+            max_relative_gap: None,
+            withheld: Mutex::new(None),
+        }
+    }
+
+    /// Sets the publish gate: a certified model whose relative gap is above `max_relative_gap` is not
+    /// served (`None`: no gate).
+    pub fn with_gate(mut self, max_relative_gap: Option<f64>) -> ModelCell {
+        self.max_relative_gap = max_relative_gap;
+        self
+    }
+
+    /// The gate's view for the served model's JSON (`None` without a gate).
+    pub fn gate(&self) -> Option<GateView> {
+        Some(GateView {
+            max_relative_gap: self.max_relative_gap?,
+            candidate: self.withheld.lock().clone(),
+        })
+    }
+
+    /// Records a withheld candidate, and renders the served body again so that it shows it.
+    fn withhold(&self, w: Withheld) {
+        *self.withheld.lock() = Some(w);
+        let mut current = self.current.write();
+        if let Some(p) = current.as_ref() {
+            *current = Some(Arc::new(Published {
+                snapshot: p.snapshot.clone(),
+                body: OnceLock::new(),
+            }));
         }
     }
 
@@ -271,6 +336,7 @@ impl ModelCell {
     }
 
     fn set(&self, s: Snapshot) {
+        *self.withheld.lock() = None;
         *self.current.write() = Some(Published::new(s));
     }
 }
@@ -294,9 +360,14 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
     let (snap, capacity, gauges) = {
         let mut l = learner.lock();
         let stats = l.stats();
-        let unchanged = previous
+        // A withheld candidate is newer than the served model (serving one clears it).
+        let unchanged = cell
+            .withheld
+            .lock()
             .as_ref()
-            .is_some_and(|p| p.mutations == stats.mutations);
+            .map(|w| w.mutations)
+            .or(previous.as_ref().map(|p| p.mutations))
+            .is_some_and(|m| m == stats.mutations);
         if unchanged || l.window().is_empty() {
             return false;
         }
@@ -316,6 +387,9 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         count_numeric_faults(metrics, &cell.name, snap.stats.numeric_faults);
         (snap, l.window().capacity(), l.gauges())
     };
+    if withhold(cell, &snap, metrics) {
+        return false;
+    }
     log_convergence_change(&cell.name, previous.as_deref(), &snap.model);
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;
@@ -362,6 +436,39 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         metrics.history_dropped.with_label_values(&l).inc();
     }
     set_gauges(cell, metrics);
+    true
+}
+
+/// The publish gate: whether `snap` is withheld (its relative gap above the cell's
+/// `max_relative_gap`); a withheld model is recorded in the cell and counted.
+fn withhold(cell: &ModelCell, snap: &super::LearnerSnapshot, metrics: &Metrics) -> bool {
+    let Some(max) = cell.max_relative_gap else {
+        return false;
+    };
+    let relative_gap = snap.model.certificate.relative_gap();
+    if relative_gap <= max {
+        return false;
+    }
+    let counter = metrics
+        .models_withheld
+        .with_label_values(&[cell.name.as_str()]);
+    counter.inc();
+    let first = cell.withheld.lock().is_none();
+    if first {
+        tracing::info!(
+            learner = %cell.name,
+            relative_gap,
+            max_relative_gap = max,
+            "model withheld by the publish gate (relative gap above publish.max_relative_gap); the last model that passed stays served"
+        );
+    }
+    cell.withhold(Withheld {
+        relative_gap,
+        samples_seen: snap.stats.samples_seen,
+        certified_at: unix_now(),
+        withheld_total: counter.get(),
+        mutations: snap.stats.mutations,
+    });
     true
 }
 
@@ -530,6 +637,63 @@ mod tests {
         assert_eq!(versions(3), [4, 5]);
         assert_eq!(versions(5), Vec::<u64>::new());
         assert_eq!(versions(u64::MAX), Vec::<u64>::new());
+    }
+
+    /// The gate keeps the last model that passed: a learner certified after one step on a fresh batch
+    /// (a large gap) is withheld and counted, and the cell still serves the earlier, converged model,
+    /// showing the candidate beside it; serving a model clears the candidate.
+    #[test]
+    fn the_gate_withholds_a_model_above_it_and_keeps_the_last_that_passed() {
+        let config = crate::Config::defaults();
+        let metrics = Metrics::new();
+        let cell = ModelCell::new("a", None).with_gate(Some(1e-2));
+        let learner: SharedLearner = Arc::new(Mutex::new(crate::learner::build(
+            &config.learners[0],
+            1000,
+            None,
+        )));
+        let data = crate::synth::sparse_stream(400, 30, 3, 6, 0.1, false, 3);
+        let withheld = || metrics.models_withheld.with_label_values(&["a"]).get();
+        let converge = |l: &SharedLearner| {
+            for _ in 0..10_000 {
+                if matches!(l.lock().step(), super::super::StepOutcome::Idle(_)) {
+                    break;
+                }
+            }
+        };
+        learner.lock().insert_samples(&data.samples[..200]);
+        assert!(!publish(&learner, &cell, &metrics), "an untrained model");
+        assert!(cell.get().is_none() && withheld() == 1);
+        assert!(
+            !publish(&learner, &cell, &metrics),
+            "unchanged: not judged again"
+        );
+        assert_eq!(withheld(), 1);
+        converge(&learner);
+        assert!(publish(&learner, &cell, &metrics));
+        let served = cell.get().unwrap();
+        assert!(served.model.certificate.relative_gap() <= 1e-2);
+        assert_eq!(cell.gate().unwrap().candidate, None);
+        // A shifted batch, not stepped on: its certificate's gap is far above the gate.
+        let shifted: Vec<_> = data.samples[200..]
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.label *= -3.0;
+                s
+            })
+            .collect();
+        learner.lock().insert_samples(&shifted);
+        assert!(!publish(&learner, &cell, &metrics));
+        assert_eq!(withheld(), 2);
+        assert_eq!(
+            cell.get().unwrap().version,
+            served.version,
+            "the last that passed"
+        );
+        let candidate = cell.gate().unwrap().candidate.unwrap();
+        assert!(candidate.relative_gap > 1e-2 && candidate.samples_seen == 400);
+        assert_eq!(candidate.withheld_total, 2);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod durability;
 mod examples;
 mod features;
 mod fitq;
+mod gate;
 mod grid;
 mod inflight;
 mod inflight2;
