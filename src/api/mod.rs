@@ -39,7 +39,7 @@ use crate::config::Config;
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::source::http::HttpSource;
 use crate::ingest::{AdmitError, BatchError, BodyError, HttpIngestError};
-use crate::learner::publish::{rfc3339, set_gauges, GateView, ModelCell, Snapshot};
+use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::Metrics;
 
 pub mod auth;
@@ -388,19 +388,17 @@ async fn post_samples(
 /// the global model (certified over the union of the listed nodes' windows, the same on every node),
 /// `"node"` for a model learned on this node's shard alone (`docs/cluster.md`).
 ///
-/// With a publish gate (`gate`), `publish` holds `max_relative_gap` and the latest candidate the gate
+/// With a publish gate, `publish` holds `max_relative_gap` and the latest candidate the gate
 /// withheld since this model was served (`null` if none): the served model is the last one that passed.
 pub fn snapshot_json(
     s: &Snapshot,
     dictionary: &FeatureDictionary,
     node: Option<&str>,
-    gate: Option<GateView>,
+    cell: &ModelCell,
 ) -> Value {
     let mut v = serde_json::to_value(&s.model).expect("a model serialises");
     let o = v.as_object_mut().expect("a model is an object");
-    if let Some(g) = gate {
-        o.insert("publish".into(), json!(g));
-    }
+    events_json(o, cell);
     o.insert("learner".into(), json!(s.learner));
     o.insert("version".into(), json!(s.version));
     o.insert("samples_seen".into(), json!(s.samples_seen));
@@ -425,6 +423,16 @@ pub fn snapshot_json(
     v
 }
 
+/// The cell's publish gate (`publish`) and drift alarms (`drift`), when it has them.
+fn events_json(o: &mut serde_json::Map<String, Value>, cell: &ModelCell) {
+    if let Some(g) = cell.gate() {
+        o.insert("publish".into(), json!(g));
+    }
+    if let Some(d) = cell.drift() {
+        o.insert("drift".into(), json!(d));
+    }
+}
+
 /// This node's name in a cluster.
 fn node_of(state: &AppState) -> Option<&str> {
     state.cluster.as_ref().map(|c| c.node.as_str())
@@ -445,7 +453,7 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
 fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiError> {
     let body = cell
         .body(|s| {
-            let json = snapshot_json(s, &state.ingest.dictionary, node_of(state), cell.gate());
+            let json = snapshot_json(s, &state.ingest.dictionary, node_of(state), cell);
             serde_json::to_vec(&json)
                 .expect("a snapshot serialises")
                 .into()
@@ -529,11 +537,12 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         .cells
         .iter()
         .map(|c| match c.get() {
-            Some(s) => snapshot_json(&s, &state.ingest.dictionary, node_of(&state), c.gate()),
-            None => match c.gate() {
-                Some(g) => json!({"learner": c.name, "version": 0, "publish": g}),
-                None => json!({"learner": c.name, "version": 0}),
-            },
+            Some(s) => snapshot_json(&s, &state.ingest.dictionary, node_of(&state), c),
+            None => {
+                let mut v = json!({"learner": c.name, "version": 0});
+                events_json(v.as_object_mut().expect("an object"), c);
+                v
+            }
         })
         .collect();
     Json(json!({"models": models}))

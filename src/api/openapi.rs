@@ -127,6 +127,8 @@ pub struct ModelSnapshotDoc {
     /// With a publish gate (`publish.max_relative_gap`): the gate, and the latest model it withheld
     /// since this one was served (this model is the last one that passed).
     publish: Option<crate::learner::publish::GateView>,
+    /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
+    drift: Option<crate::learner::drift::DriftRecord>,
 }
 
 /// Whether a model's relative gap `(P - D) / max(1, |P|)` met the learner's `tol`, and if not why.
@@ -200,6 +202,8 @@ pub struct Unpublished {
     version: u64,
     /// With a publish gate: the gate and the latest model it withheld (none has passed yet).
     publish: Option<crate::learner::publish::GateView>,
+    /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
+    drift: Option<crate::learner::drift::DriftRecord>,
 }
 
 /// `GET /v1/models`: every learner, in configuration order.
@@ -330,7 +334,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

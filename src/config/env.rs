@@ -6,8 +6,8 @@
 
 use super::error::{secret_hint, ConfigError};
 use super::raw::{
-    CheckpointLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer, NatsLayer,
-    PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
+    CheckpointLayer, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer,
+    NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
 };
 
 /// Prefix of every environment override.
@@ -37,6 +37,7 @@ const ENV_SECTIONS: &[(&str, &[&str])] = &[
     ("window", WindowLayer::KEYS),
     ("snapshot", SnapshotLayer::KEYS),
     ("publish", PublishLayer::KEYS),
+    ("drift", DriftLayer::KEYS),
     ("checkpoint", CheckpointLayer::KEYS),
     ("durability", DurabilityLayer::KEYS),
     ("nats", NatsLayer::KEYS),
@@ -113,6 +114,7 @@ impl RawConfig {
                 "window" => self.window.set_env(key, &var, &text)?,
                 "snapshot" => self.snapshot.set_env(key, &var, &text)?,
                 "publish" => self.publish.set_env(key, &var, &text)?,
+                "drift" => self.drift.set_env(key, &var, &text)?,
                 "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
                 "durability" => self.durability.set_env(key, &var, &text)?,
                 "nats" => self.nats.set_env(key, &var, &text)?,

@@ -12,6 +12,8 @@ use super::nats::read_nats;
 use super::raw::RawConfig;
 use super::server::{read_auth, read_limits, read_listen, read_tls};
 use super::Config;
+use crate::learner::drift::page_hinkley::PageHinkleyParams;
+use crate::learner::drift::{DriftAction, DriftConfig};
 
 impl RawConfig {
     /// Phase two: checks every key's range and builds the [`Config`]. The keys are read in a fixed
@@ -108,6 +110,7 @@ impl RawConfig {
                 100_000,
             )?,
             max_relative_gap: read_gate(&self.publish.max_relative_gap)?,
+            drift: read_drift(&self.drift)?,
             data_dir,
             checkpoint_interval: duration(
                 &checkpoint.interval_s,
@@ -123,6 +126,48 @@ impl RawConfig {
             nats,
         })
     }
+}
+
+/// The `[drift]` section: the action and the Page-Hinkley test's parameters.
+fn read_drift(d: &super::raw::DriftLayer) -> Result<DriftConfig, ConfigError> {
+    let text = need(&d.action, "drift.action")?;
+    let action = match text.as_str() {
+        "off" => DriftAction::Off,
+        "alarm" => DriftAction::Alarm,
+        "shrink" => DriftAction::Shrink,
+        other => {
+            return Err(range(
+                "drift.action",
+                &format!("{other:?}"),
+                "expected \"off\", \"alarm\" or \"shrink\"",
+            ))
+        }
+    };
+    let delta = need(&d.delta, "drift.delta")?;
+    if !(delta.is_finite() && delta >= 0.0) {
+        return Err(range(
+            "drift.delta",
+            &delta.to_string(),
+            "must be finite and >= 0",
+        ));
+    }
+    let alpha = need(&d.alpha, "drift.alpha")?;
+    if !(alpha > 0.0 && alpha <= 1.0) {
+        return Err(range(
+            "drift.alpha",
+            &alpha.to_string(),
+            "must be in (0, 1]",
+        ));
+    }
+    Ok(DriftConfig {
+        action,
+        params: PageHinkleyParams {
+            min_samples: int(&d.min_samples, "drift.min_samples", 1, 1 << 40)? as u64,
+            delta,
+            threshold: positive(&d.threshold, "drift.threshold")?,
+            alpha,
+        },
+    })
 }
 
 /// `publish.max_relative_gap`: a number above zero; `inf` (the default) is no gate.
@@ -205,6 +250,40 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("publish.max_relative_gap"), "{bad}: {e}");
+        }
+    }
+
+    /// `[drift]`: off with River's Page-Hinkley defaults; the action and parameters from the file or
+    /// the environment; out-of-range values refused naming the key.
+    #[test]
+    fn the_drift_section_is_read_and_validated() {
+        use crate::learner::drift::{DriftAction, DriftConfig};
+        assert_eq!(Config::defaults().drift, DriftConfig::default());
+        let c = load_text(
+            "[drift]\naction = \"shrink\"\nthreshold = 5\nmin_samples = 10\n",
+            &[("THRESHER_DRIFT_DELTA", "0.1")],
+        )
+        .unwrap();
+        assert_eq!(c.drift.action, DriftAction::Shrink);
+        assert_eq!(
+            (
+                c.drift.params.threshold,
+                c.drift.params.min_samples,
+                c.drift.params.delta
+            ),
+            (5.0, 10, 0.1)
+        );
+        for (text, key) in [
+            ("action = \"reset\"", "drift.action"),
+            ("threshold = 0", "drift.threshold"),
+            ("delta = -1", "drift.delta"),
+            ("alpha = 1.5", "drift.alpha"),
+            ("min_samples = 0", "drift.min_samples"),
+        ] {
+            let e = load_text(&format!("[drift]\n{text}\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
         }
     }
 }

@@ -77,6 +77,7 @@ pub fn spawn(
             cell: cell.clone(),
             metrics: metrics.clone(),
             interval: config.snapshot_interval,
+            drift: config.drift,
         };
         let worker = Worker {
             learner: learner.clone(),

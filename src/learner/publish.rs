@@ -20,6 +20,10 @@
 //! (`thresher_models_withheld_total`); the learner keeps learning, and its next certified model is
 //! judged afresh.
 //!
+//! A cell with a drift test (`[drift]`) keeps its alarms ([`super::drift::DriftRecord`]): the model
+//! JSON shows the count and the latest, and the next history point carries the latest alarm since the
+//! point before.
+//!
 //! Each cell also keeps the scalars of its last `snapshot.history_points` snapshots ([`HistoryPoint`],
 //! `GET /v1/history`, the status page): every publication appends one point, and a full ring drops its
 //! oldest point, counted in `thresher_history_points_dropped_total`. The ring lives in memory only; a
@@ -32,6 +36,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+use super::drift::{DriftAction, DriftEvent, DriftRecord};
 use super::{recover_from_numeric_fault, SolverGauges, StreamingLearner};
 use crate::metrics::Metrics;
 use crate::model::Model;
@@ -141,6 +146,11 @@ pub struct HistoryPoint {
     pub samples_ingested_total: u64,
     /// Samples the daemon refused so far, every reason (`thresher_samples_rejected_total`).
     pub samples_rejected_total: u64,
+    /// Drift alarms of this learner so far (`[drift]`).
+    pub drift_alarms: u64,
+    /// The latest drift alarm since the previous point, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftEvent>,
 }
 
 impl HistoryPoint {
@@ -164,6 +174,8 @@ impl HistoryPoint {
             lambda_auto: s.model.lambda_auto.is_some(),
             samples_ingested_total: metrics.samples_ingested_total(),
             samples_rejected_total: metrics.samples_rejected_total(),
+            drift_alarms: 0,
+            drift: None,
         }
     }
 }
@@ -232,6 +244,8 @@ pub struct ModelCell {
     max_relative_gap: Option<f64>,
     /// The latest model the gate withheld since the last one served.
     withheld: Mutex<Option<Withheld>>,
+    /// Drift alarms (`None` without a drift test).
+    drift: Option<Mutex<DriftRecord>>,
 }
 
 impl ModelCell {
@@ -247,6 +261,52 @@ impl ModelCell {
             }),
             max_relative_gap: None,
             withheld: Mutex::new(None),
+            drift: None,
+        }
+    }
+
+    /// Keeps the drift alarms of a learner whose test runs with `action` (none with `Off`).
+    pub fn with_drift(mut self, action: DriftAction) -> ModelCell {
+        self.drift = (action != DriftAction::Off).then(|| {
+            Mutex::new(DriftRecord {
+                action: action.name().to_string(),
+                ..DriftRecord::default()
+            })
+        });
+        self
+    }
+
+    /// The drift alarms so far (`None` without a drift test).
+    pub fn drift(&self) -> Option<DriftRecord> {
+        self.drift.as_ref().map(|d| d.lock().clone())
+    }
+
+    /// Records an alarm, counts it and renders the served body again so that it shows it.
+    pub fn note_drift(&self, event: DriftEvent, metrics: &Metrics) {
+        let Some(record) = &self.drift else { return };
+        {
+            let mut r = record.lock();
+            r.alarms += 1;
+            r.last = Some(event.clone());
+            r.pending = Some(event.clone());
+        }
+        let l = [self.name.as_str()];
+        metrics.drift_alarms.with_label_values(&l).inc();
+        metrics
+            .drift_dropped
+            .with_label_values(&l)
+            .inc_by(event.dropped);
+        self.rerender();
+    }
+
+    /// Drops the served body so that the next request renders it again (same snapshot).
+    fn rerender(&self) {
+        let mut current = self.current.write();
+        if let Some(p) = current.as_ref() {
+            *current = Some(Arc::new(Published {
+                snapshot: p.snapshot.clone(),
+                body: OnceLock::new(),
+            }));
         }
     }
 
@@ -268,13 +328,7 @@ impl ModelCell {
     /// Records a withheld candidate, and renders the served body again so that it shows it.
     fn withhold(&self, w: Withheld) {
         *self.withheld.lock() = Some(w);
-        let mut current = self.current.write();
-        if let Some(p) = current.as_ref() {
-            *current = Some(Arc::new(Published {
-                snapshot: p.snapshot.clone(),
-                body: OnceLock::new(),
-            }));
-        }
+        self.rerender();
     }
 
     /// Sets the history ring to `capacity` points (at least 1), beginning it with the cell's current
@@ -430,7 +484,12 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
             );
         }
     }
-    let point = HistoryPoint::of(&next, churn, capacity, metrics);
+    let mut point = HistoryPoint::of(&next, churn, capacity, metrics);
+    if let Some(d) = &cell.drift {
+        let mut d = d.lock();
+        point.drift_alarms = d.alarms;
+        point.drift = d.pending.take();
+    }
     cell.set(next);
     if cell.history.lock().push(point) {
         metrics.history_dropped.with_label_values(&l).inc();
@@ -614,6 +673,8 @@ mod tests {
             lambda_auto: false,
             samples_ingested_total: 10 * version,
             samples_rejected_total: 0,
+            drift_alarms: 0,
+            drift: None,
         }
     }
 

@@ -14,6 +14,7 @@
 //! | `thresher_model_empty_fallback` | gauge | learner | 1 when the learner's best model was worse than the empty one and `w = 0` is served instead |
 //! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
 //! | `thresher_models_withheld_total` | counter | learner | certified models the publish gate did not serve (relative gap above `publish.max_relative_gap`) |
+//! | `thresher_drift_alarms_total`, `thresher_drift_dropped_samples_total` | counter | learner | rises of the progressive loss the drift test signalled; window samples `drift.action = "shrink"` dropped for them |
 //! | `thresher_history_points_dropped_total` | counter | learner | points the `GET /v1/history` ring dropped, oldest first, to stay at `snapshot.history_points` |
 //! | `thresher_window_samples` | gauge | learner | samples in the window |
 //! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
@@ -82,6 +83,8 @@ pub struct Metrics {
     pub solver_steps: IntCounterVec,
     pub history_dropped: IntCounterVec,
     pub models_withheld: IntCounterVec,
+    pub drift_alarms: IntCounterVec,
+    pub drift_dropped: IntCounterVec,
     pub window_samples: GaugeVec,
     pub window_capacity: GaugeVec,
     pub active_set_size: GaugeVec,
@@ -608,6 +611,8 @@ impl Metrics {
             solver_steps: solver.solver_steps,
             history_dropped: model.history_dropped,
             models_withheld: events.models_withheld,
+            drift_alarms: events.drift_alarms,
+            drift_dropped: events.drift_dropped,
             window_samples: solver.window_samples,
             window_capacity: solver.window_capacity,
             active_set_size: solver.active_set_size,
@@ -720,6 +725,8 @@ impl Metrics {
         self.solver_steps.with_label_values(&[name]);
         self.history_dropped.with_label_values(&[name]);
         self.models_withheld.with_label_values(&[name]);
+        self.drift_alarms.with_label_values(&[name]);
+        self.drift_dropped.with_label_values(&[name]);
         self.numeric_faults.with_label_values(&[name]);
     }
 
