@@ -6,6 +6,7 @@ mod cli;
 mod cluster;
 mod common;
 mod daemon;
+mod drift;
 mod durability;
 mod examples;
 mod features;

@@ -252,6 +252,17 @@
       l.facts.appendChild(b);
       l.facts.appendChild(document.createTextNode("  ·  "));
     }
+    // Drift alarms: the action, the count and the latest.
+    const drift = l.entry && l.entry.drift;
+    if (drift) {
+      const e = drift.last;
+      const b = el("b", { class: drift.alarms ? "drift" : "", "data-drift": String(drift.alarms) },
+        drift.action + " · " + drift.alarms + (drift.alarms === 1 ? " alarm" : " alarms") +
+        (e ? " · last at sample " + e.at_sample + (e.dropped ? ", " + e.dropped + " dropped" : "") : ""));
+      l.facts.appendChild(document.createTextNode("drift "));
+      l.facts.appendChild(b);
+      l.facts.appendChild(document.createTextNode("  ·  "));
+    }
     if (last) l.facts.appendChild(document.createTextNode(p.length + " snapshots shown"));
     const series = (name, f, from) => ({
       name: name, color: COLORS[name], pts: p.slice(from || 0).map((q, i) => [q.updated_at, f(q, i + (from || 0))]),
