@@ -150,7 +150,9 @@ impl DriftWatch {
             since_change,
             dropped: dropped as u64,
             window_samples: learner.window().len(),
-            raised_at: super::publish::unix_now(),
+            raised_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
         };
         tracing::warn!(
             learner = %learner.config().name,
