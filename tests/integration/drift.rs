@@ -1,7 +1,7 @@
 //! The drift alarm (`[drift]`) on the real binary: a stream whose labels flip sign half-way raises the
-//! alarm (the metric, an event in `/v1/history`, the model JSON's record), and with `shrink` the window
-//! drops the samples of the old regime, so the progressive loss recovers in fewer samples than with
-//! `alarm`, which keeps them until the window evicts them.
+//! alarm (the metric, an event in `/v1/history`, the model JSON's record, the status page), and with
+//! `shrink` the window drops the samples of the old regime, so the progressive loss recovers in fewer
+//! samples than with `alarm`, which keeps them until the window evicts them.
 
 use serde_json::Value;
 use thresher::sample::Sample;
@@ -113,6 +113,12 @@ fn a_label_flip_raises_the_alarm_and_shrink_recovers_sooner() {
         assert_eq!(dropped_samples > 0.0, dropped, "{first}");
         assert!(d.log().contains("drift: the progressive loss rose"));
     }
+    // The status page shows the alarms.
+    let dom = crate::status_page::browse(&format!("{}/", shrink.daemon.base), &["--dump-dom"]);
+    assert!(
+        dom.contains("data-drift=") && !dom.contains(r#"data-drift="0""#),
+        "{dom}"
+    );
     let first = &history_events(&shrink.daemon)[0];
     assert!(
         first["window_samples"].as_u64().unwrap() < 2 * BATCH as u64,

@@ -1,6 +1,7 @@
 //! The publish gate (`publish.max_relative_gap`) on the real binary: a tight gate keeps an unconverged
 //! model from being served (503 on the model routes, `/readyz` not ready with the reason, the withheld
-//! models counted and the candidate's gap shown), and a loose one serves the learner's model.
+//! models counted and the candidate's gap shown, in the JSON and on the status page), and a loose one
+//! serves the learner's model.
 
 use serde_json::Value;
 use thresher::synth::{self, to_libsvm};
