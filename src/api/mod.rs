@@ -7,7 +7,7 @@
 //! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one |
 //! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}` |
 //! | `GET /metrics` | Prometheus text format |
-//! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published or restored and while checkpoints succeed |
+//! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published (and passed the publish gate) or restored and while checkpoints succeed |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
 //! | `GET /` | the status page ([`status`]): one self-contained HTML document, charts drawn in the browser |
 //! | `GET /v1/history[?learner=name][&since=version]` | the scalars of a learner's last published snapshots (its history ring) |
@@ -387,9 +387,18 @@ async fn post_samples(
 /// In a cluster (`node` set) the body names the node and the model's scope: `"global"` for a cut of
 /// the global model (certified over the union of the listed nodes' windows, the same on every node),
 /// `"node"` for a model learned on this node's shard alone (`docs/cluster.md`).
-pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<&str>) -> Value {
+///
+/// With a publish gate, `publish` holds `max_relative_gap` and the latest candidate the gate
+/// withheld since this model was served (`null` if none): the served model is the last one that passed.
+pub fn snapshot_json(
+    s: &Snapshot,
+    dictionary: &FeatureDictionary,
+    node: Option<&str>,
+    cell: &ModelCell,
+) -> Value {
     let mut v = serde_json::to_value(&s.model).expect("a model serialises");
     let o = v.as_object_mut().expect("a model is an object");
+    events_json(o, cell);
     o.insert("learner".into(), json!(s.learner));
     o.insert("version".into(), json!(s.version));
     o.insert("samples_seen".into(), json!(s.samples_seen));
@@ -426,6 +435,16 @@ pub fn snapshot_json(s: &Snapshot, dictionary: &FeatureDictionary, node: Option<
     v
 }
 
+/// The cell's publish gate (`publish`) and drift alarms (`drift`), when it has them.
+fn events_json(o: &mut serde_json::Map<String, Value>, cell: &ModelCell) {
+    if let Some(g) = cell.gate() {
+        o.insert("publish".into(), json!(g));
+    }
+    if let Some(d) = cell.drift() {
+        o.insert("drift".into(), json!(d));
+    }
+}
+
 /// This node's name in a cluster.
 fn node_of(state: &AppState) -> Option<&str> {
     state.cluster.as_ref().map(|c| c.node.as_str())
@@ -446,7 +465,8 @@ fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<Mode
 fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiError> {
     let body = cell
         .body(|s| {
-            serde_json::to_vec(&snapshot_json(s, &state.ingest.dictionary, node_of(state)))
+            let json = snapshot_json(s, &state.ingest.dictionary, node_of(state), cell);
+            serde_json::to_vec(&json)
                 .expect("a snapshot serialises")
                 .into()
         })
@@ -529,8 +549,12 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         .cells
         .iter()
         .map(|c| match c.get() {
-            Some(s) => snapshot_json(&s, &state.ingest.dictionary, node_of(&state)),
-            None => json!({"learner": c.name, "version": 0}),
+            Some(s) => snapshot_json(&s, &state.ingest.dictionary, node_of(&state), c),
+            None => {
+                let mut v = json!({"learner": c.name, "version": 0});
+                events_json(v.as_object_mut().expect("an object"), c);
+                v
+            }
         })
         .collect();
     Json(json!({"models": models}))
@@ -703,6 +727,19 @@ async fn readyz(State(state): State<Arc<AppState>>) -> (StatusCode, Json<Value>)
         )
     } else if state.cells.iter().any(|c| c.get().is_some()) {
         (StatusCode::OK, Json(json!({"status": "ready"})))
+    } else if let Some((name, g, w)) = state.cells.iter().find_map(|c| {
+        let g = c.gate()?;
+        let w = g.candidate.clone()?;
+        Some((&c.name, g, w))
+    }) {
+        let status = format!(
+            "not ready: no model has passed the publish gate yet (learner {name}: latest relative gap {:.3e} > publish.max_relative_gap = {:e}, {} withheld)",
+            w.relative_gap, g.max_relative_gap, w.withheld_total
+        );
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": status})),
+        )
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,

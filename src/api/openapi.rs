@@ -129,6 +129,11 @@ pub struct ModelSnapshotDoc {
     lambda_auto: Option<LambdaAutoDoc>,
     /// Whether the model converged, and if not why.
     convergence: Option<ConvergenceDoc>,
+    /// With a publish gate (`publish.max_relative_gap`): the gate, and the latest model it withheld
+    /// since this one was served (this model is the last one that passed).
+    publish: Option<crate::learner::publish::GateView>,
+    /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
+    drift: Option<crate::learner::drift::DriftRecord>,
 }
 
 /// How hashed feature names get their indices: the low `bits` bits of XXH3-64 of the name with `seed`.
@@ -210,6 +215,10 @@ pub struct Unpublished {
     learner: String,
     #[schema(minimum = 0, maximum = 0)]
     version: u64,
+    /// With a publish gate: the gate and the latest model it withheld (none has passed yet).
+    publish: Option<crate::learner::publish::GateView>,
+    /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
+    drift: Option<crate::learner::drift::DriftRecord>,
 }
 
 /// `GET /v1/models`: every learner, in configuration order.
@@ -340,7 +349,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;

@@ -6,8 +6,8 @@
 
 use super::error::{secret_hint, ConfigError};
 use super::raw::{
-    CheckpointLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer, NatsLayer,
-    RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
+    CheckpointLayer, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer,
+    NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
 };
 
 /// Prefix of every environment override.
@@ -36,6 +36,8 @@ const ENV_SECTIONS: &[(&str, &[&str])] = &[
     ("ingest", IngestLayer::KEYS),
     ("window", WindowLayer::KEYS),
     ("snapshot", SnapshotLayer::KEYS),
+    ("publish", PublishLayer::KEYS),
+    ("drift", DriftLayer::KEYS),
     ("checkpoint", CheckpointLayer::KEYS),
     ("durability", DurabilityLayer::KEYS),
     ("nats", NatsLayer::KEYS),
@@ -111,6 +113,8 @@ impl RawConfig {
                 "ingest" => self.ingest.set_env(key, &var, &text)?,
                 "window" => self.window.set_env(key, &var, &text)?,
                 "snapshot" => self.snapshot.set_env(key, &var, &text)?,
+                "publish" => self.publish.set_env(key, &var, &text)?,
+                "drift" => self.drift.set_env(key, &var, &text)?,
                 "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
                 "durability" => self.durability.set_env(key, &var, &text)?,
                 "nats" => self.nats.set_env(key, &var, &text)?,

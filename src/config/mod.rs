@@ -83,6 +83,11 @@ pub struct Config {
     pub history_points: usize,
     /// Most points one `GET /v1/history` response holds (`snapshot.history_page_points`).
     pub history_page_points: usize,
+    /// `publish.max_relative_gap`: a model whose certificate's relative gap `(P - D) / max(1, |P|)` is
+    /// above it is not served (`None`: every model is).
+    pub max_relative_gap: Option<f64>,
+    /// `[drift]`: the change test on each learner's progressive loss and what a change does.
+    pub drift: crate::learner::drift::DriftConfig,
     pub data_dir: Option<PathBuf>,
     pub checkpoint_interval: Duration,
     /// `[durability]`: the write-ahead log of acknowledged samples (with a data directory).

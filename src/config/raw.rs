@@ -143,6 +143,24 @@ layer! {
 }
 
 layer! {
+    /// `[publish]`.
+    PublishLayer, "the [publish] table" {
+        max_relative_gap: f64,
+    }
+}
+
+layer! {
+    /// `[drift]`.
+    DriftLayer, "the [drift] table" {
+        action: String,
+        delta: f64,
+        threshold: f64,
+        min_samples: i64,
+        alpha: f64,
+    }
+}
+
+layer! {
     /// `[checkpoint]`.
     CheckpointLayer, "the [checkpoint] table" {
         data_dir: String,
@@ -239,6 +257,10 @@ pub struct RawConfig {
     #[serde(default)]
     pub snapshot: SnapshotLayer,
     #[serde(default)]
+    pub publish: PublishLayer,
+    #[serde(default)]
+    pub drift: DriftLayer,
+    #[serde(default)]
     pub checkpoint: CheckpointLayer,
     #[serde(default)]
     pub durability: DurabilityLayer,
@@ -295,6 +317,8 @@ impl RawConfig {
         self.ingest.overlay(over.ingest);
         self.window.overlay(over.window);
         self.snapshot.overlay(over.snapshot);
+        self.publish.overlay(over.publish);
+        self.drift.overlay(over.drift);
         self.checkpoint.overlay(over.checkpoint);
         self.durability.overlay(over.durability);
         self.nats.overlay(over.nats);
@@ -382,11 +406,13 @@ mod tests {
     #[test]
     fn every_layer_key_is_in_the_defaults_and_the_docs() {
         let raw = RawConfig::defaults();
-        let sections: [(&str, Vec<&str>, &[&str]); 7] = [
+        let sections: [(&str, Vec<&str>, &[&str]); 9] = [
             ("server", raw.server.given(), ServerLayer::KEYS),
             ("ingest", raw.ingest.given(), IngestLayer::KEYS),
             ("window", raw.window.given(), WindowLayer::KEYS),
             ("snapshot", raw.snapshot.given(), SnapshotLayer::KEYS),
+            ("publish", raw.publish.given(), PublishLayer::KEYS),
+            ("drift", raw.drift.given(), DriftLayer::KEYS),
             ("checkpoint", raw.checkpoint.given(), CheckpointLayer::KEYS),
             ("durability", raw.durability.given(), DurabilityLayer::KEYS),
             ("nats", raw.nats.given(), NatsLayer::KEYS),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::check::{count, duration, int, need, path_key, positive};
+use super::check::{count, duration, int, need, path_key, positive, range};
 use super::durability::read_durability;
 use super::error::ConfigError;
 use super::learner::read_learners;
@@ -13,6 +13,8 @@ use super::nats::read_nats;
 use super::raw::RawConfig;
 use super::server::{read_auth, read_limits, read_listen, read_tls};
 use super::Config;
+use crate::learner::drift::page_hinkley::PageHinkleyParams;
+use crate::learner::drift::{DriftAction, DriftConfig};
 
 impl RawConfig {
     /// Phase two: checks every key's range and builds the [`Config`]. The keys are read in a fixed
@@ -109,6 +111,8 @@ impl RawConfig {
                 1,
                 100_000,
             )?,
+            max_relative_gap: read_gate(&self.publish.max_relative_gap)?,
+            drift: read_drift(&self.drift)?,
             data_dir,
             checkpoint_interval: duration(
                 &checkpoint.interval_s,
@@ -124,6 +128,58 @@ impl RawConfig {
             nats,
         })
     }
+}
+
+/// The `[drift]` section: the action and the Page-Hinkley test's parameters.
+fn read_drift(d: &super::raw::DriftLayer) -> Result<DriftConfig, ConfigError> {
+    let text = need(&d.action, "drift.action")?;
+    let action = match text.as_str() {
+        "off" => DriftAction::Off,
+        "alarm" => DriftAction::Alarm,
+        "shrink" => DriftAction::Shrink,
+        other => {
+            return Err(range(
+                "drift.action",
+                &format!("{other:?}"),
+                "expected \"off\", \"alarm\" or \"shrink\"",
+            ))
+        }
+    };
+    let delta = need(&d.delta, "drift.delta")?;
+    if !(delta.is_finite() && delta >= 0.0) {
+        return Err(range(
+            "drift.delta",
+            &delta.to_string(),
+            "must be finite and >= 0",
+        ));
+    }
+    let alpha = need(&d.alpha, "drift.alpha")?;
+    if !(alpha > 0.0 && alpha <= 1.0) {
+        return Err(range(
+            "drift.alpha",
+            &alpha.to_string(),
+            "must be in (0, 1]",
+        ));
+    }
+    Ok(DriftConfig {
+        action,
+        params: PageHinkleyParams {
+            min_samples: int(&d.min_samples, "drift.min_samples", 1, 1 << 40)? as u64,
+            delta,
+            threshold: positive(&d.threshold, "drift.threshold")?,
+            alpha,
+        },
+    })
+}
+
+/// `publish.max_relative_gap`: a number above zero; `inf` (the default) is no gate.
+fn read_gate(value: &Option<f64>) -> Result<Option<f64>, ConfigError> {
+    let key = "publish.max_relative_gap";
+    let v = need(value, key)?;
+    if v.is_nan() || v <= 0.0 {
+        return Err(range(key, &v.to_string(), "must be > 0 (inf: no gate)"));
+    }
+    Ok(v.is_finite().then_some(v))
 }
 
 #[cfg(test)]
@@ -180,5 +236,56 @@ mod tests {
         assert_eq!((c.max_dim, c.max_named_features), (1000, 1000));
         let c = load_text("[ingest]\nmax_dim = 1000\nmax_named_features = 10\n", &[]).unwrap();
         assert_eq!(c.max_named_features, 10);
+    }
+
+    /// `publish.max_relative_gap`: off by default (`inf`), a number above zero from the file or the
+    /// environment, anything else refused naming the key.
+    #[test]
+    fn the_publish_gate_is_off_by_default_and_validated() {
+        assert_eq!(Config::defaults().max_relative_gap, None);
+        let c = load_text("[publish]\nmax_relative_gap = 1e-3\n", &[]).unwrap();
+        assert_eq!(c.max_relative_gap, Some(1e-3));
+        let c = load_text("", &[("THRESHER_PUBLISH_MAX_RELATIVE_GAP", "0.5")]).unwrap();
+        assert_eq!(c.max_relative_gap, Some(0.5));
+        for bad in ["0", "-1", "nan"] {
+            let e = load_text("", &[("THRESHER_PUBLISH_MAX_RELATIVE_GAP", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("publish.max_relative_gap"), "{bad}: {e}");
+        }
+    }
+
+    /// `[drift]`: off with River's Page-Hinkley defaults; the action and parameters from the file or
+    /// the environment; out-of-range values refused naming the key.
+    #[test]
+    fn the_drift_section_is_read_and_validated() {
+        use crate::learner::drift::{DriftAction, DriftConfig};
+        assert_eq!(Config::defaults().drift, DriftConfig::default());
+        let c = load_text(
+            "[drift]\naction = \"shrink\"\nthreshold = 5\nmin_samples = 10\n",
+            &[("THRESHER_DRIFT_DELTA", "0.1")],
+        )
+        .unwrap();
+        assert_eq!(c.drift.action, DriftAction::Shrink);
+        assert_eq!(
+            (
+                c.drift.params.threshold,
+                c.drift.params.min_samples,
+                c.drift.params.delta
+            ),
+            (5.0, 10, 0.1)
+        );
+        for (text, key) in [
+            ("action = \"reset\"", "drift.action"),
+            ("threshold = 0", "drift.threshold"),
+            ("delta = -1", "drift.delta"),
+            ("alpha = 1.5", "drift.alpha"),
+            ("min_samples = 0", "drift.min_samples"),
+        ] {
+            let e = load_text(&format!("[drift]\n{text}\n"), &[])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
     }
 }

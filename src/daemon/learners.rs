@@ -81,6 +81,7 @@ pub fn spawn(
             metrics: metrics.clone(),
             interval: config.snapshot_interval,
             on_publish: pin_support_names(&restored.dictionary),
+            drift: config.drift,
         };
         if let (Some(call), Some(snapshot)) = (&publisher.on_publish, cell.get()) {
             call(&snapshot);

@@ -188,11 +188,10 @@ fn build_learner(
     ));
     metrics.register_learner(&lc.name, config.window_capacity);
     let cell = Arc::new(
-        ModelCell::new(&lc.name, saved.and_then(|s| s.snapshot.clone())).with_history(
-            config.history_points,
-            config.window_capacity,
-            metrics,
-        ),
+        ModelCell::new(&lc.name, saved.and_then(|s| s.snapshot.clone()))
+            .with_history(config.history_points, config.window_capacity, metrics)
+            .with_gate(config.max_relative_gap)
+            .with_drift(config.drift.action),
     );
     if let Some(a) = learner.lambda_auto() {
         metrics.register_lambda_grid(&lc.name, &a.grid, a.criterion == "holdout");

@@ -50,6 +50,7 @@ use crate::sample::{Row, Sample, SampleBlock, SampleSet};
 use crate::solver::Certificate;
 
 pub mod auto;
+pub mod drift;
 pub mod global;
 pub mod mirror;
 pub mod params;

@@ -13,6 +13,17 @@
 //! the learner is rebuilt from its own state made finite ([`super::recover_from_numeric_fault`]).
 //! The daemon's checkpoint thread publishes the final snapshot once the learners have stopped.
 //!
+//! The publish gate (`publish.max_relative_gap`, [`ModelCell::with_gate`]) sits at the one place a
+//! certified model becomes the served one: a model whose certificate's relative gap
+//! `(P - D) / max(1, |P|)` is above the gate is withheld — the last model that passed stays in the
+//! cell, the candidate's gap is kept beside it ([`Withheld`], shown with the served model) and counted
+//! (`thresher_models_withheld_total`); the learner keeps learning, and its next certified model is
+//! judged afresh.
+//!
+//! A cell with a drift test (`[drift]`) keeps its alarms ([`super::drift::DriftRecord`]): the model
+//! JSON shows the count and the latest, and the next history point carries the latest alarm since the
+//! point before.
+//!
 //! Each cell also keeps the scalars of its last `snapshot.history_points` snapshots ([`HistoryPoint`],
 //! `GET /v1/history`, the status page): every publication appends one point, and a full ring drops its
 //! oldest point, counted in `thresher_history_points_dropped_total`. The ring lives in memory only; a
@@ -25,6 +36,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+use super::drift::{DriftAction, DriftEvent, DriftRecord};
 use super::{recover_from_numeric_fault, SolverGauges, StreamingLearner};
 use crate::metrics::Metrics;
 use crate::model::Model;
@@ -134,6 +146,11 @@ pub struct HistoryPoint {
     pub samples_ingested_total: u64,
     /// Samples the daemon refused so far, every reason (`thresher_samples_rejected_total`).
     pub samples_rejected_total: u64,
+    /// Drift alarms of this learner so far (`[drift]`).
+    pub drift_alarms: u64,
+    /// The latest drift alarm since the previous point, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftEvent>,
 }
 
 impl HistoryPoint {
@@ -157,6 +174,8 @@ impl HistoryPoint {
             lambda_auto: s.model.lambda_auto.is_some(),
             samples_ingested_total: metrics.samples_ingested_total(),
             samples_rejected_total: metrics.samples_rejected_total(),
+            drift_alarms: 0,
+            drift: None,
         }
     }
 }
@@ -180,6 +199,31 @@ impl History {
     }
 }
 
+/// The latest certified model the publish gate withheld (newer than the served one).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Withheld {
+    /// Its certificate's relative gap `(P - D) / max(1, |P|)`.
+    pub relative_gap: f64,
+    /// Samples the learner had seen when it was certified.
+    pub samples_seen: u64,
+    /// Unix time (seconds) it was certified.
+    pub certified_at: f64,
+    /// Models this learner's gate has withheld since the daemon started.
+    pub withheld_total: u64,
+    /// The learner's mutation counter it reflects (not served).
+    #[serde(skip)]
+    pub mutations: u64,
+}
+
+/// What the publish gate says of a cell, as the served model shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct GateView {
+    /// `publish.max_relative_gap`.
+    pub max_relative_gap: f64,
+    /// The latest withheld candidate, if one is newer than the served model.
+    pub candidate: Option<Withheld>,
+}
+
 /// A published snapshot with its served JSON body, rendered at most once per snapshot.
 #[derive(Debug)]
 struct Published {
@@ -196,6 +240,12 @@ pub struct ModelCell {
     current: RwLock<Option<Arc<Published>>>,
     /// Written once per publication, read by `GET /v1/history`; both copy a few points under it.
     history: Mutex<History>,
+    /// `publish.max_relative_gap` (`None`: every certified model is served).
+    max_relative_gap: Option<f64>,
+    /// The latest model the gate withheld since the last one served.
+    withheld: Mutex<Option<Withheld>>,
+    /// Drift alarms (`None` without a drift test).
+    drift: Option<Mutex<DriftRecord>>,
 }
 
 impl ModelCell {
@@ -209,7 +259,76 @@ impl ModelCell {
                 capacity: DEFAULT_HISTORY_POINTS,
                 points: VecDeque::new(),
             }),
+            max_relative_gap: None,
+            withheld: Mutex::new(None),
+            drift: None,
         }
+    }
+
+    /// Keeps the drift alarms of a learner whose test runs with `action` (none with `Off`).
+    pub fn with_drift(mut self, action: DriftAction) -> ModelCell {
+        self.drift = (action != DriftAction::Off).then(|| {
+            Mutex::new(DriftRecord {
+                action: action.name().to_string(),
+                ..DriftRecord::default()
+            })
+        });
+        self
+    }
+
+    /// The drift alarms so far (`None` without a drift test).
+    pub fn drift(&self) -> Option<DriftRecord> {
+        self.drift.as_ref().map(|d| d.lock().clone())
+    }
+
+    /// Records an alarm, counts it and renders the served body again so that it shows it.
+    pub fn note_drift(&self, event: DriftEvent, metrics: &Metrics) {
+        let Some(record) = &self.drift else { return };
+        {
+            let mut r = record.lock();
+            r.alarms += 1;
+            r.last = Some(event.clone());
+            r.pending = Some(event.clone());
+        }
+        let l = [self.name.as_str()];
+        metrics.drift_alarms.with_label_values(&l).inc();
+        metrics
+            .drift_dropped
+            .with_label_values(&l)
+            .inc_by(event.dropped);
+        self.rerender();
+    }
+
+    /// Drops the served body so that the next request renders it again (same snapshot).
+    fn rerender(&self) {
+        let mut current = self.current.write();
+        if let Some(p) = current.as_ref() {
+            *current = Some(Arc::new(Published {
+                snapshot: p.snapshot.clone(),
+                body: OnceLock::new(),
+            }));
+        }
+    }
+
+    /// Sets the publish gate: a certified model whose relative gap is above `max_relative_gap` is not
+    /// served (`None`: no gate).
+    pub fn with_gate(mut self, max_relative_gap: Option<f64>) -> ModelCell {
+        self.max_relative_gap = max_relative_gap;
+        self
+    }
+
+    /// The gate's view for the served model's JSON (`None` without a gate).
+    pub fn gate(&self) -> Option<GateView> {
+        Some(GateView {
+            max_relative_gap: self.max_relative_gap?,
+            candidate: self.withheld.lock().clone(),
+        })
+    }
+
+    /// Records a withheld candidate, and renders the served body again so that it shows it.
+    fn withhold(&self, w: Withheld) {
+        *self.withheld.lock() = Some(w);
+        self.rerender();
     }
 
     /// Sets the history ring to `capacity` points (at least 1), beginning it with the cell's current
@@ -271,6 +390,7 @@ impl ModelCell {
     }
 
     fn set(&self, s: Snapshot) {
+        *self.withheld.lock() = None;
         *self.current.write() = Some(Published::new(s));
     }
 }
@@ -294,9 +414,14 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
     let (snap, capacity, gauges) = {
         let mut l = learner.lock();
         let stats = l.stats();
-        let unchanged = previous
+        // A withheld candidate is newer than the served model (serving one clears it).
+        let unchanged = cell
+            .withheld
+            .lock()
             .as_ref()
-            .is_some_and(|p| p.mutations == stats.mutations);
+            .map(|w| w.mutations)
+            .or(previous.as_ref().map(|p| p.mutations))
+            .is_some_and(|m| m == stats.mutations);
         if unchanged || l.window().is_empty() {
             return false;
         }
@@ -316,6 +441,9 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
         count_numeric_faults(metrics, &cell.name, snap.stats.numeric_faults);
         (snap, l.window().capacity(), l.gauges())
     };
+    if withhold(cell, &snap, metrics) {
+        return false;
+    }
     log_convergence_change(&cell.name, previous.as_deref(), &snap.model);
     let prev_support: &[u32] = previous.as_ref().map_or(&[], |p| &p.model.support);
     let churn = support_changes(prev_support, &snap.model.support) as u64;
@@ -356,12 +484,50 @@ pub fn publish(learner: &SharedLearner, cell: &ModelCell, metrics: &Metrics) -> 
             );
         }
     }
-    let point = HistoryPoint::of(&next, churn, capacity, metrics);
+    let mut point = HistoryPoint::of(&next, churn, capacity, metrics);
+    if let Some(d) = &cell.drift {
+        let mut d = d.lock();
+        point.drift_alarms = d.alarms;
+        point.drift = d.pending.take();
+    }
     cell.set(next);
     if cell.history.lock().push(point) {
         metrics.history_dropped.with_label_values(&l).inc();
     }
     set_gauges(cell, metrics);
+    true
+}
+
+/// The publish gate: whether `snap` is withheld (its relative gap above the cell's
+/// `max_relative_gap`); a withheld model is recorded in the cell and counted.
+fn withhold(cell: &ModelCell, snap: &super::LearnerSnapshot, metrics: &Metrics) -> bool {
+    let Some(max) = cell.max_relative_gap else {
+        return false;
+    };
+    let relative_gap = snap.model.certificate.relative_gap();
+    if relative_gap <= max {
+        return false;
+    }
+    let counter = metrics
+        .models_withheld
+        .with_label_values(&[cell.name.as_str()]);
+    counter.inc();
+    let first = cell.withheld.lock().is_none();
+    if first {
+        tracing::info!(
+            learner = %cell.name,
+            relative_gap,
+            max_relative_gap = max,
+            "model withheld by the publish gate (relative gap above publish.max_relative_gap); the last model that passed stays served"
+        );
+    }
+    cell.withhold(Withheld {
+        relative_gap,
+        samples_seen: snap.stats.samples_seen,
+        certified_at: unix_now(),
+        withheld_total: counter.get(),
+        mutations: snap.stats.mutations,
+    });
     true
 }
 
@@ -507,6 +673,8 @@ mod tests {
             lambda_auto: false,
             samples_ingested_total: 10 * version,
             samples_rejected_total: 0,
+            drift_alarms: 0,
+            drift: None,
         }
     }
 
@@ -530,6 +698,63 @@ mod tests {
         assert_eq!(versions(3), [4, 5]);
         assert_eq!(versions(5), Vec::<u64>::new());
         assert_eq!(versions(u64::MAX), Vec::<u64>::new());
+    }
+
+    /// The gate keeps the last model that passed: a learner certified after one step on a fresh batch
+    /// (a large gap) is withheld and counted, and the cell still serves the earlier, converged model,
+    /// showing the candidate beside it; serving a model clears the candidate.
+    #[test]
+    fn the_gate_withholds_a_model_above_it_and_keeps_the_last_that_passed() {
+        let config = crate::Config::defaults();
+        let metrics = Metrics::new();
+        let cell = ModelCell::new("a", None).with_gate(Some(1e-2));
+        let learner: SharedLearner = Arc::new(Mutex::new(crate::learner::build(
+            &config.learners[0],
+            1000,
+            None,
+        )));
+        let data = crate::synth::sparse_stream(400, 30, 3, 6, 0.1, false, 3);
+        let withheld = || metrics.models_withheld.with_label_values(&["a"]).get();
+        let converge = |l: &SharedLearner| {
+            for _ in 0..10_000 {
+                if matches!(l.lock().step(), super::super::StepOutcome::Idle(_)) {
+                    break;
+                }
+            }
+        };
+        learner.lock().insert_samples(&data.samples[..200]);
+        assert!(!publish(&learner, &cell, &metrics), "an untrained model");
+        assert!(cell.get().is_none() && withheld() == 1);
+        assert!(
+            !publish(&learner, &cell, &metrics),
+            "unchanged: not judged again"
+        );
+        assert_eq!(withheld(), 1);
+        converge(&learner);
+        assert!(publish(&learner, &cell, &metrics));
+        let served = cell.get().unwrap();
+        assert!(served.model.certificate.relative_gap() <= 1e-2);
+        assert_eq!(cell.gate().unwrap().candidate, None);
+        // A shifted batch, not stepped on: its certificate's gap is far above the gate.
+        let shifted: Vec<_> = data.samples[200..]
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.label *= -3.0;
+                s
+            })
+            .collect();
+        learner.lock().insert_samples(&shifted);
+        assert!(!publish(&learner, &cell, &metrics));
+        assert_eq!(withheld(), 2);
+        assert_eq!(
+            cell.get().unwrap().version,
+            served.version,
+            "the last that passed"
+        );
+        let candidate = cell.gate().unwrap().candidate.unwrap();
+        assert!(candidate.relative_gap > 1e-2 && candidate.samples_seen == 400);
+        assert_eq!(candidate.withheld_total, 2);
     }
 
     #[test]

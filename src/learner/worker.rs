@@ -2,6 +2,9 @@
 //! every ingested batch to each learner, and one learner thread per learner that inserts, steps and
 //! publishes on a cadence. Solvers know nothing of threads; this module knows nothing of HTTP.
 //!
+//! After each insert a learner thread runs the drift test on the learner's progressive loss
+//! ([`super::drift`]) while it still holds the learner's lock.
+//!
 //! Each learner thread holds a [`PanicGuard`]: if the thread unwinds, the guard raises the daemon's
 //! [`Fatal`] flag, so one panicking learner stops the daemon instead of hanging it (ripgrep's
 //! quit-on-panic `Drop`).
@@ -14,6 +17,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::drift::{DriftConfig, DriftWatch};
 use super::publish::{publish, ModelCell, SharedLearner, Snapshot};
 use super::StepOutcome;
 use crate::metrics::Metrics;
@@ -143,6 +147,8 @@ pub struct Publisher {
     /// Called with each snapshot this learner publishes (hashed feature names pin the names of its
     /// support: `ingest::hashed`).
     pub on_publish: Option<OnPublish>,
+    /// `[drift]`: the test on the learner's progressive loss, run after each insert.
+    pub drift: DriftConfig,
 }
 
 /// What a [`Publisher`] calls with each snapshot it publishes.
@@ -165,6 +171,17 @@ pub fn learner_loop(
 ) {
     let mut waiting: Vec<Batch> = Vec::new();
     let mut last_publish = Instant::now();
+    let mut watch = publisher
+        .as_ref()
+        .and_then(|p| DriftWatch::new(p.drift, &learner.lock().stats()));
+    // After an insert, under the learner's lock: the drift test, and its alarm into the cell.
+    let mut watch_drift = |l: &mut Box<dyn super::StreamingLearner>| {
+        if let (Some(w), Some(p)) = (watch.as_mut(), publisher.as_ref()) {
+            if let Some(event) = w.observe(l) {
+                p.cell.note_drift(event, &p.metrics);
+            }
+        }
+    };
     loop {
         if let Some(p) = &publisher {
             if last_publish.elapsed() >= p.interval {
@@ -192,6 +209,7 @@ pub fn learner_loop(
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
             let mut l = learner.lock();
             l.insert_batches(&blocks);
+            watch_drift(&mut l);
             absorbed.raise(&waiting);
             drop(l);
             drop(blocks);
@@ -219,6 +237,7 @@ pub fn learner_loop(
                 Ok(batch) => {
                     let mut l = learner.lock();
                     l.insert(batch.samples());
+                    watch_drift(&mut l);
                     absorbed.raise([&batch]);
                 }
                 Err(RecvTimeoutError::Timeout) => {}

@@ -13,6 +13,8 @@
 //! | `thresher_model_converged` | gauge | learner | 1 when the published model's relative gap is at most the learner's `tol`, else 0 (its `convergence.reason` in the model JSON says why) |
 //! | `thresher_model_empty_fallback` | gauge | learner | 1 when the learner's best model was worse than the empty one and `w = 0` is served instead |
 //! | `thresher_solver_steps_total` | counter | learner | solver steps (block updates) |
+//! | `thresher_models_withheld_total` | counter | learner | certified models the publish gate did not serve (relative gap above `publish.max_relative_gap`) |
+//! | `thresher_drift_alarms_total`, `thresher_drift_dropped_samples_total` | counter | learner | rises of the progressive loss the drift test signalled; window samples `drift.action = "shrink"` dropped for them |
 //! | `thresher_history_points_dropped_total` | counter | learner | points the `GET /v1/history` ring dropped, oldest first, to stay at `snapshot.history_points` |
 //! | `thresher_window_samples` | gauge | learner | samples in the window |
 //! | `thresher_window_capacity` | gauge | learner | `window.capacity` (fill = samples / capacity) |
@@ -58,6 +60,8 @@
 //! Learner metrics are set by each learner's thread when it publishes; ingest counters by the sources
 //! and handlers. [`Metrics::new`] registers them family by family (one function per family below).
 
+mod events;
+
 use prometheus::core::Collector;
 use prometheus::{
     CounterVec, Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
@@ -80,6 +84,9 @@ pub struct Metrics {
     pub model_empty_fallback: GaugeVec,
     pub solver_steps: IntCounterVec,
     pub history_dropped: IntCounterVec,
+    pub models_withheld: IntCounterVec,
+    pub drift_alarms: IntCounterVec,
+    pub drift_dropped: IntCounterVec,
     pub window_samples: GaugeVec,
     pub window_capacity: GaugeVec,
     pub active_set_size: GaugeVec,
@@ -602,7 +609,7 @@ impl Metrics {
         let (model, solver, lambda) = (model_family(&r), solver_family(&r), lambda_family(&r));
         let (ingest, http) = (ingest_family(&r), http_family(&r));
         let (durability, cluster) = (durability_family(&r), cluster_family(&r));
-        let convergence = convergence_family(&r);
+        let (convergence, events) = (convergence_family(&r), events::event_family(&r));
         let m = Metrics {
             registry: r.registry,
             duality_gap: model.duality_gap,
@@ -617,6 +624,9 @@ impl Metrics {
             model_empty_fallback: convergence.model_empty_fallback,
             solver_steps: solver.solver_steps,
             history_dropped: model.history_dropped,
+            models_withheld: events.models_withheld,
+            drift_alarms: events.drift_alarms,
+            drift_dropped: events.drift_dropped,
             window_samples: solver.window_samples,
             window_capacity: solver.window_capacity,
             active_set_size: solver.active_set_size,
@@ -740,6 +750,9 @@ impl Metrics {
         self.support_changes.with_label_values(&[name]);
         self.solver_steps.with_label_values(&[name]);
         self.history_dropped.with_label_values(&[name]);
+        self.models_withheld.with_label_values(&[name]);
+        self.drift_alarms.with_label_values(&[name]);
+        self.drift_dropped.with_label_values(&[name]);
         self.numeric_faults.with_label_values(&[name]);
     }
 

@@ -44,7 +44,7 @@ fn chromium() -> &'static str {
 }
 
 /// Runs headless Chromium on `url` with `args` added; returns its stdout.
-fn browse(url: &str, args: &[&str]) -> String {
+pub(crate) fn browse(url: &str, args: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(chromium())
         .args([

@@ -241,6 +241,28 @@
     } else {
       fact(l.facts, "version", "none published yet");
     }
+    // The publish gate: the served model is the last one that passed; a newer candidate withheld.
+    const gate = l.entry && l.entry.publish;
+    if (gate) {
+      const c = gate.candidate;
+      const b = el("b", { class: c ? "gate withheld" : "gate", "data-gate": c ? "withheld" : "passed" },
+        "relative gap ≤ " + fmt(gate.max_relative_gap) +
+        (c ? " · withheld: gap " + fmt(c.relative_gap) + " (" + c.withheld_total + " so far)" : " · served model passed"));
+      l.facts.appendChild(document.createTextNode("publish gate "));
+      l.facts.appendChild(b);
+      l.facts.appendChild(document.createTextNode("  ·  "));
+    }
+    // Drift alarms: the action, the count and the latest.
+    const drift = l.entry && l.entry.drift;
+    if (drift) {
+      const e = drift.last;
+      const b = el("b", { class: drift.alarms ? "drift" : "", "data-drift": String(drift.alarms) },
+        drift.action + " · " + drift.alarms + (drift.alarms === 1 ? " alarm" : " alarms") +
+        (e ? " · last at sample " + e.at_sample + (e.dropped ? ", " + e.dropped + " dropped" : "") : ""));
+      l.facts.appendChild(document.createTextNode("drift "));
+      l.facts.appendChild(b);
+      l.facts.appendChild(document.createTextNode("  ·  "));
+    }
     if (last) l.facts.appendChild(document.createTextNode(p.length + " snapshots shown"));
     const series = (name, f, from) => ({
       name: name, color: COLORS[name], pts: p.slice(from || 0).map((q, i) => [q.updated_at, f(q, i + (from || 0))]),
@@ -322,6 +344,7 @@
         } while (h.more && h.points.length > 0);
         interval = Math.max(100, h.interval_ms);
         l.model = m.version > 0 ? m : null;
+        l.entry = m;
         l.now = h.now;
         render(l);
       }

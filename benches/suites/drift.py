@@ -1,0 +1,172 @@
+"""drift: recovery after an abrupt change.
+
+- abrupt/thresher-{off,alarm,shrink}: `thresher serve` (squared loss, k = 5, window 2000) fed a seeded
+  sparse regression stream of 4000 samples whose labels change sign after 2000, in requests of 100; the
+  learner settles after each request (its version unchanged for 0.3 s), so the figures do not depend
+  on the machine's speed. Figures: `recovery_samples`, the samples after the change until a request's
+  mean progressive loss is within 10% of its mean over the 1000 samples before the change (the stream
+  length after the change when it never is), `alarms`, `dropped` (window samples shrink dropped), and
+  `mean_loss`, the progressive loss over the whole stream.
+- abrupt/river-adwin-reset: River's LinearRegression, progressive (predict, then learn), replaced by a
+  fresh one when ADWIN on its absolute error signals a change: the same figures (no per-request
+  settling applies; River learns each sample once).
+
+Run as a script: `python3 benches/suites/drift.py thresher --binary B --action A` or
+`PY benches/suites/drift.py river` (PY with river installed). Standard library only, but for River.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import Bench, Command, Metric, Needs, Suite, venv
+
+N_BEFORE, N_AFTER, BATCH, WINDOW, SEED = 2000, 2000, 100, 2000, 21
+METRICS = [Metric("recovery_samples", "samples"), Metric("alarms", ""), Metric("dropped", "samples"),
+           Metric("mean_loss", "")]
+
+
+def stream(seed=SEED, d=40, k_true=3, nnz=8, noise=0.05):
+    """(indices, values, label) rows; labels change sign after N_BEFORE."""
+    rng = random.Random(seed)
+    truth = {}
+    while len(truth) < k_true:
+        truth.setdefault(rng.randrange(d), rng.uniform(1, 2) * rng.choice([-1, 1]))
+    rows = []
+    for i in range(N_BEFORE + N_AFTER):
+        idx = sorted(rng.sample(range(d), nnz))
+        vals = [rng.gauss(0, 1) for _ in idx]
+        y = sum(truth.get(j, 0.0) * v for j, v in zip(idx, vals)) + noise * rng.gauss(0, 1)
+        rows.append((idx, vals, -y if i >= N_BEFORE else y))
+    return rows
+
+
+def summary(batch_losses, extra):
+    flip = N_BEFORE // BATCH
+    before = batch_losses[flip - 1000 // BATCH:flip]
+    level = sum(before) / len(before)
+    after = batch_losses[flip:]
+    rec = next(((b + 1) * BATCH for b, l in enumerate(after) if l <= 1.1 * level), N_AFTER)
+    out = {"recovery_samples": rec, "pre_change_loss": level,
+           "mean_loss": sum(batch_losses) / len(batch_losses)}
+    out.update(extra)
+    return out
+
+
+def get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", path)
+    r = c.getresponse()
+    return r.status, r.read().decode()
+
+
+def run_thresher(a):
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = os.path.join(tmp, "t.toml")
+        with open(cfg, "w") as f:
+            f.write(f'[snapshot]\ninterval_ms = 50\n[window]\ncapacity = {WINDOW}\n'
+                    f'[drift]\naction = "{a.action}"\n[[learner]]\nk = 5\n')
+        p = subprocess.Popen([a.binary, "serve", "--listen", "127.0.0.1:0", "--config", cfg],
+                             stderr=subprocess.PIPE, text=True)
+        port = None
+        for line in p.stderr:
+            if "listening on " in line:
+                port = int(line.rsplit(":", 1)[1])
+                break
+        try:
+            losses, total = [], 0.0
+            rows = stream()
+            for b in range(0, len(rows), BATCH):
+                body = "".join(f"{y} " + " ".join(f"{j + 1}:{v}" for j, v in zip(i, x)) + "\n"
+                               for i, x, y in rows[b:b + BATCH])
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                c.request("POST", "/v1/samples", body, {"content-type": "text/plain"})
+                assert c.getresponse().status == 202
+                seen, last, since = b + BATCH, None, time.monotonic()
+                while True:
+                    status, text = get(port, "/v1/model")
+                    m = json.loads(text) if status == 200 else {}
+                    key = (m.get("samples_seen"), m.get("version"))
+                    if key != last:
+                        last, since = key, time.monotonic()
+                    elif key[0] == seen and time.monotonic() - since > 0.3:
+                        break
+                    time.sleep(0.02)
+                s = m["progressive_loss"] * seen
+                losses.append((s - total) / BATCH)
+                total = s
+            drift = m.get("drift", {})
+            _, metrics = get(port, "/metrics")
+            dropped = next((float(line.split()[-1]) for line in metrics.splitlines()
+                            if line.startswith("thresher_drift_dropped_samples_total")), 0.0)
+            print(json.dumps(summary(losses, {"alarms": drift.get("alarms", 0), "dropped": dropped})))
+        finally:
+            p.terminate()
+            p.wait()
+
+
+def run_river(_a):
+    from river import drift, linear_model
+    model, detector, alarms = linear_model.LinearRegression(), drift.ADWIN(), 0
+    losses, acc = [], 0.0
+    for n, (idx, vals, y) in enumerate(stream(), 1):
+        x = {j: v for j, v in zip(idx, vals)}
+        p = model.predict_one(x)
+        acc += (y - p) ** 2
+        model.learn_one(x, y)
+        detector.update(abs(y - p))
+        if detector.drift_detected:
+            alarms += 1
+            model = linear_model.LinearRegression()
+        if n % BATCH == 0:
+            losses.append(acc / BATCH)
+            acc = 0.0
+    print(json.dumps(summary(losses, {"alarms": alarms, "dropped": 0})))
+
+
+def parse(stdout, _stderr):
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    return {k: float(v) for k, v in json.loads(lines[-1]).items()} if lines else {}
+
+
+def needs(ctx):
+    return Needs()
+
+
+def prepare(ctx):
+    ctx.py, missing = venv("bench-venv", ["river"])
+    if missing:
+        ctx.py = None
+
+
+def benches(ctx):
+    def thresher(action):
+        return lambda ctx, build: Command([sys.executable, __file__, "thresher", "--binary",
+                                           build.thresher(), "--action", action])
+
+    def river(ctx, build):
+        return Command([ctx.py, __file__, "river"]) if getattr(ctx, "py", None) else None
+
+    out = [Bench(f"abrupt/thresher-{a}", f"label flip after 2000 samples, drift.action = {a}", thresher(a),
+                 parse=parse, metrics=METRICS, runs=(1, 1), timeout=(600, 1200))
+           for a in ("off", "alarm", "shrink")]
+    out.append(Bench("abrupt/river-adwin-reset", "River LinearRegression reset on ADWIN, same stream", river,
+                     parse=parse, metrics=METRICS, per_build=False, runs=(1, 1)))
+    return out
+
+
+SUITE = Suite("drift", "recovery after an abrupt change: drift.action off/alarm/shrink against River's "
+              "ADWIN-reset learner", needs, benches, prepare=prepare)
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["thresher", "river"])
+    ap.add_argument("--binary", default="target/release/thresher")
+    ap.add_argument("--action", default="shrink")
+    args = ap.parse_args()
+    (run_thresher if args.what == "thresher" else run_river)(args)
