@@ -41,6 +41,7 @@ use thiserror::Error;
 
 use crate::config::{DurabilityConfig, WalMode};
 use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::dictionary::NameView;
 use crate::metrics::Metrics;
 use crate::sample::SampleBlock;
 use record::{End, Reader, Record, SEGMENT_MAGIC};
@@ -235,18 +236,17 @@ impl Wal {
     /// Appends `framed` (a samples record, [`record::encode_samples`]), preceded by the names the
     /// dictionary gave since the last append; returns its sequence number. The caller holds the
     /// admission lock, so numbers and queue order agree. Nothing is left of a failed append.
-    pub fn append(
-        &self,
-        mut framed: Vec<u8>,
-        dictionary: &FeatureDictionary,
-    ) -> Result<u64, WalError> {
+    pub fn append(&self, framed: Vec<u8>, dictionary: &FeatureDictionary) -> Result<u64, WalError> {
+        dictionary.view(|names| self.append_with(framed, names))
+    }
+
+    /// [`Wal::append`] with the dictionary's names as `names` shows them (those a batch's claim adds
+    /// included, before the dictionary holds them: `FeatureDictionary::grant`).
+    pub fn append_with(&self, mut framed: Vec<u8>, names: &NameView<'_>) -> Result<u64, WalError> {
         let mut log = self.log.lock();
-        let names_now = dictionary.len();
+        let names_now = names.len();
         let names = (names_now > log.names_logged).then(|| {
-            record::encode_names(
-                log.names_logged as u64,
-                &dictionary.names_from(log.names_logged, names_now - log.names_logged),
-            )
+            record::encode_names(log.names_logged as u64, &names.names_from(log.names_logged))
         });
         let need = framed.len() as u64 + names.as_ref().map_or(0, |n| n.len() as u64);
         if log.total + need > self.max_bytes {
