@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use crate::config::NatsConfig;
 use crate::ingest::batch::{parse_body_into, BodyFormat, Claim, FeatureDictionary, Rules};
 use crate::ingest::lines::lines;
-use crate::ingest::{is_skippable, Admission, NatsError, Source};
+use crate::ingest::{is_skippable, Admission, AdmitError, NatsError, Source};
 use crate::metrics::{nats_outcome, reason, Metrics};
 use crate::sample::SampleBlock;
 
@@ -478,7 +478,7 @@ async fn take(
         }
         return;
     }
-    let delivery = ledger.enter(reply);
+    let delivery = ledger.enter(reply.clone());
     let (admit_sink, stopping) = (sink.clone(), stopping.clone());
     let admitted = tokio::task::spawn_blocking(move || {
         admit_sink.admission.admit_waiting(
@@ -492,6 +492,16 @@ async fn take(
     .await;
     if !matches!(admitted, Ok(Ok(_))) {
         ledger.forget(delivery);
+    }
+    if let Ok(Err(AdmitError::Invalid(e))) = admitted {
+        // It no longer fits the dictionary (another batch took the other feature kind or its last
+        // room since this one's parse): as invalid as at its parse, so never redelivered.
+        tracing::warn!(subject = %message.subject, error = %e.message, "NATS batch refused; terminated");
+        let _ = client.publish(reply, "+TERM".into()).await;
+        sink.metrics
+            .nats_batches
+            .with_label_values(&[nats_outcome::INVALID])
+            .inc();
     }
 }
 
