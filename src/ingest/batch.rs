@@ -884,7 +884,7 @@ mod tests {
         let many = "{\"label\": 1, \"features\": {\"d\": 1}}\n{\"label\": 1, \"features\": {\"e\": 1, \"f\": 1, \"g\": 1}}\n";
         let e = parse_body(BodyFormat::Ndjson, many, &r, &d).unwrap_err();
         assert_refused(&e, 2, "max_new_names_per_request");
-        assert_eq!(d.len(), 3, "the body's first new name was rolled back");
+        assert_eq!(d.len(), 3, "the body registered none of its new names");
         assert_eq!(d.refused(), 2);
         let full = FeatureDictionary::new(1);
         let e = parse_body(BodyFormat::Ndjson, many, &r, &full).unwrap_err();

@@ -11,9 +11,10 @@
 //! and acknowledged but not yet absorbed when the checkpoint was taken stays in the log. Replay skips
 //! every batch up to the checkpoint's number, so no sample is counted twice.
 //!
-//! **Names.** A batch's named features already have dictionary indices; the names the dictionary gave
-//! since the last append are written (a [`record::KIND_NAMES`] record) just before the batch, so a
-//! replay rebuilds the same dictionary, index for index.
+//! **Names.** A batch's named features already have their dictionary indices; the names given since
+//! the last append, those the batch itself adds included (granted to the dictionary only once this
+//! append succeeded: [`Wal::append_with`]), are written (a [`record::KIND_NAMES`] record) just before
+//! the batch, in the same append, so a replay rebuilds the same dictionary, index for index.
 //!
 //! **Files.** Segments `<data-dir>/thresher.wal.NNNNNNNNNN` (numbered in order), each a header and
 //! framed records ([`record`]). Appends go to the newest; it is closed (fsynced) and a new one started
