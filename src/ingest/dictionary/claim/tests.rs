@@ -272,3 +272,55 @@ fn concurrent_claims_race_to_one_kind_and_consistent_names() {
         );
     }
 }
+
+/// Through admission with a write-ahead log: a batch refused for the log's bound leaves no name; a
+/// batch renumbered at its grant is logged as granted, so a replay into a fresh dictionary gives
+/// every sample the same names.
+#[test]
+fn the_log_holds_what_was_granted_and_nothing_refused() {
+    use crate::config::{DurabilityConfig, WalMode};
+    use crate::ingest::admission::AdmissionLog;
+    use crate::ingest::wal::Wal;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let config = DurabilityConfig {
+        wal: WalMode::Batch,
+        wal_max_bytes: 1 << 16,
+        wal_fsync_interval: Duration::from_secs(1),
+    };
+    let open = || Wal::open(dir.path(), &config, 0, false, Metrics::new()).unwrap();
+    let dict = Arc::new(FeatureDictionary::new(100));
+    let (tx, rx) = crossbeam_channel::bounded(10);
+    let wal = open();
+    let admission = Admission::new(tx, SampleBudget::new(1 << 30), Metrics::new(), dict.clone())
+        .with_log(Some(AdmissionLog { wal: wal.clone() }));
+    // Larger than the whole log: refused, and its names with it.
+    let big: String = (0..30_000).map(|_| named(&[("big", 1.0)])).collect();
+    let (block, claim) = parse(&dict, &big).unwrap();
+    assert_eq!(
+        admission.admit(block, claim, Source::Http),
+        Err(AdmitError::LogFull)
+    );
+    assert_eq!((dict.len(), dict.kind()), (0, FeatureKind::Open));
+    let (first, first_claim) = parse(&dict, &named(&[("x", 1.0), ("y", 2.0)])).unwrap();
+    let (second, second_claim) = parse(&dict, &named(&[("y", 2.0), ("z", 3.0)])).unwrap();
+    admission.admit(second, second_claim, Source::Http).unwrap();
+    admission.admit(first, first_claim, Source::Http).unwrap();
+    assert_eq!(dict.names(), ["y", "z", "x"]);
+    let sent: Vec<Vec<(String, f64)>> = rx
+        .try_iter()
+        .map(|b| row_names(&dict, b.samples(), 0))
+        .collect();
+    drop((admission, wal));
+    let restored = FeatureDictionary::new(100);
+    let mut replayed = Vec::new();
+    open()
+        .replay(0, &restored, |block, _| {
+            replayed.push(row_names(&restored, &block, 0));
+            true
+        })
+        .unwrap();
+    assert_eq!(restored.names(), ["y", "z", "x"]);
+    assert_eq!(replayed, sent);
+    assert_eq!(sent[1], [("y".into(), 2.0), ("x".into(), 1.0)]);
+}
