@@ -226,7 +226,6 @@ impl FeatureDictionary {
         let mut inner = self.inner.write();
         let taken = self.kind();
         if claim.kind != FeatureKind::Open && taken != FeatureKind::Open && taken != claim.kind {
-            self.count_refusal();
             return Err(GrantError::Refused(refusal(
                 claim.kind_line,
                 super::kind_refusal(taken),
