@@ -11,7 +11,8 @@
 //! `String`s and a hash-map entry a name before (about `2b + 100n`).
 //!
 //! **Removal.** Names are never evicted (see [`FeatureDictionary`]), and a refused body never added
-//! any (`claim.rs`). [`Names::truncate`] forgets the newest names: linear probing allows that without
+//! any (`claim.rs`). [`Names::truncate`] forgets the newest names (a claim keeps its new names in a
+//! [`Names`] of its own, and forgets those of a parse that failed): linear probing allows that without
 //! tombstones, since a name's probe path only crosses slots of names older than itself (the table is
 //! rebuilt in index order when it grows), so emptying the newest names' slots breaks no other path.
 

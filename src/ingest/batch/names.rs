@@ -118,7 +118,7 @@ pub(super) fn resolve_names(
                         return refused(full_by_bytes(dict.byte_capacity(), &name));
                     }
                     added += 1;
-                    claim.add(name, line)
+                    claim.add(&name, line)
                 }
             };
             pairs.push((index, value));

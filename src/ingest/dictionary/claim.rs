@@ -14,8 +14,6 @@
 //! indices are rewritten ([`SampleBlock::remap_from`]). The limits are checked again there: a body
 //! that no longer fits (or whose kind another body took meanwhile) is refused naming its line.
 
-use std::collections::HashMap;
-
 use parking_lot::RwLockReadGuard;
 
 use super::{FeatureDictionary, FeatureKind, Names};
@@ -23,7 +21,7 @@ use crate::ingest::BatchError;
 use crate::sample::SampleBlock;
 
 /// A parsed body's (or a stdin batch's) demands on the dictionary, granted at admission.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Claim {
     /// The feature kind the samples carry (`Open`: none with features, or a prediction body).
     kind: FeatureKind,
@@ -32,12 +30,10 @@ pub struct Claim {
     /// The dictionary's size when the claim's first new name was noted: the new names are numbered
     /// from it. Names the dictionary got at `base` or later count as new here.
     base: usize,
-    /// The new names in order of first sight, with the line of each.
-    names: Vec<(String, usize)>,
-    /// Each new name's position in `names`.
-    positions: HashMap<String, u32>,
-    /// Bytes of the new names together.
-    bytes: usize,
+    /// The new names in order of first sight (stored as the dictionary stores its own).
+    names: Names,
+    /// The line each new name was first seen on.
+    lines: Vec<usize>,
     /// `ingest.max_dim`: no name may take an index at or above it.
     max_dim: usize,
 }
@@ -48,9 +44,8 @@ impl Default for Claim {
             kind: FeatureKind::Open,
             kind_line: 0,
             base: 0,
-            names: Vec::new(),
-            positions: HashMap::new(),
-            bytes: 0,
+            names: Names::new(),
+            lines: Vec::new(),
             max_dim: usize::MAX,
         }
     }
@@ -62,7 +57,6 @@ pub(crate) struct Mark {
     kind: FeatureKind,
     kind_line: usize,
     names: usize,
-    bytes: usize,
 }
 
 impl Claim {
@@ -73,7 +67,7 @@ impl Claim {
 
     /// The names it would add, in order.
     pub fn new_names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.names.iter().map(|(n, _)| n.as_str())
+        (0..self.names.len()).map(|k| self.names.get(k).unwrap_or_default())
     }
 
     /// Whether granting it changes nothing whatever the dictionary holds.
@@ -86,18 +80,15 @@ impl Claim {
             kind: self.kind,
             kind_line: self.kind_line,
             names: self.names.len(),
-            bytes: self.bytes,
         }
     }
 
     /// Forgets what was noted since `mark` (a parse that failed).
     pub(crate) fn rewind(&mut self, mark: Mark) {
-        for (name, _) in self.names.drain(mark.names..) {
-            self.positions.remove(&name);
-        }
+        self.names.truncate(mark.names);
+        self.lines.truncate(mark.names);
         self.kind = mark.kind;
         self.kind_line = mark.kind_line;
-        self.bytes = mark.bytes;
     }
 
     /// Notes that the samples carry features of `kind` (from `line` on, if first).
@@ -123,11 +114,11 @@ impl Claim {
     pub(crate) fn lookup(&self, held: &Names, name: &str) -> Option<u32> {
         match held.index_of(name) {
             Some(j) if (j as usize) < self.base => Some(j),
-            _ if self.positions.is_empty() => None,
+            _ if self.names.is_empty() => None,
             _ => self
-                .positions
-                .get(name)
-                .map(|&k| (self.base + k as usize) as u32),
+                .names
+                .index_of(name)
+                .map(|k| (self.base + k as usize) as u32),
         }
     }
 
@@ -143,17 +134,14 @@ impl Claim {
 
     /// Bytes of names the dictionary would hold once granted, as far as a parse can tell.
     pub(crate) fn bytes_after(&self, held: &Names) -> usize {
-        held.bytes() + self.bytes
+        held.bytes() + self.names.bytes()
     }
 
     /// Notes `name` (not found by [`Claim::lookup`]) as new, first seen at `line`; its provisional
     /// index.
-    pub(crate) fn add(&mut self, name: String, line: usize) -> u32 {
-        let k = self.names.len() as u32;
-        self.bytes += name.len();
-        self.positions.insert(name.clone(), k);
-        self.names.push((name, line));
-        self.base as u32 + k
+    pub(crate) fn add(&mut self, name: &str, line: usize) -> u32 {
+        self.lines.push(line);
+        self.base as u32 + self.names.push(name)
     }
 }
 
@@ -263,11 +251,18 @@ impl FeatureDictionary {
         held: &Names,
         total: usize,
     ) -> Result<(Vec<&'c str>, Vec<u32>), GrantError<E>> {
-        let mut new: Vec<&str> = Vec::new();
+        let mut new: Vec<&str> = Vec::with_capacity(claim.names.len());
         let mut map = Vec::with_capacity(claim.names.len());
         let mut bytes = held.bytes();
-        for (name, line) in &claim.names {
-            let j = match held.index_of(name) {
+        // Nobody added a name since the claim's base: every name is new, at its provisional index.
+        let unchanged = held.len() == claim.base;
+        for (k, &line) in claim.lines.iter().enumerate() {
+            let name = claim.names.get(k).unwrap_or_default();
+            let known = match unchanged {
+                true => None,
+                false => held.index_of(name),
+            };
+            let j = match known {
                 Some(j) => j,
                 None => {
                     let j = held.len() + new.len();
@@ -280,7 +275,7 @@ impl FeatureDictionary {
                     };
                     if let Some(message) = full {
                         self.count_refusal();
-                        return Err(GrantError::Refused(refusal(*line, message, total)));
+                        return Err(GrantError::Refused(refusal(line, message, total)));
                     }
                     bytes += name.len();
                     new.push(name);

@@ -155,7 +155,11 @@ fn a_claim_that_no_longer_fits_is_refused_naming_its_line() {
         other => panic!("{other:?}"),
     }
     assert_eq!(dict.names(), ["a", "b"]);
-    assert_eq!(dict.refused(), 1, "the kind is not one of the dictionary's limits");
+    assert_eq!(
+        dict.refused(),
+        1,
+        "the kind is not one of the dictionary's limits"
+    );
     // The bytes bound likewise.
     let dict = FeatureDictionary::with_limits(10, 4);
     let (mut a, a_claim) = parse(&dict, &named(&[("aaa", 1.0)])).unwrap();
