@@ -6,6 +6,10 @@
 //! best of many repetitions, because wall-clock benchmarks on this shared machine swing with whatever
 //! else is compiling: the minimum CPU time of a run is what the parser itself costs.
 //!
+//! Two more rows parse the same samples with named features (JSON lines, `{"features": {"f123": v}}`):
+//! `named` against a dictionary that already holds every name (a steady stream), `named_new` against
+//! an empty one each time (every name is new: noted in the body's claim and granted).
+//!
 //! ```sh
 //! benches/run ingest                  # runs it, alternating builds with --against REV
 //! cargo run --release --example ingest_cpu [repetitions] [format: libsvm|ndjson|json]
@@ -17,6 +21,7 @@ use cpu::thread_cpu_ns;
 
 use thresher::ingest::batch::{parse_segments, BodyFormat, FeatureDictionary, Rules};
 use thresher::loss::{Loss, LossKind};
+use thresher::sample::Sample;
 use thresher::synth::{sparse_stream, wire_body};
 
 const SAMPLES: usize = 10_000;
@@ -34,7 +39,6 @@ fn main() {
         1 << 24,
         false,
     );
-    let dict = FeatureDictionary::new(0);
     let chunk_bytes = std::env::var("CHUNK_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -43,11 +47,17 @@ fn main() {
         ("libsvm", BodyFormat::Libsvm),
         ("ndjson", BodyFormat::Ndjson),
         ("json", BodyFormat::JsonArray),
+        ("named", BodyFormat::Ndjson),
+        ("named_new", BodyFormat::Ndjson),
     ] {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        let body = wire_body(&data.samples, format);
+        let named = name.starts_with("named");
+        let body = match named {
+            true => named_body(&data.samples),
+            false => wire_body(&data.samples, format),
+        };
         if std::env::var_os("DUMP_FIRST_LINE").is_some() {
             eprintln!("{}", body.lines().next().unwrap_or(""));
         }
@@ -55,12 +65,20 @@ fn main() {
             0 => vec![body.as_bytes()],
             n => body.as_bytes().chunks(n).collect(),
         };
-        let parse = || parse_segments(format, &chunks, &rules, &dict);
+        let mut rules = rules.clone();
+        rules.max_new_names = usize::MAX;
+        let mut dict = FeatureDictionary::new(1 << 24);
+        if name == "named" {
+            parse_segments(format, &chunks, &rules, &dict).expect("the body is valid");
+        }
         let mut best = u128::MAX;
         let mut total = 0;
         for _ in 0..reps {
+            if name == "named_new" || !named {
+                dict = FeatureDictionary::new(1 << 24);
+            }
             let start = thread_cpu_ns();
-            let block = parse().expect("the body is valid");
+            let block = parse_segments(format, &chunks, &rules, &dict).expect("the body is valid");
             let spent = thread_cpu_ns() - start;
             assert_eq!(block.len(), SAMPLES);
             best = best.min(spent);
@@ -76,4 +94,19 @@ fn main() {
             chunks.len()
         );
     }
+}
+
+/// The samples as JSON lines with named features (`f` and the index).
+fn named_body(samples: &[Sample]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for s in samples {
+        let _ = write!(out, "{{\"label\":{},\"features\":{{", s.label);
+        for (n, (j, v)) in s.indices.iter().zip(&s.values).enumerate() {
+            let comma = if n == 0 { "" } else { "," };
+            let _ = write!(out, "{comma}\"f{j}\":{v}");
+        }
+        out.push_str("}}\n");
+    }
+    out
 }

@@ -256,6 +256,7 @@ impl From<AdmitError> for ApiError {
             AdmitError::QueueFull => ApiError::QueueFull,
             AdmitError::ShuttingDown => ApiError::ShuttingDown,
             AdmitError::LogFull | AdmitError::LogFailed => ApiError::NotLogged(e),
+            AdmitError::Invalid(e) => ApiError::Invalid(e),
         }
     }
 }
@@ -595,7 +596,7 @@ async fn predict(
     let body = state.ingest.read(&headers, body, limit, format).await?;
     let cell = find_cell(&state, q.learner.as_deref())?.clone();
     // The rows hold their reservation of the in-flight sample budget until the answer is built.
-    let (samples, _reserved) = state.ingest.parse(format, body, true).await?;
+    let (samples, _claim, _reserved) = state.ingest.parse(format, body, true).await?;
     let s = cell.get().ok_or(ApiError::NoModel)?;
     let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
     Ok(Json(

@@ -44,15 +44,17 @@ pub(crate) fn api(cells: Vec<Arc<ModelCell>>, queue: usize, budget: usize) -> Ap
         metrics.register_learner(&c.name, config.window_capacity);
     }
     let (tx, rx) = crossbeam_channel::bounded(queue);
+    let dictionary = Arc::new(FeatureDictionary::new(config.max_named_features));
     let admission = Arc::new(Admission::new(
         tx,
         SampleBudget::new(budget),
         metrics.clone(),
+        dictionary.clone(),
     ));
     let rules = |predict| Rules::new(vec![config.learners[0].loss], config.max_dim, predict);
     let ingest = HttpSource {
         admission,
-        dictionary: Arc::new(FeatureDictionary::new(config.max_named_features)),
+        dictionary,
         rules: rules(false),
         predict_rules: rules(true),
         metrics: metrics.clone(),

@@ -49,15 +49,16 @@ pub fn spawn(
     fatal: &Arc<Fatal>,
 ) -> Learners {
     let (ingest_tx, ingest_rx) = bounded::<Batch>(config.queue_capacity);
-    let log = restored.wal.as_ref().map(|wal| AdmissionLog {
-        wal: wal.clone(),
-        dictionary: restored.dictionary.clone(),
-    });
+    let log = restored
+        .wal
+        .as_ref()
+        .map(|wal| AdmissionLog { wal: wal.clone() });
     let admission = Arc::new(
         Admission::new(
             ingest_tx,
             SampleBudget::new(config.queue_samples),
             metrics.clone(),
+            restored.dictionary.clone(),
         )
         .with_log(log)
         .with_persistence(restored.persistence.clone()),

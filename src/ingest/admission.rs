@@ -22,6 +22,15 @@
 //! With `always`, [`Admission::admit`] returns only once the batch is fsynced (after the lock, so
 //! concurrent requests share fsyncs). A log at its bound refuses the batch ([`AdmitError::LogFull`],
 //! counted as `wal_full`). NATS batches are not logged: the stream redelivers what no checkpoint held.
+//!
+//! **The dictionary** ([`FeatureDictionary::grant`]): a parse changes no state; what a body asks of
+//! the feature dictionary (its feature kind, its new names: a [`Claim`]) is granted here, under the
+//! sender's lock, after the queue was seen to have room and only once the log took the batch (the
+//! names first). So a batch refused for a full queue or log, a failed log or a stop leaves no name and
+//! no kind behind. A claim that no longer fits (another body took the other kind, or the last room
+//! in the dictionary, since this one's parse) is refused as [`AdmitError::Invalid`], naming the line.
+//! (One exception: if the router has stopped, which only a failure does, a granted batch cannot be
+//! sent; its names stay, as they stay in the log.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,7 +39,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, TrySendError};
 use parking_lot::Mutex;
 
-use super::batch::FeatureDictionary;
+use super::batch::{Claim, FeatureDictionary, GrantError};
 use super::wal::{record, Persistence, Wal, WalError};
 use super::AdmitError;
 use crate::config::WalMode;
@@ -74,10 +83,9 @@ impl Source {
     }
 }
 
-/// The write-ahead log batches are appended to, with the dictionary whose new names precede them.
+/// The write-ahead log batches are appended to (with the dictionary's new names before them).
 pub struct AdmissionLog {
     pub wal: Arc<Wal>,
-    pub dictionary: Arc<FeatureDictionary>,
 }
 
 /// The ingest side's shared handle: the queue's sender, the sample budget and the counters.
@@ -88,6 +96,8 @@ pub struct Admission {
     /// Samples admitted and not yet absorbed by every learner, bounded by `ingest.queue_samples`.
     budget: Arc<SampleBudget>,
     metrics: Metrics,
+    /// The feature dictionary whose kind and names admitted bodies claim.
+    dictionary: Arc<FeatureDictionary>,
     /// The write-ahead log (`durability.wal` other than `off`, with a data directory).
     log: Option<AdmissionLog>,
     /// Whether checkpoints succeed (`GET /readyz` reads it).
@@ -95,11 +105,17 @@ pub struct Admission {
 }
 
 impl Admission {
-    pub fn new(sender: Sender<Batch>, budget: Arc<SampleBudget>, metrics: Metrics) -> Admission {
+    pub fn new(
+        sender: Sender<Batch>,
+        budget: Arc<SampleBudget>,
+        metrics: Metrics,
+        dictionary: Arc<FeatureDictionary>,
+    ) -> Admission {
         Admission {
             sender: Mutex::new(Some(sender)),
             budget,
             metrics,
+            dictionary,
             log: None,
             persistence: Arc::default(),
         }
@@ -152,15 +168,21 @@ impl Admission {
             .inc_by(n as u64);
     }
 
-    /// Offers `samples` to the learners without waiting; counts them under `source` when admitted, as
+    /// Offers `samples` to the learners without waiting, granting `claim` (what their parse asked of
+    /// the dictionary) if they are admitted; counts them under `source` when admitted, as
     /// `queue_full` rejections when refused for room. Returns how many were admitted.
-    pub fn admit(&self, samples: SampleBlock, source: Source) -> Result<usize, AdmitError> {
+    pub fn admit(
+        &self,
+        samples: SampleBlock,
+        claim: Claim,
+        source: Source,
+    ) -> Result<usize, AdmitError> {
         // Encoded before the lock: only the sequence number and the checksum are set under it.
         let framed = self
             .log_of(source)
             .map(|_| record::encode_samples(&samples));
         let reserved = QueuedBatch::reserve(&self.budget, samples).map_err(|back| back.len());
-        self.offer(reserved, framed, source)
+        self.offer(reserved, claim, framed, source)
     }
 
     /// [`Admission::admit`] for samples whose reservation a parse already holds (`ticket`, trimmed to
@@ -168,6 +190,7 @@ impl Admission {
     pub fn admit_reserved(
         &self,
         samples: SampleBlock,
+        claim: Claim,
         ticket: Ticket,
         source: Source,
     ) -> Result<usize, AdmitError> {
@@ -176,6 +199,7 @@ impl Admission {
             .map(|_| record::encode_samples(&samples));
         self.offer(
             Ok(QueuedBatch::with_ticket(samples, ticket)),
+            claim,
             framed,
             source,
         )
@@ -186,6 +210,7 @@ impl Admission {
     fn offer(
         &self,
         reserved: Result<QueuedBatch, usize>,
+        claim: Claim,
         framed: Option<Vec<u8>>,
         source: Source,
     ) -> Result<usize, AdmitError> {
@@ -201,7 +226,7 @@ impl Admission {
             (None, _) => Err(AdmitError::ShuttingDown),
             (Some(_), Err(_)) => Err(AdmitError::QueueFull),
             // A refused batch is dropped with its reservation, which gives the samples back.
-            (Some(tx), Ok(batch)) => self.log_and_send(tx, batch, framed),
+            (Some(tx), Ok(batch)) => self.log_and_send(tx, batch, &claim, framed),
         };
         let sent = sent.and_then(|seq| self.synced(seq));
         self.count(source, n, sent.map(|_| n))
@@ -212,24 +237,41 @@ impl Admission {
         self.log.as_ref().filter(|_| source.logged())
     }
 
-    /// Under the sender's lock: if the queue has room, appends `framed` (if given) and sends the
-    /// batch with its sequence number; returns the number (0: not logged).
+    /// Under the sender's lock: if the queue has room, grants `claim`, appending `framed` (if given;
+    /// re-encoded if the grant rewrote the samples' indices) to the log as the grant's commit, and
+    /// sends the batch with its sequence number; returns the number (0: not logged).
     fn log_and_send(
         &self,
         tx: &Sender<Batch>,
         mut batch: QueuedBatch,
+        claim: &Claim,
         framed: Option<Vec<u8>>,
     ) -> Result<u64, AdmitError> {
         if tx.is_full() {
             return Err(AdmitError::QueueFull);
         }
-        let seq = match (framed, &self.log) {
-            (Some(framed), Some(log)) => log
-                .wal
-                .append(framed, &log.dictionary)
-                .map_err(|e| self.log_failed(&e))?,
-            _ => 0,
-        };
+        let seq = self
+            .dictionary
+            .grant(
+                claim,
+                batch.samples_mut(),
+                |names, samples, rewritten| match (framed, &self.log) {
+                    (Some(framed), Some(log)) => {
+                        let framed = match rewritten {
+                            true => record::encode_samples(samples),
+                            false => framed,
+                        };
+                        log.wal
+                            .append_with(framed, names)
+                            .map_err(|e| self.log_failed(&e))
+                    }
+                    _ => Ok(0),
+                },
+            )
+            .map_err(|e| match e {
+                GrantError::Refused(e) => AdmitError::Invalid(e),
+                GrantError::Commit(e) => e,
+            })?;
         batch.set_logged(seq);
         // Room was seen under this lock and only the router takes from the queue: `Full` cannot
         // happen here, so a logged batch is always a queued one.
@@ -276,6 +318,11 @@ impl Admission {
                 .metrics
                 .rejected
                 .with_label_values(&[reason::WAL_FULL])
+                .inc_by(n as u64),
+            Err(AdmitError::Invalid(_)) => self
+                .metrics
+                .rejected
+                .with_label_values(&[reason::INVALID])
                 .inc_by(n as u64),
             Err(AdmitError::ShuttingDown) => {}
         }
@@ -342,6 +389,7 @@ impl Admission {
     pub fn admit_waiting(
         &self,
         samples: SampleBlock,
+        claim: Claim,
         source: Source,
         stop: &AtomicBool,
         poll: Duration,
@@ -370,7 +418,7 @@ impl Admission {
                 };
                 if !tx.is_full() {
                     let (queued, framed) = item.take().expect("sent once");
-                    let sent = self.log_and_send(tx, queued, framed);
+                    let sent = self.log_and_send(tx, queued, &claim, framed);
                     drop(guard);
                     let sent = sent.and_then(|seq| self.synced(seq)).map(|_| n);
                     return self.count(source, n, sent);
@@ -424,17 +472,28 @@ mod tests {
     fn admits_whole_batches_refuses_whole_batches_and_counts_both() {
         let (tx, rx) = crossbeam_channel::bounded(2);
         let metrics = Metrics::new();
-        let admission = Admission::new(tx, SampleBudget::new(5), metrics.clone());
-        assert_eq!(admission.admit(samples(3), Source::Http), Ok(3));
+        let admission = Admission::new(
+            tx,
+            SampleBudget::new(5),
+            metrics.clone(),
+            Default::default(),
+        );
+        assert_eq!(
+            admission.admit(samples(3), Claim::default(), Source::Http),
+            Ok(3)
+        );
         // 3 + 3 > 5: refused whole (a batch only exceeds the limit alone, into an empty budget).
         assert_eq!(
-            admission.admit(samples(3), Source::Http),
+            admission.admit(samples(3), Claim::default(), Source::Http),
             Err(AdmitError::QueueFull)
         );
-        assert_eq!(admission.admit(samples(2), Source::Http), Ok(2));
+        assert_eq!(
+            admission.admit(samples(2), Claim::default(), Source::Http),
+            Ok(2)
+        );
         assert!(admission.is_full(), "the budget is used up");
         assert_eq!(
-            admission.admit(samples(1), Source::Http),
+            admission.admit(samples(1), Claim::default(), Source::Http),
             Err(AdmitError::QueueFull)
         );
         assert_eq!(counted(&metrics, "ingested", "http"), 5.0);
@@ -443,19 +502,28 @@ mod tests {
         assert_eq!(queued.samples().len(), 3);
         drop(queued);
         assert!(!admission.is_full(), "the budget came back with the batch");
-        assert_eq!(admission.admit(samples(3), Source::Http), Ok(3));
+        assert_eq!(
+            admission.admit(samples(3), Claim::default(), Source::Http),
+            Ok(3)
+        );
         assert!(admission.is_full(), "the two-batch queue is full");
         assert_eq!(
-            admission.admit(samples(0), Source::Http),
+            admission.admit(samples(0), Claim::default(), Source::Http),
             Err(AdmitError::QueueFull)
         );
         admission.close();
         assert_eq!(
-            admission.admit(samples(1), Source::Http),
+            admission.admit(samples(1), Claim::default(), Source::Http),
             Err(AdmitError::ShuttingDown)
         );
         let stop = AtomicBool::new(true);
-        let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
+        let waited = admission.admit_waiting(
+            samples(1),
+            Claim::default(),
+            Source::Stdin,
+            &stop,
+            Duration::ZERO,
+        );
         assert_eq!(waited, Err(AdmitError::ShuttingDown));
     }
 
@@ -473,23 +541,33 @@ mod tests {
         };
         let wal = Wal::open(dir.path(), &config, 0, false, metrics.clone()).unwrap();
         let (tx, rx) = crossbeam_channel::bounded(3);
-        let admission = Admission::new(tx, SampleBudget::new(1 << 30), metrics.clone()).with_log(
-            Some(AdmissionLog {
-                wal: wal.clone(),
-                dictionary: Arc::new(FeatureDictionary::new(10)),
-            }),
-        );
+        let admission = Admission::new(
+            tx,
+            SampleBudget::new(1 << 30),
+            metrics.clone(),
+            Default::default(),
+        )
+        .with_log(Some(AdmissionLog { wal: wal.clone() }));
         let stop = AtomicBool::new(false);
-        assert_eq!(admission.admit(samples(2), Source::Http), Ok(2));
         assert_eq!(
-            admission.admit(samples(1), Source::Nats { delivery: 7 }),
+            admission.admit(samples(2), Claim::default(), Source::Http),
+            Ok(2)
+        );
+        assert_eq!(
+            admission.admit(samples(1), Claim::default(), Source::Nats { delivery: 7 }),
             Ok(1)
         );
-        let waited = admission.admit_waiting(samples(1), Source::Stdin, &stop, Duration::ZERO);
+        let waited = admission.admit_waiting(
+            samples(1),
+            Claim::default(),
+            Source::Stdin,
+            &stop,
+            Duration::ZERO,
+        );
         assert_eq!(waited, Ok(1));
         // The queue is full: refused, and not logged.
         assert_eq!(
-            admission.admit(samples(1), Source::Http),
+            admission.admit(samples(1), Claim::default(), Source::Http),
             Err(AdmitError::QueueFull)
         );
         let numbers: Vec<(u64, u64)> = rx.try_iter().map(|b| (b.logged(), b.delivery())).collect();
@@ -497,7 +575,7 @@ mod tests {
         assert_eq!(wal.last_seq(), 2);
         // Fill the log (1 MiB): the refusal is `LogFull`, counted, and nothing is queued.
         let refused = loop {
-            match admission.admit(samples(20_000), Source::Http) {
+            match admission.admit(samples(20_000), Claim::default(), Source::Http) {
                 Ok(_) => drop(rx.try_recv()),
                 Err(e) => break e,
             }

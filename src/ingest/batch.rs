@@ -9,10 +9,16 @@
 //! against `ingest.max_dim`. Named features get dense indices `0, 1, 2, ...` in order of first sight
 //! (alphabetical within one object), in a second phase (`names.rs`); a stream should use either
 //! numeric indices or names, not both.
+//!
+//! A parse changes no state: what a training body asks of the dictionary (its feature kind, its new
+//! names) is noted in a [`Claim`], granted when the body is admitted
+//! ([`FeatureDictionary::grant`]), so a body refused after its parse leaves nothing. [`parse_body`]
+//! and [`parse_segments`] grant at once (the offline tools and tests); the daemon's sources use
+//! [`parse_body_into`] and [`parse_segments_watched`], which hand the claim on.
 
 use std::borrow::Cow;
 
-pub use super::dictionary::{check_name, FeatureDictionary, FeatureKind};
+pub use super::dictionary::{check_name, Claim, FeatureDictionary, FeatureKind, GrantError};
 use super::json::{plain, Item, WireSample};
 use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
 use super::lines::is_skippable;
@@ -20,7 +26,7 @@ use super::simd::count_byte;
 use super::{segments, BatchError, LineError};
 use crate::loss::Loss;
 use crate::sample::{Sample, SampleBlock, SampleRef};
-use names::{check_kind, kind_refusal, resolve_names};
+use names::{check_kind, resolve_names};
 
 /// The body formats `POST /v1/samples` and `POST /v1/predict` take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,8 +200,8 @@ impl Parsed {
     }
 }
 
-/// Parses and validates a whole body. On success every sample is valid and new feature names are
-/// registered; on failure nothing is registered.
+/// Parses and validates a whole body and grants its [`Claim`] at once. On success every sample is
+/// valid and new feature names are registered; on failure nothing is registered.
 pub fn parse_body(
     format: BodyFormat,
     body: &str,
@@ -226,42 +232,85 @@ pub(crate) fn parse_segments_with(
     fast: bool,
 ) -> Result<SampleBlock, BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, segments, rules, dict, fast, &mut block, None)?;
+    let mut claim = Claim::default();
+    parse_body_with(
+        format, segments, rules, dict, fast, &mut block, &mut claim, None,
+    )?;
+    grant_now(dict, &claim, &mut block)?;
     Ok(block)
 }
 
-/// [`parse_body`] appending the samples to `out` (the stdin reader's growing batch) and returning how
-/// many there were; on failure `out` is left as it was and nothing is registered.
+/// Grants `claim` for `block` with nothing to commit besides (no log).
+pub fn grant_now(
+    dict: &FeatureDictionary,
+    claim: &Claim,
+    block: &mut SampleBlock,
+) -> Result<(), BatchError> {
+    dict.grant(claim, block, |_, _, _| {
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .map_err(|e| match e {
+        GrantError::Refused(e) => e,
+        GrantError::Commit(never) => match never {},
+    })
+}
+
+/// Parses a body onto `out` (the stdin reader's growing batch) and returns how many samples there
+/// were, noting what the body asks of the dictionary in `claim` (the batch's, granted when it is
+/// admitted); on failure `out` and `claim` are left as they were. The dictionary is only read.
 pub fn parse_body_into(
     format: BodyFormat,
     body: &str,
     rules: &Rules,
     dict: &FeatureDictionary,
     out: &mut SampleBlock,
+    claim: &mut Claim,
 ) -> Result<usize, BatchError> {
-    parse_body_with(format, &[body.as_bytes()], rules, dict, true, out, None)
+    parse_body_with(
+        format,
+        &[body.as_bytes()],
+        rules,
+        dict,
+        true,
+        out,
+        claim,
+        None,
+    )
 }
 
 /// A row watch: called with the 1-based number of a row before it is kept; an error ends the parse
 /// with it (the HTTP source's in-flight bounds and cancellation, `ingest::inflight`).
 pub type Watch<'a> = dyn FnMut(usize) -> Result<(), BatchError> + 'a;
 
-/// [`parse_segments`] under a row [`Watch`].
+/// The parse of a daemon's source: [`parse_body_into`] of `segments` into a new block, under a row
+/// [`Watch`]. The claim is not granted: admission does it.
 pub fn parse_segments_watched(
     format: BodyFormat,
     segments: &[&[u8]],
     rules: &Rules,
     dict: &FeatureDictionary,
     watch: &mut Watch<'_>,
-) -> Result<SampleBlock, BatchError> {
+) -> Result<(SampleBlock, Claim), BatchError> {
     let mut block = SampleBlock::new();
-    parse_body_with(format, segments, rules, dict, true, &mut block, Some(watch))?;
-    Ok(block)
+    let mut claim = Claim::default();
+    parse_body_with(
+        format,
+        segments,
+        rules,
+        dict,
+        true,
+        &mut block,
+        &mut claim,
+        Some(watch),
+    )?;
+    Ok((block, claim))
 }
 
 /// [`parse_body_into`] of `segments` under a row [`Watch`] (`None`: every row is kept), with the one-pass readers for plain
 /// lines and objects switched on (`fast`) or off: off is the general path alone, kept callable so the
-/// tests can check the readers change nothing.
+/// tests can check the readers change nothing. What the body asks of the dictionary goes into
+/// `claim` (left as it was on failure).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_body_with(
     format: BodyFormat,
     segments: &[&[u8]],
@@ -269,6 +318,7 @@ pub(crate) fn parse_body_with(
     dict: &FeatureDictionary,
     fast: bool,
     out: &mut SampleBlock,
+    claim: &mut Claim,
     watch: Option<&mut Watch<'_>>,
 ) -> Result<usize, BatchError> {
     let mut keep_every_row = |_| Ok(());
@@ -315,7 +365,10 @@ pub(crate) fn parse_body_with(
                 .and_then(|body| read_array(body, rules, fast, &mut parsed, watch))
         }
     }
-    .and_then(|()| finish(&mut parsed, rules, dict));
+    .and_then(|()| {
+        let mark = claim.mark();
+        finish(&mut parsed, rules, dict, claim).inspect_err(|_| claim.rewind(mark))
+    });
     let rows = parsed.rows();
     *out = parsed.samples;
     match outcome {
@@ -458,8 +511,14 @@ fn read_array(
     Ok(())
 }
 
-/// The checks that need the whole body, then name resolution.
-fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Result<(), BatchError> {
+/// The checks that need the whole body, then name resolution (noting what the body asks of the
+/// dictionary in `claim`).
+fn finish(
+    parsed: &mut Parsed,
+    rules: &Rules,
+    dict: &FeatureDictionary,
+    claim: &mut Claim,
+) -> Result<(), BatchError> {
     if parsed.rows() == 0 {
         return Err(BatchError {
             line: None,
@@ -528,15 +587,10 @@ fn finish(parsed: &mut Parsed, rules: &Rules, dict: &FeatureDictionary) -> Resul
         check_magnitudes(None, slot.weight, &[], &[], rules.max_abs_value)
             .map_err(|e| fail(line, e.to_string(), total))?;
     }
-    if check_kind(parsed, rules, dict)? {
-        // A numeric body, valid in full: the last step, so a refused body claims nothing.
-        let line = parsed.lines[0];
-        dict.claim_indices()
-            .map_err(|kind| fail(line, kind_refusal(kind), total))?;
-    }
+    check_kind(parsed, rules, dict, claim)?;
     match dict.hashed() {
-        Some(hashed) => hashed_names::resolve_hashed(parsed, rules, dict, hashed),
-        None => resolve_names(parsed, rules, dict),
+        Some(hashed) => hashed_names::resolve_hashed(parsed, rules, hashed),
+        None => resolve_names(parsed, rules, dict, claim),
     }
 }
 
@@ -771,8 +825,17 @@ mod tests {
         for (format, body, line, what) in bodies {
             for fast in [true, false] {
                 let (segments, mut out) = ([body.as_bytes()], SampleBlock::new());
-                let e =
-                    parse_body_with(format, &segments, &r, &d, fast, &mut out, None).unwrap_err();
+                let e = parse_body_with(
+                    format,
+                    &segments,
+                    &r,
+                    &d,
+                    fast,
+                    &mut out,
+                    &mut Claim::default(),
+                    None,
+                )
+                .unwrap_err();
                 assert_eq!(e.line, Some(line), "{body}: {}", e.message);
                 assert!(e.message.starts_with(what), "{body}: {}", e.message);
                 assert!(e.message.contains("ingest.max_abs_value"), "{}", e.message);
@@ -824,7 +887,7 @@ mod tests {
         let many = "{\"label\": 1, \"features\": {\"d\": 1}}\n{\"label\": 1, \"features\": {\"e\": 1, \"f\": 1, \"g\": 1}}\n";
         let e = parse_body(BodyFormat::Ndjson, many, &r, &d).unwrap_err();
         assert_refused(&e, 2, "max_new_names_per_request");
-        assert_eq!(d.len(), 3, "the body's first new name was rolled back");
+        assert_eq!(d.len(), 3, "the body registered none of its new names");
         assert_eq!(d.refused(), 2);
         let full = FeatureDictionary::new(1);
         let e = parse_body(BodyFormat::Ndjson, many, &r, &full).unwrap_err();
@@ -880,8 +943,17 @@ mod tests {
                 ] {
                     for fast in [true, false] {
                         let (segments, mut out) = ([body.as_bytes()], SampleBlock::new());
-                        let e = parse_body_with(format, &segments, &r, &d, fast, &mut out, None)
-                            .expect_err(&format!("{predict} {fast} {body}"));
+                        let e = parse_body_with(
+                            format,
+                            &segments,
+                            &r,
+                            &d,
+                            fast,
+                            &mut out,
+                            &mut Claim::default(),
+                            None,
+                        )
+                        .expect_err(&format!("{predict} {fast} {body}"));
                         assert_eq!(e.line, Some(2), "{body}: {}", e.message);
                         assert!(e.message.contains(message), "{body}: {}", e.message);
                         assert!(out.is_empty() && d.is_empty(), "nothing enters");
@@ -948,8 +1020,16 @@ mod tests {
             let run = |dict: &FeatureDictionary, fast: bool| {
                 let mut block = prefix.clone();
                 let segments = [body.as_bytes()];
-                let result =
-                    parse_body_with(format, &segments, &rules, dict, fast, &mut block, None);
+                let result = parse_body_with(
+                    format,
+                    &segments,
+                    &rules,
+                    dict,
+                    fast,
+                    &mut block,
+                    &mut Claim::default(),
+                    None,
+                );
                 let mut own = SampleBlock::new();
                 match &result {
                     Ok(n) => {

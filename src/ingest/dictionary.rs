@@ -1,7 +1,8 @@
 //! The named-feature dictionary ([`FeatureDictionary`]): name → feature index, append-only, bounded
 //! by a count of names and a count of bytes of names, and the [`FeatureKind`] a daemon takes (numeric
 //! indices or names, decided by its first training sample with features); and what makes a name
-//! valid ([`check_name`]). With hashed names (`ingest.feature_names = "hashed"`) the dictionary stays
+//! valid ([`check_name`]). A parse only reads it; a body's new names and its kind are granted at
+//! admission (`claim.rs`). With hashed names (`ingest.feature_names = "hashed"`) the dictionary stays
 //! empty and holds the [`HashedNames`] that index names and name the supports instead.
 //!
 //! **Memory.** Every name is stored once: all names back to back in one `String`, the end of each in a
@@ -10,15 +11,20 @@
 //! about `b + 8n + 8..16n` bytes (the table is a power of two, 2 to 4 slots a name), against two
 //! `String`s and a hash-map entry a name before (about `2b + 100n`).
 //!
-//! **Removal.** Names are never evicted (see [`FeatureDictionary`]); the only removal is the rollback
-//! of the names a refused body added, which are the last ones. Linear probing allows that without
-//! tombstones: a name's probe path only crosses slots of names older than itself (the table is
+//! **Removal.** Names are never evicted (see [`FeatureDictionary`]), and a refused body never added
+//! any (`claim.rs`). [`Names::truncate`] forgets the newest names (a claim keeps its new names in a
+//! [`Names`] of its own, and forgets those of a parse that failed): linear probing allows that without
+//! tombstones, since a name's probe path only crosses slots of names older than itself (the table is
 //! rebuilt in index order when it grows), so emptying the newest names' slots breaks no other path.
 
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-use parking_lot::{RwLock, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use claim::{Claim, GrantError, NameView};
+
+mod claim;
 
 use super::hashed::HashedNames;
 
@@ -332,34 +338,18 @@ impl FeatureDictionary {
         FeatureKind::from_u8(self.kind.load(Ordering::Acquire))
     }
 
-    /// Claims the numeric kind for a training body with numeric features: `Err` with the kind in
-    /// force if it is `Names`. Decided under the write lock, so a concurrent named body cannot
-    /// claim the other kind at the same time.
-    pub(super) fn claim_indices(&self) -> Result<(), FeatureKind> {
-        match self.kind() {
-            FeatureKind::Indices => Ok(()),
-            FeatureKind::Names => Err(FeatureKind::Names),
-            FeatureKind::Open => {
-                let _guard = self.inner.write();
-                match self.kind() {
-                    FeatureKind::Names => Err(FeatureKind::Names),
-                    _ => {
-                        self.kind
-                            .store(FeatureKind::Indices.to_u8(), Ordering::Release);
-                        Ok(())
-                    }
-                }
-            }
-        }
+    /// The names, locked for reading (a parse resolves a body's names against them).
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, Names> {
+        self.inner.read()
     }
 
-    /// The names, locked for registering a body's new ones; with the lock held, [`Self::kind`] can
-    /// only change through [`Self::set_names_kind`].
+    /// The names, locked for writing (the replay of logged names); with the lock held,
+    /// [`Self::kind`] can only change through [`Self::set_names_kind`].
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, Names> {
         self.inner.write()
     }
 
-    /// Marks the kind `Names` (call with the [`Self::write`] lock held, after registering a body).
+    /// Marks the kind `Names` (call with the [`Self::write`] lock held, after adding names).
     pub(super) fn set_names_kind(&self, _held: &RwLockWriteGuard<'_, Names>) {
         self.kind
             .store(FeatureKind::Names.to_u8(), Ordering::Release);
@@ -377,6 +367,38 @@ impl FeatureDictionary {
     pub fn hashed(&self) -> Option<&HashedNames> {
         self.hashed.as_ref()
     }
+
+    /// The hash's bits and seed, when names are hashed.
+    pub fn hashing(&self) -> Option<crate::ingest::hashed::Hashing> {
+        self.hashed.as_ref().map(HashedNames::hashing)
+    }
+}
+
+/// Why a body of the other kind than `taken` is refused.
+pub(crate) fn kind_refusal(taken: FeatureKind) -> String {
+    let (refused, taken_what) = match taken {
+        FeatureKind::Names => ("numeric feature indices", "named features"),
+        _ => ("named features", "numeric feature indices"),
+    };
+    format!(
+        "{refused} are refused: this daemon takes {taken_what} (its first training sample with \
+         features had them), and the two would share one index space"
+    )
+}
+
+/// Why `name` is refused when the dictionary holds `capacity` names.
+pub(crate) fn full_by_count(capacity: usize, name: &str) -> String {
+    format!(
+        "feature dictionary is full ({capacity} names, ingest.max_named_features); cannot add {name:?}"
+    )
+}
+
+/// Why `name` is refused when the dictionary holds `byte_capacity` bytes of names.
+pub(crate) fn full_by_bytes(byte_capacity: usize, name: &str) -> String {
+    format!(
+        "feature dictionary is full ({byte_capacity} bytes of names, ingest.max_named_feature_bytes); \
+         cannot add {name:?}"
+    )
 }
 
 /// A feature name must be non-empty, hold a visible character, and hold no control character (C0,
@@ -444,13 +466,20 @@ mod tests {
 
     #[test]
     fn the_kind_is_claimed_once() {
+        let claim_indices = |d: &FeatureDictionary| {
+            let mut claim = Claim::default();
+            claim.note_kind(FeatureKind::Indices, 1);
+            let mut samples = crate::sample::SampleBlock::new();
+            d.grant(&claim, &mut samples, |_, _, _| Ok::<(), ()>(()))
+                .is_ok()
+        };
         let d = FeatureDictionary::new(10);
         assert_eq!(d.kind(), FeatureKind::Open);
-        assert_eq!(d.claim_indices(), Ok(()));
+        assert!(claim_indices(&d));
         assert_eq!(d.kind(), FeatureKind::Indices);
         let d = FeatureDictionary::from_names(10, 100, vec!["a".into()], FeatureKind::Open);
         assert_eq!(d.kind(), FeatureKind::Names);
-        assert_eq!(d.claim_indices(), Err(FeatureKind::Names));
+        assert!(!claim_indices(&d));
         let d = FeatureDictionary::from_names(10, 100, vec![], FeatureKind::Indices);
         assert_eq!(d.kind(), FeatureKind::Indices);
         for k in [FeatureKind::Open, FeatureKind::Indices, FeatureKind::Names] {

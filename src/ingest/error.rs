@@ -69,7 +69,7 @@ pub enum ReadError {
 }
 
 /// Why a batch was not admitted.
-#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq)]
 pub enum AdmitError {
     /// The sample budget or the queue is full: retry later.
     #[error("ingest queue is full; retry later")]
@@ -83,6 +83,10 @@ pub enum AdmitError {
     /// The write-ahead log cannot be written (logged): the batch is refused, not acknowledged.
     #[error("cannot write the write-ahead log; retry later")]
     LogFailed,
+    /// The body no longer fits the feature dictionary when admitted: another body took the other
+    /// feature kind, or the dictionary's room, between its parse and its admission.
+    #[error("{}", .0.message)]
+    Invalid(BatchError),
 }
 
 /// Why an HTTP request body was not read (`ingest::source::http`).

@@ -161,6 +161,11 @@ impl QueuedBatch {
         &self.samples
     }
 
+    /// The samples, to rewrite before the batch is queued (feature indices given at admission).
+    pub fn samples_mut(&mut self) -> &mut SampleBlock {
+        &mut self.samples
+    }
+
     /// The delivery number its source gave it (0: none).
     pub fn delivery(&self) -> u64 {
         self.delivery

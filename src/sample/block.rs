@@ -212,6 +212,44 @@ impl SampleBlock {
             .unwrap_or(0);
     }
 
+    /// Rewrites every feature index `j >= base` to `map[j - base]` (indices that are provisional until
+    /// their names get their final ones, `ingest::dictionary`), keeping each row's indices strictly
+    /// increasing. `map` must cover every such index and be one-to-one, and no mapped index may equal
+    /// another index of the same row.
+    pub fn remap_from(&mut self, base: u32, map: &[u32]) {
+        let mut pairs: Vec<(u32, f64)> = Vec::new();
+        for i in 0..self.len() {
+            let range = self.offsets[i]..self.offsets[i + 1];
+            if !self.indices[range.clone()].iter().any(|&j| j >= base) {
+                continue;
+            }
+            pairs.clear();
+            pairs.extend(
+                self.indices[range.clone()]
+                    .iter()
+                    .zip(&self.values[range.clone()])
+                    .map(|(&j, &v)| match j.checked_sub(base) {
+                        Some(k) => (map[k as usize], v),
+                        None => (j, v),
+                    }),
+            );
+            pairs.sort_unstable_by_key(|p| p.0);
+            for ((j, v), (&nj, &nv)) in self.indices[range.clone()]
+                .iter_mut()
+                .zip(&mut self.values[range])
+                .zip(pairs.iter().map(|(a, b)| (a, b)))
+            {
+                (*j, *v) = (nj, nv);
+            }
+        }
+        self.dim = self
+            .indices
+            .iter()
+            .map(|&j| j as usize + 1)
+            .max()
+            .unwrap_or(0);
+    }
+
     /// Empties the block, keeping its allocations.
     pub fn clear(&mut self) {
         self.labels.clear();

@@ -25,6 +25,7 @@ mod nats;
 mod nats_fixture;
 mod polish;
 mod prometheus;
+mod refused;
 mod regression;
 mod sdiht;
 mod security;

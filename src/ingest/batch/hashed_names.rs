@@ -1,20 +1,22 @@
 //! The second phase of a body's parse when names are hashed (`ingest.feature_names = "hashed"`):
 //! each named feature's index is its name's hash ([`crate::ingest::hashed::Hashing`]), so nothing is
 //! registered and no name is refused for the dictionary's limits. Names that hash to one index in
-//! one sample add their values. The feature-kind rule is the dictionary's ([`super::names`]).
+//! one sample add their values. The feature-kind rule is the dictionary's ([`super::names`]): the
+//! body's kind is noted in its claim by `check_kind` and taken at admission, as for registered names.
+//! The names a training body carries are remembered for the supports' names when it is parsed, so a
+//! body refused after its parse (a full queue or log) may leave its names in that bounded memory
+//! (display only: never an index, never a model).
 
-use super::names::kind_refusal;
-use super::{fail, FeatureDictionary, FeatureKind, Parsed, Rules};
+use super::{fail, Parsed, Rules};
 use crate::ingest::hashed::HashedNames;
 use crate::ingest::BatchError;
 use crate::sample::{Sample, SampleBlock};
 
-/// Named features → hashed indices, all or nothing. An accepted training body's names are
-/// remembered for the models' supports and claim the named kind.
+/// Named features → hashed indices, all or nothing. A valid training body's names are remembered
+/// for the models' supports.
 pub(super) fn resolve_hashed(
     parsed: &mut Parsed,
     rules: &Rules,
-    dict: &FeatureDictionary,
     hashed: &HashedNames,
 ) -> Result<(), BatchError> {
     let Parsed {
@@ -24,11 +26,7 @@ pub(super) fn resolve_hashed(
         named,
     } = parsed;
     let (base, total) = (*base, placeholders.len() - *base);
-    let first_line = named.first().map_or(0, |s| lines[s.slot - base]);
     let has_names = named.iter().any(|s| !s.features.is_empty());
-    if has_names && dict.kind() == FeatureKind::Indices {
-        return Err(fail(first_line, kind_refusal(FeatureKind::Indices), total));
-    }
     let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
     for slot in named.iter() {
         for i in base + out.len()..slot.slot {
@@ -64,14 +62,6 @@ pub(super) fn resolve_hashed(
         out.push(&sample);
     }
     if !rules.predict && has_names {
-        if dict.kind() != FeatureKind::Names {
-            // Decided under the dictionary's lock, as a numeric body claims its kind.
-            let guard = dict.write();
-            if dict.kind() == FeatureKind::Indices {
-                return Err(fail(first_line, kind_refusal(FeatureKind::Indices), total));
-            }
-            dict.set_names_kind(&guard);
-        }
         hashed.record(named.iter().flat_map(|s| {
             s.features
                 .iter()

@@ -1,23 +1,26 @@
 //! The feature-kind rule and the second phase of a body's parse: named features → dictionary indices.
 //!
 //! Numeric indices and names never share one index space ([`FeatureKind`]): [`check_kind`] refuses a
-//! body that mixes them or brings the kind the daemon does not take. [`resolve_names`] then gives each
-//! named sample its indices through the bounded [`FeatureDictionary`], all or nothing.
+//! body that mixes them or brings a kind the daemon (or the claim it joins) does not take.
+//! [`resolve_names`] then gives each named sample its indices, reading the [`FeatureDictionary`] and
+//! noting new names in the body's [`Claim`], all or nothing. Neither changes the dictionary: the
+//! claim is granted at admission.
 
-use super::{fail, FeatureDictionary, FeatureKind, NamedSlot, Parsed, Rules};
+use super::{fail, Claim, FeatureDictionary, FeatureKind, NamedSlot, Parsed, Rules};
+use crate::ingest::dictionary::{full_by_bytes, full_by_count, kind_refusal};
 use crate::ingest::BatchError;
 use crate::sample::{Sample, SampleBlock};
 
 /// Numeric indices and names never share the index space ([`FeatureKind`]): a body with both is
-/// refused at the first line of the kind that comes second; a body of the kind the daemon does not
-/// take, at its first such line. `Ok(true)`: a training body with numeric features, which claims
-/// the numeric kind if it is still open (the caller's last step). Named bodies are checked again,
-/// and claim their kind, under the dictionary's lock in [`resolve_names`].
+/// refused at the first line of the kind that comes second; a body of the kind the daemon (or
+/// `claim`, a stdin batch's) does not take, at its first such line. A training body's kind is noted
+/// in `claim`, which admission grants.
 pub(super) fn check_kind(
     parsed: &Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
-) -> Result<bool, BatchError> {
+    claim: &mut Claim,
+) -> Result<(), BatchError> {
     let total = parsed.rows();
     let numeric = (parsed.base..parsed.samples.len())
         .zip(&parsed.lines)
@@ -28,46 +31,41 @@ pub(super) fn check_kind(
         .iter()
         .find(|s| !s.features.is_empty())
         .map(|s| parsed.lines[s.slot - parsed.base]);
-    match (numeric, named) {
-        (Some(n), Some(m)) => Err(fail(
-            n.max(m),
-            format!(
-                "numeric feature indices (line {n}) and named features (line {m}) in one body: \
-                 they would share one index space, so a daemon takes one kind only"
-            ),
-            total,
-        )),
-        (Some(line), None) => match dict.kind() {
-            FeatureKind::Names => Err(fail(line, kind_refusal(FeatureKind::Names), total)),
-            _ => Ok(!rules.predict),
-        },
-        (None, Some(line)) => match dict.kind() {
-            FeatureKind::Indices => Err(fail(line, kind_refusal(FeatureKind::Indices), total)),
-            _ => Ok(false),
-        },
-        (None, None) => Ok(false),
-    }
-}
-
-/// Why a body of the other kind than `taken` is refused.
-pub(super) fn kind_refusal(taken: FeatureKind) -> String {
-    let (refused, taken_what) = match taken {
-        FeatureKind::Names => ("numeric feature indices", "named features"),
-        _ => ("named features", "numeric feature indices"),
+    let (kind, line) = match (numeric, named) {
+        (Some(n), Some(m)) => {
+            return Err(fail(
+                n.max(m),
+                format!(
+                    "numeric feature indices (line {n}) and named features (line {m}) in one body: \
+                     they would share one index space, so a daemon takes one kind only"
+                ),
+                total,
+            ))
+        }
+        (Some(line), None) => (FeatureKind::Indices, line),
+        (None, Some(line)) => (FeatureKind::Names, line),
+        (None, None) => return Ok(()),
     };
-    format!(
-        "{refused} are refused: this daemon takes {taken_what} (its first training sample with \
-         features had them), and the two would share one index space"
-    )
+    for taken in [dict.kind(), claim.kind()] {
+        if taken != FeatureKind::Open && taken != kind {
+            return Err(fail(line, kind_refusal(taken), total));
+        }
+    }
+    if !rules.predict {
+        claim.note_kind(kind, line);
+    }
+    Ok(())
 }
 
-/// Second phase: named features → indices. Training bodies register new names (all or nothing, under
-/// the write lock so concurrent requests cannot hand out the same index); prediction bodies drop names
-/// the dictionary does not know (their weight is 0 anyway).
+/// Second phase: named features → indices. A training body's new names are noted in `claim`
+/// with provisional indices (all or nothing: the caller rewinds the claim on failure); a prediction
+/// body drops names the dictionary does not know (their weight is 0 anyway). The dictionary is only
+/// read.
 pub(super) fn resolve_names(
     parsed: &mut Parsed,
     rules: &Rules,
     dict: &FeatureDictionary,
+    claim: &mut Claim,
 ) -> Result<(), BatchError> {
     if parsed.named.is_empty() {
         return Ok(());
@@ -81,14 +79,9 @@ pub(super) fn resolve_names(
     let (base, total) = (*base, placeholders.len() - *base);
     // This body's rows, rebuilt with the named ones resolved, replace its placeholder rows at the end.
     let mut out = SampleBlock::with_capacity(total, placeholders.nnz());
-    let mut inner = dict.write();
-    let first_line = named.first().map_or(0, |s| lines[s.slot - base]);
-    let has_names = named.iter().any(|s| !s.features.is_empty());
-    if dict.kind() == FeatureKind::Indices && has_names {
-        return Err(fail(first_line, kind_refusal(FeatureKind::Indices), total));
-    }
+    let held = dict.read();
+    claim.begin(&held, rules.max_dim);
     let mut added = 0usize;
-    let mut result: Result<(), BatchError> = Ok(());
     for NamedSlot {
         slot,
         features,
@@ -100,81 +93,44 @@ pub(super) fn resolve_names(
             out.push_ref(placeholders.get(i));
         }
         let (line, label) = (lines[slot - base], placeholders.get(slot).label);
+        let refused = |message: String| {
+            dict.count_refusal();
+            Err(fail(line, message, total))
+        };
         let mut pairs: Vec<(u32, f64)> = Vec::with_capacity(features.len());
         for (name, value) in features {
-            let index = match inner.index_of(&name) {
+            let index = match claim.lookup(&held, &name) {
                 Some(j) => j,
                 None if rules.predict => continue,
                 None => {
-                    let j = inner.len() as u32;
                     if added >= rules.max_new_names {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "request adds more than ingest.max_new_names_per_request ({}) new feature names",
-                                rules.max_new_names
-                            ),
-                            samples: total,
-                        });
-                        break;
+                        return refused(format!(
+                            "request adds more than ingest.max_new_names_per_request ({}) new feature names",
+                            rules.max_new_names
+                        ));
                     }
-                    if inner.len() >= dict.capacity() || j as usize >= rules.max_dim {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "feature dictionary is full ({} names, ingest.max_named_features); cannot add {name:?}",
-                                dict.capacity()
-                            ),
-                            samples: total,
-                        });
-                        break;
+                    if claim.names_after(&held) >= dict.capacity()
+                        || claim.next_index() >= rules.max_dim
+                    {
+                        return refused(full_by_count(dict.capacity(), &name));
                     }
-                    if inner.bytes() + name.len() > dict.byte_capacity() {
-                        dict.count_refusal();
-                        result = Err(BatchError {
-                            line: Some(line),
-                            message: format!(
-                                "feature dictionary is full ({} bytes of names, ingest.max_named_feature_bytes); cannot add {name:?}",
-                                dict.byte_capacity()
-                            ),
-                            samples: total,
-                        });
-                        break;
+                    if claim.bytes_after(&held) + name.len() > dict.byte_capacity() {
+                        return refused(full_by_bytes(dict.byte_capacity(), &name));
                     }
                     added += 1;
-                    inner.push(&name)
+                    claim.add(&name, line)
                 }
             };
             pairs.push((index, value));
-        }
-        if result.is_err() {
-            break;
         }
         pairs.sort_unstable_by_key(|p| p.0);
         let (indices, values) = pairs.into_iter().unzip();
         match Sample::new(indices, values, label, weight) {
             Ok(s) => out.push(&s),
-            Err(e) => {
-                result = Err(BatchError {
-                    line: Some(line),
-                    message: e.to_string(),
-                    samples: total,
-                });
-                break;
-            }
+            Err(e) => return Err(fail(line, e.to_string(), total)),
         }
     }
-    if let Err(e) = result {
-        // All or nothing: forget the names this body added (they are the last ones).
-        let keep = inner.len() - added;
-        inner.truncate(keep);
-        return Err(e);
-    }
-    if !rules.predict && has_names {
-        dict.set_names_kind(&inner);
-    }
+    drop(held);
     for i in base + out.len()..placeholders.len() {
         out.push_ref(placeholders.get(i));
     }

@@ -40,7 +40,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{header, HeaderMap};
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
-use crate::ingest::batch::{parse_segments_watched, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::batch::{parse_segments_watched, BodyFormat, Claim, FeatureDictionary, Rules};
 use crate::ingest::inflight::{BytesTicket, Cancel, InflightBytes, ParseWatch, Stopped};
 use crate::ingest::segments::count_content_lines;
 use crate::ingest::{Admission, AdmitError, BodyError, HttpIngestError, Source};
@@ -168,7 +168,7 @@ impl HttpSource {
         format: BodyFormat,
         body: ReadBody,
         predict: bool,
-    ) -> Result<(SampleBlock, Ticket), HttpIngestError> {
+    ) -> Result<(SampleBlock, Claim, Ticket), HttpIngestError> {
         let source = self.clone();
         let cancel = Cancel::default();
         let on_drop = cancel.on_drop();
@@ -203,7 +203,7 @@ impl HttpSource {
             drop(body);
             match (parsed, watch.stopped()) {
                 (_, Some(stopped)) => Err(source.stopped(stopped, limit)),
-                (Ok(samples), None) => Ok((samples, watch.into_ticket())),
+                (Ok((samples, claim)), None) => Ok((samples, claim, watch.into_ticket())),
                 (Err(e), None) => {
                     if !predict {
                         source
@@ -272,12 +272,12 @@ impl HttpSource {
             self.admission.refused_full(n);
             return Err(AdmitError::QueueFull.into());
         }
-        let (samples, ticket) = self.parse(format, body, false).await?;
+        let (samples, claim, ticket) = self.parse(format, body, false).await?;
         if self.admission.waits_for_fsync() {
             // `durability.wal = "always"`: the 202 waits for the log's fsync, on the blocking pool.
             let admission = self.admission.clone();
             return tokio::task::spawn_blocking(move || {
-                admission.admit_reserved(samples, ticket, Source::Http)
+                admission.admit_reserved(samples, claim, ticket, Source::Http)
             })
             .await
             .unwrap_or(Err(AdmitError::ShuttingDown))
@@ -285,7 +285,7 @@ impl HttpSource {
         }
         Ok(self
             .admission
-            .admit_reserved(samples, ticket, Source::Http)?)
+            .admit_reserved(samples, claim, ticket, Source::Http)?)
     }
 
     /// Sets the gauge of request bytes in flight (`thresher_inflight_bytes`).

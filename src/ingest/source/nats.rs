@@ -34,10 +34,11 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 
 use crate::config::NatsConfig;
-use crate::ingest::batch::{parse_body, BodyFormat, FeatureDictionary, Rules};
+use crate::ingest::batch::{parse_body_into, BodyFormat, Claim, FeatureDictionary, Rules};
 use crate::ingest::lines::lines;
-use crate::ingest::{is_skippable, Admission, NatsError, Source};
+use crate::ingest::{is_skippable, Admission, AdmitError, NatsError, Source};
 use crate::metrics::{nats_outcome, reason, Metrics};
+use crate::sample::SampleBlock;
 
 /// Messages asked for per fetch at most (fewer when the ledger has less room).
 const FETCH_MAX: usize = 16;
@@ -430,7 +431,18 @@ async fn take(
         })?;
         let format = batch_format(content_type.as_deref(), text)
             .ok_or_else(|| "unsupported Content-Type".to_string())?;
-        parse_body(format, text, &parse_sink.rules, &parse_sink.dictionary).map_err(|e| {
+        let (mut samples, mut claim) = (SampleBlock::new(), Claim::default());
+        let rules = &parse_sink.rules;
+        parse_body_into(
+            format,
+            text,
+            rules,
+            &parse_sink.dictionary,
+            &mut samples,
+            &mut claim,
+        )
+        .map(|_| (samples, claim))
+        .map_err(|e| {
             parse_sink
                 .metrics
                 .rejected
@@ -443,8 +455,8 @@ async fn take(
         })
     })
     .await;
-    let samples = match parsed {
-        Ok(Ok(samples)) => samples,
+    let (samples, claim) = match parsed {
+        Ok(Ok(parsed)) => parsed,
         Ok(Err(why)) => {
             tracing::warn!(subject = %message.subject, error = %why, "NATS batch refused; terminated");
             let _ = client.publish(reply, "+TERM".into()).await;
@@ -466,11 +478,12 @@ async fn take(
         }
         return;
     }
-    let delivery = ledger.enter(reply);
+    let delivery = ledger.enter(reply.clone());
     let (admit_sink, stopping) = (sink.clone(), stopping.clone());
     let admitted = tokio::task::spawn_blocking(move || {
         admit_sink.admission.admit_waiting(
             samples,
+            claim,
             Source::Nats { delivery },
             &stopping,
             ADMIT_POLL,
@@ -479,6 +492,16 @@ async fn take(
     .await;
     if !matches!(admitted, Ok(Ok(_))) {
         ledger.forget(delivery);
+    }
+    if let Ok(Err(AdmitError::Invalid(e))) = admitted {
+        // It no longer fits the dictionary (another batch took the other feature kind or its last
+        // room since this one's parse): as invalid as at its parse, so never redelivered.
+        tracing::warn!(subject = %message.subject, error = %e.message, "NATS batch refused; terminated");
+        let _ = client.publish(reply, "+TERM".into()).await;
+        sink.metrics
+            .nats_batches
+            .with_label_values(&[nats_outcome::INVALID])
+            .inc();
     }
 }
 

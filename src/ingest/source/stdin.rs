@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::ingest::batch::{parse_body_into, BodyFormat, FeatureDictionary, Rules};
-use crate::ingest::{is_skippable, Admission, Source};
+use crate::ingest::batch::{parse_body_into, BodyFormat, Claim, FeatureDictionary, Rules};
+use crate::ingest::{is_skippable, Admission, AdmitError, Source};
 use crate::metrics::{reason, Metrics};
 use crate::sample::SampleBlock;
 
@@ -28,12 +28,20 @@ pub fn stdin_loop(
     use std::io::BufRead;
     let mut reader = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let mut batch = SampleBlock::new();
+    // What the batch's lines ask of the dictionary, granted when the batch is admitted.
+    let mut claim = Claim::default();
     let mut bytes = Vec::new();
     let mut number = 0usize;
     // Back-pressure: wait for room rather than drop, since stdin can be paused; unless stopping.
-    let send = |batch: &mut SampleBlock| {
+    let send = |batch: &mut SampleBlock, claim: &mut Claim| {
+        let claim = std::mem::take(claim);
         if !batch.is_empty() {
-            let _ = admission.admit_waiting(std::mem::take(batch), Source::Stdin, stop, ADMIT_POLL);
+            let batch = std::mem::take(batch);
+            if let Err(AdmitError::Invalid(e)) =
+                admission.admit_waiting(batch, claim, Source::Stdin, stop, ADMIT_POLL)
+            {
+                tracing::warn!(error = %e.message, line = e.line, "stdin: batch refused at admission");
+            }
         }
     };
     loop {
@@ -64,15 +72,16 @@ pub fn stdin_loop(
                 BodyFormat::Libsvm
             };
             // Straight onto the batch; a bad line leaves it as it was.
-            if let Err(e) = parse_body_into(format, line, rules, dictionary, &mut batch) {
+            if let Err(e) = parse_body_into(format, line, rules, dictionary, &mut batch, &mut claim)
+            {
                 tracing::warn!(line = number, error = %e.message, "stdin: bad line skipped");
                 metrics.rejected.with_label_values(&[reason::INVALID]).inc();
             }
         }
         if batch.len() >= STDIN_BATCH || reader.buffer().is_empty() {
-            send(&mut batch);
+            send(&mut batch, &mut claim);
         }
     }
-    send(&mut batch);
+    send(&mut batch, &mut claim);
     tracing::info!(lines = number, "stdin: end of input; still serving");
 }

@@ -11,10 +11,11 @@
 //! and acknowledged but not yet absorbed when the checkpoint was taken stays in the log. Replay skips
 //! every batch up to the checkpoint's number, so no sample is counted twice.
 //!
-//! **Names.** A batch's named features already have dictionary indices; the names the dictionary gave
-//! since the last append are written (a [`record::KIND_NAMES`] record) just before the batch, so a
-//! replay rebuilds the same dictionary, index for index. With hashed names
-//! (`ingest.feature_names = "hashed"`) each segment starts with the hash's bits and seed instead
+//! **Names.** A batch's named features already have their dictionary indices; the names given since
+//! the last append, those the batch itself adds included (granted to the dictionary only once this
+//! append succeeded: [`Wal::append_with`]), are written (a [`record::KIND_NAMES`] record) just before
+//! the batch, in the same append, so a replay rebuilds the same dictionary, index for index. With hashed
+//! names (`ingest.feature_names = "hashed"`) each segment starts with the hash's bits and seed instead
 //! ([`record::KIND_HASHING`]), and a replay under another hashing, or the dictionary, is refused.
 //!
 //! **Files.** Segments `<data-dir>/thresher.wal.NNNNNNNNNN` (numbered in order), each a header and
@@ -43,6 +44,7 @@ use thiserror::Error;
 
 use crate::config::{DurabilityConfig, WalMode};
 use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::dictionary::NameView;
 use crate::ingest::hashed::Hashing;
 use crate::metrics::Metrics;
 use crate::sample::SampleBlock;
@@ -248,28 +250,27 @@ impl Wal {
     /// Appends `framed` (a samples record, [`record::encode_samples`]), preceded by the names the
     /// dictionary gave since the last append; returns its sequence number. The caller holds the
     /// admission lock, so numbers and queue order agree. Nothing is left of a failed append.
-    pub fn append(
-        &self,
-        mut framed: Vec<u8>,
-        dictionary: &FeatureDictionary,
-    ) -> Result<u64, WalError> {
+    pub fn append(&self, framed: Vec<u8>, dictionary: &FeatureDictionary) -> Result<u64, WalError> {
+        dictionary.view(|names| self.append_with(framed, names))
+    }
+
+    /// [`Wal::append`] with the dictionary's names as `names` shows them (those a batch's claim adds
+    /// included, before the dictionary holds them: `FeatureDictionary::grant`).
+    pub fn append_with(&self, mut framed: Vec<u8>, view: &NameView<'_>) -> Result<u64, WalError> {
         let mut log = self.log.lock();
-        let names_now = dictionary.len();
+        let names_now = view.len();
         let names = (names_now > log.names_logged).then(|| {
-            record::encode_names(
-                log.names_logged as u64,
-                &dictionary.names_from(log.names_logged, names_now - log.names_logged),
-            )
+            record::encode_names(log.names_logged as u64, &view.names_from(log.names_logged))
         });
         let rotate = log
             .segments
             .back()
             .is_some_and(|s| s.bytes >= self.segment_bytes);
         // Hashed names: every segment starts with the hashing record.
-        let hashing = dictionary
-            .hashed()
+        let hashing = view
+            .hashing()
             .filter(|_| rotate || !log.hashing_logged)
-            .map(|h| record::encode_hashing(h.hashing().bits, h.hashing().seed));
+            .map(|h| record::encode_hashing(h.bits, h.seed));
         let names = match (hashing, names) {
             (Some(mut h), Some(n)) => {
                 h.extend_from_slice(&n);
@@ -306,7 +307,7 @@ impl Wal {
         log.total += need;
         log.next_seq += 1;
         log.names_logged = names_now;
-        log.hashing_logged = dictionary.hashed().is_some();
+        log.hashing_logged = view.hashing().is_some();
         self.metrics.wal_appended_bytes.inc_by(need);
         self.metrics.wal_appended_records.inc();
         self.metrics.wal_bytes.set(log.total as i64);
