@@ -37,7 +37,8 @@
 //! - [`learner`] — streaming learners on the window: the [`StreamingLearner`] trait and its shared
 //!   core, the parameters a learner runs by ([`learner::params`]), one adapter per solver family
 //!   (with the streaming state and its checkpoint export), `lambda = "auto"`, the mathematics of a cluster's global model ([`learner::global`]), the worker
-//!   threads (router, learners, panic guard, publish cadence) and publishing ([`learner::publish`]).
+//!   threads (router, learners, panic guard, publish cadence), publishing and its gate
+//!   ([`learner::publish`]), and the drift alarm on the progressive loss ([`learner::drift`]).
 //! - [`cluster`] — membership of the nodes sharing a NATS stream (a key-value bucket with a TTL), and the
 //!   exchange of partial sums by which their SDIHT learners learn one exact global model
 //!   ([`cluster::global`]; the mathematics in [`learner::global`]).
