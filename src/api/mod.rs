@@ -37,12 +37,14 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::ingest::batch::{FeatureDictionary, FeatureKind};
+use crate::ingest::labels::LabelStore;
 use crate::ingest::source::http::HttpSource;
 use crate::ingest::{AdmitError, BatchError, BodyError, HttpIngestError};
 use crate::learner::publish::{rfc3339, set_gauges, ModelCell, Snapshot};
 use crate::metrics::Metrics;
 
 pub mod auth;
+mod labels;
 pub mod status;
 
 /// Seconds a client should wait after a 503 for a full queue.
@@ -61,18 +63,24 @@ pub struct AppState {
     pub history_page_points: usize,
     /// The cluster membership, when the NATS source is on (`GET /v1/cluster`).
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
+    /// Predicted samples waiting for a late label (`POST /v1/predict` with ids, `POST /v1/labels`).
+    pub labels: Arc<LabelStore>,
 }
 
 impl AppState {
     /// The state of the HTTP front: the learners' `cells`, request bodies read by `ingest`, the
-    /// status page's cadence and the history page's size from `config`, and no cluster view.
+    /// status page's cadence and the history page's size from `config`, no cluster view, and a label
+    /// store in memory.
     pub fn new(
         config: &Config,
         cells: Vec<Arc<ModelCell>>,
         metrics: Metrics,
         ingest: HttpSource,
     ) -> AppState {
+        let names = cells.iter().map(|c| c.name.clone()).collect();
+        let labels = LabelStore::new(config.labels, names, metrics.labels.clone());
         AppState {
+            labels: Arc::new(labels),
             cells,
             metrics,
             ingest: Arc::new(ingest),
@@ -106,6 +114,8 @@ pub enum ApiError {
     Forbidden(auth::Scope),
     /// `GET /v1/cluster` on a daemon without the NATS source.
     NoCluster,
+    /// The label store's journal could not be written: 503.
+    LabelStore(String),
     /// The membership bucket is not open yet or cannot be read.
     ClusterUnavailable(String),
 }
@@ -179,6 +189,10 @@ impl IntoResponse for ApiError {
                 json!({"error": format!("no learner named {n:?}")}),
             ),
             ApiError::BadRequest(m) => (StatusCode::BAD_REQUEST, json!({"error": m, "line": null})),
+            ApiError::LabelStore(m) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": format!("the prediction was not kept for late labels: {m}"), "line": null}),
+            ),
             ApiError::NoCluster => (
                 StatusCode::NOT_FOUND,
                 json!({"error": "this daemon runs alone: nats.url is not set", "line": null}),
@@ -286,6 +300,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .route("/v1/models/:name", get(get_named_model))
         .route("/v1/cluster", get(get_cluster))
         .route("/v1/predict", post(predict))
+        .route("/v1/labels", post(labels::post_labels))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
@@ -564,11 +579,15 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
 #[derive(serde::Deserialize)]
 struct PredictQuery {
     learner: Option<String>,
+    /// Keep every sample for a late label, making an id for each without one.
+    #[serde(default)]
+    remember: bool,
 }
 
 /// Predictions of a learner's current model; labels are optional and unknown feature names are ignored.
 #[utoipa::path(post, path = "/v1/predict", tag = "models",
-    params(("learner" = Option<String>, Query, description = "a learner's name; the primary learner if absent")),
+    params(("learner" = Option<String>, Query, description = "a learner's name; the primary learner if absent"),
+           ("remember" = Option<bool>, Query, description = "keep every sample for a late label, making an id for each without one")),
     request_body(description = "Samples to predict, labels optional", content(
         (String = "text/plain"),
         (Vec<openapi::SampleObject> = "application/json"),
@@ -593,15 +612,19 @@ async fn predict(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let format = HttpSource::format(&headers)?;
-    let body = state.ingest.read(&headers, body, limit, format).await?;
+    let mut body = state.ingest.read(&headers, body, limit, format).await?;
     let cell = find_cell(&state, q.learner.as_deref())?.clone();
+    let ids = labels::ids_of(&state, format, &mut body, q.remember)?;
     // The rows hold their reservation of the in-flight sample budget until the answer is built.
     let (samples, _claim, _reserved) = state.ingest.parse(format, body, true).await?;
     let s = cell.get().ok_or(ApiError::NoModel)?;
     let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
-    Ok(Json(
-        json!({"predictions": predictions, "model_version": s.version, "learner": s.learner}),
-    ))
+    let mut out =
+        json!({"predictions": predictions, "model_version": s.version, "learner": s.learner});
+    if let Some(ids) = ids {
+        labels::remember(&state, &samples, ids, q.remember, &s, &mut out)?;
+    }
+    Ok(Json(out))
 }
 
 #[derive(serde::Deserialize, utoipa::IntoParams)]

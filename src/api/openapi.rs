@@ -239,6 +239,45 @@ pub struct Predictions {
     #[schema(minimum = 1)]
     model_version: u64,
     learner: String,
+    /// With ids (or `remember=true`): each sample's id (`null`: not kept), to send its label to
+    /// `POST /v1/labels`.
+    ids: Option<Vec<Option<String>>>,
+    /// With ids (or `remember=true`): the score `w.x + b` each prediction came from, the one a late
+    /// label's progressive loss is charged for.
+    scores: Option<Vec<f64>>,
+}
+
+/// One item of `POST /v1/labels`: the label of a sample predicted with `id`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(example = json!({"id": "order-17", "label": 1}))]
+pub struct LabelObject {
+    /// The id the sample was predicted with (1 to `labels.id_max_bytes` bytes).
+    id: String,
+    /// Its label, as a sample's (`-1`/`+1` for the classification losses).
+    label: f64,
+    /// Its weight (finite, > 0; 1 if absent).
+    weight: Option<f64>,
+}
+
+/// What one label found.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct LabelResult {
+    id: String,
+    /// `joined` (learned), `unknown` (no such id stored, or labelled already), `expired` (older than
+    /// `labels.ttl_seconds`), `evicted` (left the full store), `duplicate` (earlier in this request).
+    #[schema(pattern = "^(joined|unknown|expired|evicted|duplicate)$")]
+    status: String,
+}
+
+/// `POST /v1/labels`: the samples joined and each item's status, in order.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct LabelsAccepted {
+    /// Samples learned (entered the ingest queue).
+    joined: u64,
+    results: Vec<LabelResult>,
 }
 
 /// `GET /v1/history`: a learner's history ring, oldest first.
@@ -342,6 +381,7 @@ impl Modify for SecurityAddon {
         super::get_named_model,
         super::get_cluster,
         super::predict,
+        super::labels::post_labels,
         super::metrics,
         super::healthz,
         super::readyz,
@@ -349,7 +389,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, LabelObject, LabelResult, LabelsAccepted, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;
@@ -393,7 +433,7 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
     schemas["PredictSampleObject"] = predict_sample_schema(sample);
     predict_bodies(&mut doc, &patterns);
     // A body needs at least one sample.
-    for path in ["/v1/samples", "/v1/predict"] {
+    for path in ["/v1/samples", "/v1/predict", "/v1/labels"] {
         let content = &mut doc["paths"][path]["post"]["requestBody"]["content"];
         for media in ["application/json", "application/x-ndjson"] {
             content[media]["schema"]["minItems"] = json!(1);
@@ -513,6 +553,8 @@ fn predict_sample_schema(sample: Value) -> Value {
         // A prediction body's label is optional and not read (no loss, no bound applies to it).
         form["properties"]["label"] = json!({"type": ["number", "null"],
                                              "description": "optional; ignored by predict"});
+        form["properties"]["id"] = json!({"type": "string", "minLength": 1,
+            "description": "optional: keep the sample and the served scores for a late label (POST /v1/labels); at most labels.id_max_bytes bytes"});
     }
     predict_sample
 }

@@ -6,8 +6,8 @@
 
 use super::error::{secret_hint, ConfigError};
 use super::raw::{
-    CheckpointLayer, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LambdaValue, LearnerLayer,
-    NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
+    CheckpointLayer, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LabelsLayer, LambdaValue,
+    LearnerLayer, NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
 };
 
 /// Prefix of every environment override.
@@ -40,6 +40,7 @@ const ENV_SECTIONS: &[(&str, &[&str])] = &[
     ("drift", DriftLayer::KEYS),
     ("checkpoint", CheckpointLayer::KEYS),
     ("durability", DurabilityLayer::KEYS),
+    ("labels", LabelsLayer::KEYS),
     ("nats", NatsLayer::KEYS),
     ("learner", LearnerLayer::KEYS),
 ];
@@ -117,6 +118,7 @@ impl RawConfig {
                 "drift" => self.drift.set_env(key, &var, &text)?,
                 "checkpoint" => self.checkpoint.set_env(key, &var, &text)?,
                 "durability" => self.durability.set_env(key, &var, &text)?,
+                "labels" => self.labels.set_env(key, &var, &text)?,
                 "nats" => self.nats.set_env(key, &var, &text)?,
                 "learner" => {
                     let mut scratch = LearnerLayer::default();

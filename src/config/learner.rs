@@ -108,6 +108,7 @@ fn read_learner(
     Ok(LearnerConfig {
         intercept,
         options,
+        slot: i,
         name,
         solver,
         loss,

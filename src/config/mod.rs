@@ -34,6 +34,7 @@ mod check;
 pub mod durability;
 pub mod env;
 mod error;
+pub mod labels;
 pub mod learner;
 mod names;
 mod nats;
@@ -45,6 +46,7 @@ mod validate;
 use crate::learner::params::LearnerConfig;
 pub use durability::{DurabilityConfig, WalMode};
 pub use error::ConfigError;
+pub use labels::LabelsConfig;
 pub use names::FeatureNames;
 pub use nats::NatsConfig;
 use raw::RawConfig;
@@ -92,6 +94,8 @@ pub struct Config {
     pub checkpoint_interval: Duration,
     /// `[durability]`: the write-ahead log of acknowledged samples (with a data directory).
     pub durability: DurabilityConfig,
+    /// `[labels]`: the store of predicted samples waiting for a late label.
+    pub labels: LabelsConfig,
     /// At least one; the first is the primary.
     pub learners: Vec<LearnerConfig>,
     /// Who may call what (`server.auth_tokens_file`, `server.metrics_auth`).

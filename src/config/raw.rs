@@ -178,6 +178,16 @@ layer! {
 }
 
 layer! {
+    /// `[labels]`.
+    LabelsLayer, "the [labels] table" {
+        capacity: i64,
+        max_bytes: i64,
+        ttl_seconds: f64,
+        id_max_bytes: i64,
+    }
+}
+
+layer! {
     /// `[nats]`.
     NatsLayer, "the [nats] table" {
         url: String,
@@ -265,6 +275,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub durability: DurabilityLayer,
     #[serde(default)]
+    pub labels: LabelsLayer,
+    #[serde(default)]
     pub nats: NatsLayer,
     /// The `[[learner]]` tables, each holding only the keys given; a layer that has them replaces the
     /// list below it, and [`RawConfig::validate`] fills each from the default learner.
@@ -321,6 +333,7 @@ impl RawConfig {
         self.drift.overlay(over.drift);
         self.checkpoint.overlay(over.checkpoint);
         self.durability.overlay(over.durability);
+        self.labels.overlay(over.labels);
         self.nats.overlay(over.nats);
         if over.learner.is_some() {
             self.learner = over.learner;
@@ -406,7 +419,7 @@ mod tests {
     #[test]
     fn every_layer_key_is_in_the_defaults_and_the_docs() {
         let raw = RawConfig::defaults();
-        let sections: [(&str, Vec<&str>, &[&str]); 9] = [
+        let sections: [(&str, Vec<&str>, &[&str]); 10] = [
             ("server", raw.server.given(), ServerLayer::KEYS),
             ("ingest", raw.ingest.given(), IngestLayer::KEYS),
             ("window", raw.window.given(), WindowLayer::KEYS),
@@ -415,6 +428,7 @@ mod tests {
             ("drift", raw.drift.given(), DriftLayer::KEYS),
             ("checkpoint", raw.checkpoint.given(), CheckpointLayer::KEYS),
             ("durability", raw.durability.given(), DurabilityLayer::KEYS),
+            ("labels", raw.labels.given(), LabelsLayer::KEYS),
             ("nats", raw.nats.given(), NatsLayer::KEYS),
         ];
         for (section, given, keys) in sections {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::check::{count, duration, int, need, path_key, positive, range};
 use super::durability::read_durability;
 use super::error::ConfigError;
+use super::labels::read_labels;
 use super::learner::read_learners;
 use super::names::read_feature_names;
 use super::nats::read_nats;
@@ -121,6 +122,7 @@ impl RawConfig {
                 Duration::from_secs,
             )?,
             durability: read_durability(&self.durability)?,
+            labels: read_labels(&self.labels)?,
             learners,
             auth: read_auth(server)?,
             tls: read_tls(server)?,

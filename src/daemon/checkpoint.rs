@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use thiserror::Error;
 
 use crate::ingest::batch::FeatureDictionary;
+use crate::ingest::labels::LabelStore;
 use crate::ingest::source::nats::AckLedger;
 use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::publish::{publish, ModelCell, SharedLearner};
@@ -45,6 +46,8 @@ pub enum CheckpointError {
     Locked { dir: PathBuf, holder: String },
     #[error(transparent)]
     Wal(#[from] crate::ingest::wal::WalError),
+    #[error(transparent)]
+    Labels(#[from] crate::ingest::labels::journal::JournalError),
     #[error("checkpoint {} is corrupt: {reason} (move it away, or start with --fresh)", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("checkpoint {} is incompatible: {reason} (start with --fresh to discard it)", path.display())]
@@ -122,6 +125,8 @@ pub struct Checkpointer {
     /// `(count, digest)` of the names in the dictionary's file as last written by this daemon
     /// (`None`: not yet): the file is rewritten only when the dictionary has grown.
     names_written: Mutex<Option<(u64, u64)>>,
+    /// The label store, whose journal each checkpoint rewrites compactly.
+    labels: Option<Arc<LabelStore>>,
 }
 
 impl Checkpointer {
@@ -146,6 +151,24 @@ impl Checkpointer {
             persistence: Arc::default(),
             written: Mutex::new(written),
             names_written: Mutex::new(None),
+            labels: None,
+        }
+    }
+
+    /// Rewrites `labels`' journal at each checkpoint.
+    pub fn with_labels(mut self, labels: Arc<LabelStore>) -> Checkpointer {
+        self.labels = Some(labels);
+        self
+    }
+
+    /// Rewrites the label store's journal compactly (and fsyncs it); a failure is logged and reported
+    /// to `GET /readyz` like a failed checkpoint.
+    fn write_labels(&self) {
+        if let Some(labels) = &self.labels {
+            if let Err(e) = labels.checkpoint() {
+                tracing::error!(error = %e, "cannot rewrite the label store");
+                self.persistence.failed(e.to_string());
+            }
         }
     }
 
@@ -197,6 +220,7 @@ impl Checkpointer {
         use crate::metrics::checkpoint_outcome as outcome;
         let mut last = self.written.lock();
         let count = |o: &str| self.metrics.checkpoints.with_label_values(&[o]).inc();
+        self.write_labels();
         let mark = change_mark(&self.learners, &self.dictionary, &self.deliveries);
         if last.as_ref() == Some(&mark) {
             // The file on disk holds what the learners hold now.

@@ -17,6 +17,8 @@ use super::RunOptions;
 use crate::config::{Config, FeatureNames, WalMode};
 use crate::ingest::batch::FeatureDictionary;
 use crate::ingest::hashed::{HashedNames, Hashing};
+use crate::ingest::labels::journal::Journal;
+use crate::ingest::labels::LabelStore;
 use crate::ingest::source::nats::AckLedger;
 use crate::ingest::wal::{Persistence, Wal};
 use crate::learner::build;
@@ -51,6 +53,9 @@ pub struct Restored {
     pub wal_through: u64,
     /// Whether checkpoints succeed: set by the writer, read by `GET /readyz`.
     pub persistence: Arc<Persistence>,
+    /// The store of predicted samples waiting for a late label (its journal read back, with a data
+    /// directory): shared by the HTTP handlers and the checkpoint writer.
+    pub labels: Arc<LabelStore>,
 }
 
 /// Restores the learners from the data directory's checkpoint (unless `--fresh`), or builds them
@@ -118,6 +123,7 @@ pub fn restore(
         None => None,
     };
     let persistence = Arc::new(Persistence::default());
+    let labels = Arc::new(open_labels(config, options, metrics)?);
     // What the checkpoint on disk reflects: one restored as it is reflects the state just built from it.
     let checkpointer = config.data_dir.as_ref().map(|dir| {
         Arc::new(
@@ -129,7 +135,8 @@ pub fn restore(
                 deliveries.clone(),
                 restored_exactly,
             )
-            .with_wal(wal.clone(), persistence.clone()),
+            .with_wal(wal.clone(), persistence.clone())
+            .with_labels(labels.clone()),
         )
     });
     Ok(Restored {
@@ -141,7 +148,33 @@ pub fn restore(
         wal,
         wal_through,
         persistence,
+        labels,
     })
+}
+
+/// The label store, its journal read back from the data directory (none with `--fresh`: the next
+/// checkpoint overwrites it).
+fn open_labels(
+    config: &Config,
+    options: &RunOptions,
+    metrics: &Metrics,
+) -> Result<LabelStore, CheckpointError> {
+    let names = config.learners.iter().map(|l| l.name.clone()).collect();
+    let store = LabelStore::new(config.labels, names, metrics.labels.clone());
+    let Some(dir) = &config.data_dir else {
+        return Ok(store);
+    };
+    let d = &config.durability;
+    let journal = Journal::new(dir, d.wal, d.wal_fsync_interval);
+    if options.fresh {
+        let _ = std::fs::remove_file(dir.join(crate::ingest::labels::journal::FILE_NAME));
+    }
+    let store = store.with_journal(journal)?;
+    let (n, _) = store.fill();
+    if n > 0 {
+        tracing::info!(samples = n, "label store restored");
+    }
+    Ok(store)
 }
 
 /// Opens the write-ahead log in `dir`: when `durability.wal` is on, or when it is off but a log is

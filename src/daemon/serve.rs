@@ -56,6 +56,7 @@ pub fn app_state(
             .nats
             .as_ref()
             .map(|n| Arc::new(crate::cluster::ClusterView::new(&n.node))),
+        labels: restored.labels.clone(),
         ..AppState::new(config, cells, metrics.clone(), ingest)
     };
     Arc::new(state)

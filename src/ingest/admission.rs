@@ -56,6 +56,8 @@ pub enum Source {
     Http,
     /// `thresher serve --stdin`.
     Stdin,
+    /// `POST /v1/labels`: predicted samples joined to their late labels (`ingest::labels`).
+    Labels,
     /// A JetStream message; `delivery` numbers the source's batches from 1 in admission order.
     Nats { delivery: u64 },
 }
@@ -66,6 +68,7 @@ impl Source {
         match self {
             Source::Http => "http",
             Source::Stdin => "stdin",
+            Source::Labels => "labels",
             Source::Nats { .. } => "nats",
         }
     }
@@ -73,7 +76,7 @@ impl Source {
     fn delivery(self) -> u64 {
         match self {
             Source::Nats { delivery } => delivery,
-            Source::Http | Source::Stdin => 0,
+            Source::Http | Source::Stdin | Source::Labels => 0,
         }
     }
 

@@ -28,6 +28,8 @@
 //!   a body is parsed, and the parse's stop when its client goes.
 //! - [`wal`]: the write-ahead log of acknowledged samples, appended by [`Admission`] before a batch is
 //!   acknowledged, truncated by checkpoints, replayed at start.
+//! - [`labels`]: late labels, the bounded store of predicted samples waiting for their label, and the
+//!   bodies that carry ids and labels.
 //! - Every error type is in one place (`error`, re-exported here).
 
 pub mod admission;
@@ -40,6 +42,7 @@ pub mod fuzzing;
 pub mod hashed;
 pub mod inflight;
 pub mod json;
+pub mod labels;
 pub mod libsvm;
 pub mod lines;
 pub mod segments;

@@ -593,6 +593,25 @@ impl LearnerCore {
     /// included, when one prediction had run away). A bounded score never costs more than the raw
     /// one: the label lies inside the bound.
     pub fn predicted_score(&mut self, label: f64, weight: f64, score: f64, value: f64) {
+        self.predicted_served(label, weight, score, value, None);
+    }
+
+    /// [`LearnerCore::predicted_score`] for a sample whose prediction may have been served before its
+    /// label was known (late labels): then its progressive loss is that of the `served` score, the
+    /// prediction a client acted on (River's delayed progressive validation), not that of `score`,
+    /// the model's now.
+    pub fn predicted_served(
+        &mut self,
+        label: f64,
+        weight: f64,
+        score: f64,
+        value: f64,
+        served: Option<f64>,
+    ) {
+        let (score, value) = match served {
+            Some(u) if u != score => (u, self.config.loss.sample(label, weight).value(u)),
+            _ => (score, value),
+        };
         let bounded = self.bounded_score(label, score);
         let value = if bounded == score {
             value

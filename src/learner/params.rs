@@ -40,6 +40,11 @@ impl StreamSolverKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LearnerConfig {
     pub name: String,
+    /// The learner's place among the configured learners (0 = the primary): the column of the scores
+    /// served before a late label it reads its progressive loss from ([`SampleBlock::served`]).
+    ///
+    /// [`SampleBlock::served`]: crate::sample::SampleBlock::served
+    pub slot: usize,
     pub solver: StreamSolverKind,
     pub loss: Loss,
     pub k: usize,

@@ -290,11 +290,14 @@ impl StreamSubset {
     /// Predicts each sample with the published weights and stores it in the window.
     fn store_batch(&mut self, batch: &SampleBlock) {
         let loss = self.core.config.loss;
-        for sample in batch.iter() {
+        let slot = self.core.config.slot;
+        for (i, sample) in batch.iter().enumerate() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = sparse_dot(r.indices, r.values, &self.weights);
-            self.core.predicted_score(r.label, r.weight, u, l.value(u));
+            let served = batch.served(i, slot);
+            self.core
+                .predicted_served(r.label, r.weight, u, l.value(u), served);
             self.core.window.push_ref(sample, l.dual_of_margin(u));
         }
     }

@@ -26,7 +26,7 @@
 //! | `thresher_lambda_switches_total` | counter | learner | `lambda = "auto"`: changes of the served grid member |
 //! | `thresher_lambda_holdout_samples` | gauge | learner | `lambda = "auto"`, criterion `holdout`: held-out samples in the ring (at most a fifth of the window) |
 //! | `thresher_lambda_holdout_dropped_total` | counter | learner | `lambda = "auto"`, criterion `holdout`: held-out samples dropped from the full ring, oldest first |
-//! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`) | samples accepted |
+//! | `thresher_samples_ingested_total` | counter | source (`http`, `stdin`, `nats`, `labels`) | samples accepted (`labels`: predicted samples joined to their late label) |
 //! | `thresher_samples_rejected_total` | counter | reason | samples refused: `invalid`, `queue_full`, `wal_full` (the write-ahead log is at its bound or cannot be written; all samples of the request); `too_large`, `unsupported_media_type` (one per request: the body is not read) |
 //! | `thresher_inflight_refused_total` | counter | reason | requests refused by the in-flight bounds (`ingest::inflight`): `bytes_busy` (503: `server.inflight_bytes` has no room for the body), `bytes_too_large` (413: larger than the whole budget), `samples_busy` (503: `ingest.queue_samples` spent while the body was parsed), `samples_too_large` (413: more samples than the whole budget), `client_gone` (the client closed the connection during the parse, which stopped) |
 //! | `thresher_inflight_bytes` | gauge | | request body bytes reserved in flight, bounded by `server.inflight_bytes` (at scrape) |
@@ -56,11 +56,15 @@
 //! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate and the node's remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
+//! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
+//! | `thresher_label_store_dropped_total` | counter | reason (`capacity`, `expired`, `replaced`) | stored samples that left unlabelled: the oldest, for room; past `labels.ttl_seconds`; replaced by a prediction with the same id |
+//! | `thresher_labels_total` | counter | outcome (`joined`, `unknown`, `expired`, `evicted`, `duplicate`) | labels of `POST /v1/labels` by what they found ([`labels::outcome`]) |
 //!
 //! Learner metrics are set by each learner's thread when it publishes; ingest counters by the sources
 //! and handlers. [`Metrics::new`] registers them family by family (one function per family below).
 
 mod events;
+pub mod labels;
 
 use prometheus::core::Collector;
 use prometheus::{
@@ -127,6 +131,8 @@ pub struct Metrics {
     pub cluster_partial_seconds: CounterVec,
     pub cluster_merge_seconds: CounterVec,
     pub cluster_merges: IntCounterVec,
+    /// Late labels: the label store and what labels found ([`labels`]).
+    pub labels: labels::LabelMetrics,
 }
 
 /// `outcome` labels of `thresher_nats_batches_total`.
@@ -610,6 +616,7 @@ impl Metrics {
         let (ingest, http) = (ingest_family(&r), http_family(&r));
         let (durability, cluster) = (durability_family(&r), cluster_family(&r));
         let (convergence, events) = (convergence_family(&r), events::event_family(&r));
+        let late_labels = labels::label_metrics(&r);
         let m = Metrics {
             registry: r.registry,
             duality_gap: model.duality_gap,
@@ -667,6 +674,7 @@ impl Metrics {
             cluster_partial_seconds: cluster.cluster_partial_seconds,
             cluster_merge_seconds: cluster.cluster_merge_seconds,
             cluster_merges: cluster.cluster_merges,
+            labels: late_labels,
         };
         m.create_initial_series();
         m
@@ -674,7 +682,7 @@ impl Metrics {
 
     /// Series that exist from the start, so dashboards and rate() have data before the first event.
     fn create_initial_series(&self) {
-        for source in ["http", "stdin"] {
+        for source in ["http", "stdin", "labels"] {
             self.ingested.with_label_values(&[source]);
         }
         for r in reason::ALL {
@@ -696,7 +704,7 @@ impl Metrics {
 
     /// Samples accepted so far, every source (`thresher_samples_ingested_total`).
     pub fn samples_ingested_total(&self) -> u64 {
-        ["http", "stdin"]
+        ["http", "stdin", "labels"]
             .iter()
             .map(|s| self.ingested.with_label_values(&[s]).get())
             .sum()

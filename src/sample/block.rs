@@ -27,6 +27,11 @@ pub struct SampleBlock {
     values: Vec<f64>,
     /// One past the largest feature index of any row.
     dim: usize,
+    /// Late labels (`ingest::labels`): the score each learner served for each row when it was
+    /// predicted, `served_width` per row in learner order (NaN: that learner served none). Empty (width
+    /// 0) for samples that arrived with their label.
+    served: Vec<f64>,
+    served_width: usize,
 }
 
 impl Default for SampleBlock {
@@ -51,6 +56,8 @@ impl SampleBlock {
             indices: Vec::with_capacity(nnz),
             values: Vec::with_capacity(nnz),
             dim: 0,
+            served: Vec::new(),
+            served_width: 0,
         }
     }
 
@@ -119,6 +126,33 @@ impl SampleBlock {
         self.weights.get(i).copied().flatten()
     }
 
+    /// Sets the scores the learners served for the rows (late labels): `width` per row, in learner
+    /// order, NaN where a learner served none. `scores` must hold `len() * width` numbers.
+    pub fn set_served(&mut self, width: usize, scores: Vec<f64>) {
+        assert_eq!(
+            scores.len(),
+            self.len() * width,
+            "one score per row and learner"
+        );
+        self.served = scores;
+        self.served_width = if self.served.is_empty() { 0 } else { width };
+    }
+
+    /// The score the learner at `slot` (its place among the configured learners) served for row `i`
+    /// before its label was known, if it served one.
+    #[inline]
+    pub fn served(&self, i: usize, slot: usize) -> Option<f64> {
+        if slot >= self.served_width {
+            return None;
+        }
+        Some(self.served[i * self.served_width + slot]).filter(|u| !u.is_nan())
+    }
+
+    /// Scores per row in [`SampleBlock::served`] (0: the rows carry none).
+    pub fn served_width(&self) -> usize {
+        self.served_width
+    }
+
     /// The rows in order, each with its weight as given.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = SampleRef<'_>> + '_ {
         (0..self.len()).map(|i| self.get(i))
@@ -153,8 +187,24 @@ impl SampleBlock {
         self.values.extend_from_slice(&other.values);
         self.offsets
             .extend(other.offsets[1..].iter().map(|&end| base + end));
+        let rows = self.labels.len();
         self.labels.extend_from_slice(&other.labels);
         self.dim = self.dim.max(other.dim);
+        let width = self.served_width.max(other.served_width);
+        if width > 0 {
+            let mut served = vec![f64::NAN; self.len() * width];
+            for i in 0..self.len() {
+                for slot in 0..width {
+                    let score = if i < rows {
+                        self.served(i, slot)
+                    } else {
+                        other.served(i - rows, slot)
+                    };
+                    served[i * width + slot] = score.unwrap_or(f64::NAN);
+                }
+            }
+            (self.served, self.served_width) = (served, width);
+        }
     }
 
     /// Appends a row whose features `fill` writes straight into the block's index and value columns,
@@ -203,6 +253,7 @@ impl SampleBlock {
         self.indices.truncate(nnz);
         self.values.truncate(nnz);
         self.weights.truncate(rows);
+        self.served.truncate(rows * self.served_width);
         if self.weights.iter().all(Option::is_none) {
             self.weights.clear();
         }
@@ -258,6 +309,8 @@ impl SampleBlock {
         self.indices.clear();
         self.values.clear();
         self.dim = 0;
+        self.served.clear();
+        self.served_width = 0;
     }
 
     /// Ends the row whose features are the columns' tail since the last row.
@@ -272,6 +325,9 @@ impl SampleBlock {
         }
         self.labels.push(label);
         self.offsets.push(self.indices.len());
+        // A row pushed after the served scores were set served none.
+        self.served
+            .resize(self.labels.len() * self.served_width, f64::NAN);
     }
 
     /// Materialises the weight column (`None` for every row so far) before a row that needs it.

@@ -16,6 +16,7 @@ mod grid;
 mod hashed;
 mod inflight;
 mod inflight2;
+mod labels;
 mod layout;
 mod learners;
 mod limits;

@@ -74,6 +74,19 @@ pub struct ReadBody {
     _bytes: BytesTicket,
 }
 
+impl ReadBody {
+    /// The body's bytes in one buffer (its chunks joined).
+    pub fn joined(&self) -> Vec<u8> {
+        self.chunks.concat()
+    }
+
+    /// Replaces the body's bytes by `bytes` (a prediction body without its ids, `ingest::labels`); the
+    /// bytes reserved for the body stay held until the parse ends.
+    pub fn replace(&mut self, bytes: Vec<u8>) {
+        self.chunks = vec![Bytes::from(bytes)];
+    }
+}
+
 impl HttpSource {
     /// The body format the `Content-Type` header names (parameters such as `charset` ignored). A body
     /// with a `Content-Encoding` other than `identity` is refused first: bodies are not decoded.

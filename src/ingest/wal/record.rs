@@ -6,8 +6,10 @@
 //! `kind u8 | number u64 | body`:
 //!
 //! - [`KIND_SAMPLES`]: `number` is the batch's log sequence number; the body is
-//!   `rows u32 | has weights u8`, then per row `label f64 | (weight f64, NaN = none) | nnz u32 |
-//!   indices u32 × nnz | values f64 × nnz` (the weight only if the batch has weights).
+//!   `rows u32 | flags u8` (bit 0: weights, bit 1: served scores), then `width u32` if served, then per
+//!   row `label f64 | (weight f64, NaN = none) | (served f64 × width, NaN = none) | nnz u32 |
+//!   indices u32 × nnz | values f64 × nnz` (the weight only if the batch has weights; the scores the
+//!   learners served before a late label only if it has them, `SampleBlock::served`).
 //! - [`KIND_NAMES`]: feature names the dictionary gave indices to, written before the first batch that
 //!   may use them; `number` is the dictionary index of the first, the body `count u32` then each name
 //!   as `bytes u32 | UTF-8`.
@@ -50,18 +52,26 @@ pub enum Record {
 /// under the log's lock; encoding, the costly part, is done before taking it).
 pub fn encode_samples(block: &SampleBlock) -> Vec<u8> {
     let weighted = (0..block.len()).any(|i| block.weight(i).is_some());
-    let per_row = if weighted { 20 } else { 12 };
+    let per_row = if weighted { 20 } else { 12 } + 8 * block.served_width();
     let mut out =
         Vec::with_capacity(FRAME + PAYLOAD_HEAD + 5 + block.len() * per_row + block.nnz() * 12);
     out.extend_from_slice(&[0; FRAME]);
     out.push(KIND_SAMPLES);
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&(block.len() as u32).to_le_bytes());
-    out.push(u8::from(weighted));
-    for s in block.iter() {
+    let width = block.served_width();
+    out.push(u8::from(weighted) | (u8::from(width > 0) << 1));
+    if width > 0 {
+        out.extend_from_slice(&(width as u32).to_le_bytes());
+    }
+    for (i, s) in block.iter().enumerate() {
         out.extend_from_slice(&s.label.to_le_bytes());
         if weighted {
             out.extend_from_slice(&s.weight.unwrap_or(f64::NAN).to_le_bytes());
+        }
+        for slot in 0..width {
+            let served = block.served(i, slot).unwrap_or(f64::NAN);
+            out.extend_from_slice(&served.to_le_bytes());
         }
         out.extend_from_slice(&(s.indices.len() as u32).to_le_bytes());
         for j in s.indices {
@@ -119,8 +129,11 @@ pub fn decode(payload: &[u8]) -> Result<Record, String> {
     let record = match kind {
         KIND_SAMPLES => {
             let rows = c.u32()? as usize;
-            let weighted = c.u8()? != 0;
+            let flags = c.u8()?;
+            let weighted = flags & 1 != 0;
+            let width = if flags & 2 != 0 { c.u32()? as usize } else { 0 };
             let mut block = SampleBlock::with_capacity(rows.min(1 << 20), 0);
+            let mut served = Vec::with_capacity((rows * width).min(1 << 20));
             for _ in 0..rows {
                 let label = c.f64()?;
                 let weight = if weighted {
@@ -128,11 +141,15 @@ pub fn decode(payload: &[u8]) -> Result<Record, String> {
                 } else {
                     None
                 };
+                for _ in 0..width {
+                    served.push(c.f64()?);
+                }
                 let (indices, values) = c.sparse_row()?;
                 let sample =
                     Sample::new(indices, values, label, weight).map_err(|e| e.to_string())?;
                 block.push(&sample);
             }
+            block.set_served(width, served);
             Record::Samples { seq: number, block }
         }
         KIND_NAMES => {

@@ -260,7 +260,9 @@ impl<E: PrimalEngine> StreamPrimal<E> {
                 let r = sample.row();
                 let l = loss.sample(r.label, r.weight);
                 let u = self.engine.score(r);
-                self.core.predicted_score(r.label, r.weight, u, l.value(u));
+                let served = batch.served(i, self.core.config.slot);
+                self.core
+                    .predicted_served(r.label, r.weight, u, l.value(u), served);
                 // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
                 self.core.window.push_ref(sample, l.dual_of_margin(u));
             }

@@ -233,12 +233,17 @@ impl StreamingLearner for StreamSdiht {
         }
         self.new_positions.clear();
         self.new_alpha.clear();
-        for (seq, sample) in batches.iter().flat_map(|b| b.iter()).enumerate() {
+        let slot = self.core.config.slot;
+        let rows = batches
+            .iter()
+            .flat_map(|b| (0..b.len()).map(move |i| (b.get(i), b.served(i, slot))));
+        for (seq, (sample, served)) in rows.enumerate() {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask) + b;
             let (value, alpha) = l.value_and_dual_of_margin(u);
-            self.core.predicted_score(r.label, r.weight, u, value);
+            self.core
+                .predicted_served(r.label, r.weight, u, value, served);
             if seq < passing {
                 continue;
             }
