@@ -22,7 +22,7 @@ use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
-use crate::solver::sdiht::offline::{default_blocks, Sdiht};
+use crate::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule, WarmStart};
 
@@ -317,12 +317,20 @@ impl Fit<'_> {
         let args = self.args;
         let (step, k) = (self.step, self.k);
         let problem = Problem::new(data, self.loss, lambda, k, args.fits_intercept())?;
-        let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
-            SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
+        let kind = match args.solver {
+            SolverKind::Auto if step == StepRule::Coordinate => SolverKind::Sdiht,
+            SolverKind::Auto => SolverKind::Diht,
+            kind => kind,
+        };
+        let mut solver: Box<dyn Solver<Dataset>> = match kind {
+            SolverKind::Auto | SolverKind::Diht => {
+                Box::new(Sdiht::new(&problem, 1, step, args.seed)?)
+            }
             SolverKind::Sdiht => {
                 let blocks = args.blocks.unwrap_or(match step {
-                    // At least 2: `--solver sdiht` stays SDIHT (one block is DIHT) on small files.
-                    StepRule::Coordinate => default_blocks(data.len()).max(2).min(data.len()),
+                    StepRule::Coordinate => {
+                        coordinate_blocks(data.len(), data.nonzero_values(), data.dim())
+                    }
                     _ => 10,
                 });
                 Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)

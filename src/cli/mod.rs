@@ -88,6 +88,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SolverKind {
+    /// The default: `sdiht` with the coordinate step (blocks of about `d / nnz` rows each, see
+    /// `--blocks`), `diht` with the others.
+    Auto,
     /// Dual iterative hard thresholding (Alg. 1).
     Diht,
     /// Stochastic DIHT over `--blocks` random blocks (Alg. 2).
@@ -171,9 +174,10 @@ pub struct FitArgs {
     pub lambda_extend: usize,
     #[command(flatten)]
     pub subset: Box<subset::SubsetArgs>,
-    #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
+    #[arg(long, value_enum, default_value_t = SolverKind::Auto)]
     pub solver: SolverKind,
-    /// Number of blocks for SDIHT (default: one per 4096 samples with `--step coordinate`, else 10).
+    /// Number of blocks for SDIHT (default with `--step coordinate`: blocks of `d / nnz` rows, `nnz`
+    /// the mean nonzeros per row, between 16 and 4096 rows and at least 2 blocks; else 10).
     #[arg(long)]
     pub blocks: Option<usize>,
     /// Dual step rule: `auto` (default: `adaptive` when the rows are dense, holding on average at
