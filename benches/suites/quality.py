@@ -12,6 +12,9 @@
   `fit --lambda auto` and the daemon's `lambda = "auto"` with their defaults, k = 100, against L1
   liblinear tuned to <= 100 nonzeros on an inner split (LassoCV at <= 100 nonzeros for regression);
   accuracy or R^2, nonzeros, fit time against the peer's tuning + final fit (report quality_real.md);
+- repeats: `benches/peers/quality_repeats.py`, the two small seeded sets (convention_2012, 47 test
+  documents; permeability, 41 molecules) over 10 seeded splits (quick: 3), every method on the same
+  splits: mean, sd and per-seed figures (one split cannot resolve the 0.5-point target there);
 - subset: best subset (l0 + l1 + l2) on Ren & Qian's Sec. 5.1 protocol, `benches/peers/subset.py`:
   thresher subset / dual-ast / diht against abess and L0Learn (L0Learn has wheels for CPython <= 3.10
   only: the suite runs it from pyenv's 3.10.13, or `PY310=/path/to/python3.10`, when python3 is newer).
@@ -126,6 +129,29 @@ def real_cmd(ctx, build):
                     "--commit", build.rev, "--command", "benches/run quality --only real"])
 
 
+def repeats_cmd(ctx, build):
+    if not (ctx.real and {"fit", "liblinear"} <= set(ctx.methods)):
+        return None
+    out = ctx.dir(f"repeats-{build.key}")
+    return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "quality_repeats.py"), "--seeds",
+                    "3" if ctx.quick else "10", "--work", out, "--sets", "convention_2012,permeability",
+                    "--real", REAL, "--bin", build.thresher(), "--commit", build.rev,
+                    "--command", "benches/run quality --only repeats"])
+
+
+def parse_repeats(stdout, stderr):
+    """quality_repeats.py's table: SET/METHOD/mean over the seeds."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] not in ("set", "---"):
+            try:
+                out[f"{cells[0]}/{cells[1]}/mean".replace(" ", "_")] = float(cells[3])
+            except ValueError:
+                pass
+    return out
+
+
 def parse_real(stdout, stderr):
     """The JSON rows quality_real.py wrote: SET/METHOD/{accuracy,auc,r2,nnz,seconds}."""
     m = re.search(r"wrote (\S+)", stderr)
@@ -192,6 +218,8 @@ def benches(ctx):
               quality_cmd, parse=parse_quality, runs=(1, 1), timeout=(1800, 14400)),
         Bench("real", "every real set: fit and daemon with lambda auto vs tuned L1 liblinear / LassoCV, held out",
               real_cmd, parse=parse_real, runs=(1, 3), timeout=(3600, 3600)),
+        Bench("repeats", "the small seeded sets over 10 splits (quick: 3): fit, daemon and peer, mean and sd",
+              repeats_cmd, parse=parse_repeats, runs=(1, 1), timeout=(3600, 3600)),
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),
