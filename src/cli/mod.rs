@@ -165,9 +165,9 @@ pub struct FitArgs {
     /// instead of one held-out part (0: always one held-out part).
     #[arg(long, default_value_t = crate::cli::grid::CV_BELOW)]
     pub cv_below: usize,
-    /// Folds of `--lambda auto`'s cross-validation (2 to 20).
-    #[arg(long, default_value_t = crate::cli::grid::FOLDS)]
-    pub folds: usize,
+    /// Folds of `--lambda auto`'s cross-validation (2 to 20; default 10 below 1,000 samples, else 5).
+    #[arg(long)]
+    pub folds: Option<usize>,
     /// When `--lambda auto`'s best lambda is at an end of the grid, try up to this many more lambdas
     /// a decade apart past that end, until the held-out loss turns up (0: the grid as given).
     #[arg(long, default_value_t = crate::cli::grid::EXTEND)]
