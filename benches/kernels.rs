@@ -9,6 +9,14 @@
 //!   per sample over the same data. The ratio bare / SDIHT is the overhead of the algorithm (dual
 //!   bookkeeping, the `H_k` per block, the adaptive step's backtracking).
 //!
+//! - `limit/{text,w3}/*`: where each learner stands against the machine's floor, on two shapes (text-like:
+//!   12,800 x 25 nonzeros, d = 34,000; W3-like: 100,000 x 40 nonzeros, d = 2^20), logistic, k = 100,
+//!   lambda 1e-4: `bare_dot_axpy` and one steady-state epoch of `fit`'s default SDIHT (coordinate step,
+//!   blocks of `d / nnz` rows), SDIHT with the adaptive step (10 blocks), DIHT (adaptive), mirror
+//!   descent (Euclidean, batch 128); `docs/benchmarks/kernels.md` gives each as a fraction of the
+//!   floor's samples/s. SMIDAS is left out: its epoch walks all `d` weights per sample (31.6 s per
+//!   text epoch against the floor's 2.8 ms), which criterion's 55 epochs per benchmark cannot afford.
+//!
 //! - `certificate/*`: a streaming SDIHT learner's certificate over its window (100k samples x 40
 //!   nonzeros, d = 2^20, logistic loss, k = 100): `multi_pass`, the sequence of `objective` calls
 //!   (`primal_value`, `dual_value` at the window's duals, `dual_of_primal`, `dual_value` at its point),
@@ -28,11 +36,12 @@ use rand_distr::{Distribution, StandardNormal};
 use thresher::loss::{Loss, LossKind};
 use thresher::ring::Window;
 use thresher::sample::{Dataset, SampleSet};
+use thresher::solver::mirror::{MirrorConfig, MirrorDescent, MirrorMap};
 use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
 use thresher::solver::primal::Iht;
-use thresher::solver::sdiht::offline::Sdiht;
+use thresher::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
 use thresher::synth::sparse_stream;
@@ -206,6 +215,65 @@ fn certificate(c: &mut Criterion) {
     group.finish();
 }
 
+/// One epoch of each learner against the dot-plus-axpy floor on `data` (module docs, `limit/*`).
+fn limit_on(c: &mut Criterion, name: &str, data: &Dataset) {
+    let loss = Loss::new(LossKind::Logistic, 0.0).expect("valid loss");
+    let problem = Problem::new(data, loss, 1e-4, 100, false).expect("valid problem");
+    let mut group = c.benchmark_group(format!("limit/{name}"));
+    group.throughput(Throughput::Elements(data.len() as u64));
+    let w: Vec<f64> = (0..data.dim())
+        .map(|j| if j % 37 == 0 { 0.1 } else { 0.0 })
+        .collect();
+    let mut z = vec![0.0; data.dim()];
+    group.bench_function("bare_dot_axpy", |b| {
+        b.iter(|| {
+            for i in 0..data.len() {
+                let r = data.row(i);
+                let u = sparse_dot(r.indices, r.values, &w);
+                sparse_axpy(1e-6 * (r.label - u), r.indices, r.values, &mut z);
+            }
+            black_box(&z);
+        })
+    });
+    let nnz = (0..data.len()).map(|i| data.row(i).values.len()).sum();
+    let blocks = coordinate_blocks(data.len(), nnz, data.dim());
+    let mut solvers: Vec<(&str, Box<dyn Solver<Dataset>>)> = vec![
+        (
+            "sdiht_coordinate",
+            Box::new(Sdiht::new(&problem, blocks, StepRule::Coordinate, 0).expect("valid")),
+        ),
+        (
+            "sdiht_adaptive_10_blocks",
+            Box::new(Sdiht::new(&problem, 10, StepRule::Adaptive, 0).expect("valid")),
+        ),
+        (
+            "diht_adaptive",
+            Box::new(Sdiht::new(&problem, 1, StepRule::Adaptive, 0).expect("valid")),
+        ),
+        (
+            "mirror",
+            Box::new(
+                MirrorDescent::new(&problem, MirrorConfig::new(MirrorMap::Euclidean), 0)
+                    .expect("valid"),
+            ),
+        ),
+    ];
+    for (label, solver) in &mut solvers {
+        for _ in 0..3 {
+            solver.epoch(&problem);
+        }
+        group.bench_function(*label, |b| b.iter(|| solver.epoch(&problem)));
+    }
+    group.finish();
+}
+
+fn limit(c: &mut Criterion) {
+    let text = sparse_stream(12_800, TEXT_D, 200, 25, 0.5, true, 3).samples;
+    let w3 = sparse_stream(100_000, 1 << 20, 100, 40, 0.5, true, 7).samples;
+    limit_on(c, "text", &Dataset::from_samples(&text, 0));
+    limit_on(c, "w3", &Dataset::from_samples(&w3, 0));
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -216,6 +284,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = kernels;
     config = config();
-    targets = sparse_kernels, threshold, epochs, certificate
+    targets = sparse_kernels, threshold, epochs, limit, certificate
 }
 criterion_main!(kernels);
