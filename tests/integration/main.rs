@@ -21,6 +21,7 @@ mod nats;
 mod nats_fixture;
 mod polish;
 mod prometheus;
+mod quality2;
 mod regression;
 mod sdiht;
 mod security;
