@@ -203,8 +203,8 @@ pub struct FitArgs {
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0). The default for the
-    /// classification losses (logistic, hinge, Huber), as in the daemon; `--no-intercept` turns it off.
+    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0). The default for every loss
+    /// (but the subset solvers'), as in the daemon; `--no-intercept` turns it off.
     #[arg(long, conflicts_with = "no_intercept")]
     pub intercept: bool,
     /// Fit no intercept, whatever the loss.
@@ -260,15 +260,15 @@ pub enum MulticlassKind {
 }
 
 impl FitArgs {
-    /// Whether the fit has an intercept: `--intercept`, or by default for a classification loss
-    /// (logistic, hinge, Huber) as in the daemon, unless `--no-intercept`; never by default for the
-    /// subset solvers (their dual has no intercept).
+    /// Whether the fit has an intercept: `--intercept`, or by default for every loss as in the daemon
+    /// (for squared loss the unpenalised intercept is the mean of `y - Xw`: without it a response
+    /// far from 0 spends the k weights on fitting its mean), unless `--no-intercept`; never by
+    /// default for the subset solvers (their dual has no intercept).
     pub fn fits_intercept(&self) -> bool {
         if self.intercept || self.no_intercept {
             return self.intercept;
         }
-        let classification = self.loss.is_some_and(|l| l != LossKind::Squared);
-        classification && !self.solver.is_subset()
+        !self.solver.is_subset()
     }
 }
 

@@ -25,6 +25,7 @@ mod nats;
 mod nats_fixture;
 mod polish;
 mod prometheus;
+mod quality2;
 mod refused;
 mod regression;
 mod sdiht;

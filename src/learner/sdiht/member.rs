@@ -186,6 +186,8 @@ mod tests {
 
     fn config(lambda: f64) -> LearnerConfig {
         let mut c = crate::Config::defaults().learners.remove(0);
+        // The defaults' squared loss fits an intercept; this test was written without one.
+        c.intercept = false;
         c.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
         (c.k, c.lambda, c.blocks, c.intercept) = (4, lambda, 3, true);
         c

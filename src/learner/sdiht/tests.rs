@@ -11,6 +11,8 @@ use crate::synth::sparse_stream;
 
 fn config(loss: LossKind, k: usize) -> LearnerConfig {
     let mut c = Config::defaults().learners.remove(0);
+    // The defaults' squared loss fits an intercept; this test was written without one.
+    c.intercept = false;
     c.loss = Loss::new(loss, 0.25).unwrap();
     c.k = k;
     c.lambda = 0.01;
@@ -335,6 +337,8 @@ mod small_lambda_stream {
     fn worst_chunk_loss(step: StepRule) -> f64 {
         let data = sparse_stream(4000, 100, 5, 10, 0.05, false, 9);
         let mut c = Config::defaults().learners.remove(0);
+        // The defaults' squared loss fits an intercept; this test was written without one.
+        c.intercept = false;
         c.loss = Loss::new(LossKind::Squared, 0.25).unwrap();
         (c.k, c.blocks, c.step, c.lambda) = (5, 4, step, 1e-3);
         let mut l = build(&c, 2000, None);
