@@ -24,6 +24,7 @@ pub mod polish;
 pub mod primal;
 pub mod sdiht;
 pub mod smidas;
+pub mod softmax;
 pub mod subset;
 
 use thiserror::Error;
