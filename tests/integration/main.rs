@@ -30,6 +30,7 @@ mod regression;
 mod sdiht;
 mod security;
 mod status_page;
+mod softmax;
 mod stopping;
 mod subset;
 mod weights;

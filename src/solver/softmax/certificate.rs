@@ -115,6 +115,20 @@ pub fn project<S: SampleSet>(problem: &SoftmaxProblem<S>, p: &mut [f64]) {
     if !(total > 0.0) {
         return;
     }
+    // A class no sample has (a fold of a cross-validation) must have no probability anywhere.
+    if mass.iter().any(|&m| m <= 0.0) {
+        for row in p.chunks_mut(c) {
+            for (value, &m) in row.iter_mut().zip(&mass) {
+                if m <= 0.0 {
+                    *value = 0.0;
+                }
+            }
+            let kept: f64 = row.iter().sum();
+            for (value, &m) in row.iter_mut().zip(&mass) {
+                *value = if kept > 0.0 { *value / kept } else { m / total };
+            }
+        }
+    }
     let mut delta = mass.iter().map(|m| -m / total).collect::<Vec<_>>();
     for i in 0..n {
         let weight = problem.data.row(i).weight;
