@@ -79,7 +79,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     // The solvers' dense d-vectors ask for huge pages (`sparse::reserve_dense`, `sys`).
     crate::sparse::set_dense_advice(crate::sys::advise_huge_pages);
     match cli.command {
-        Command::Fit(args) if args.multiclass == Some(MulticlassKind::Softmax) => softmax::run(&args),
+        Command::Fit(args) if args.multiclass == Some(MulticlassKind::Softmax) => {
+            softmax::run(&args)
+        }
         Command::Fit(args) if args.multiclass.is_some() => multiclass::run(&args),
         Command::Fit(args) if args.solver.is_subset() => subset::run(&args),
         Command::Fit(args) => fit::run(&args),

@@ -5,7 +5,8 @@
 //! `--lambda-max`, `--lambda-min`) and ranks them by the held-out multinomial log-loss: by
 //! `--folds`-fold cross-validation below `--cv-below` samples, else on one `--holdout` part (seeded by
 //! `--seed`); ties go to the larger lambda; the chosen lambda is refitted on all the samples. The grid
-//! is not extended past its ends here (`--lambda-extend` is the binary fit's).
+//! is not extended past its ends here (`--lambda-extend` is the binary fit's). Every fit ends with the
+//! polish ([`crate::solver::softmax::polish`]; `--no-polish` turns it off), kept when it lowers `P`.
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -19,8 +20,10 @@ use crate::model::{Convergence, LambdaAuto};
 use crate::sample::{mean_weight_one, Dataset, Sample, SampleSet};
 use crate::solver::driver::{StopReason, StopRule};
 use crate::solver::softmax::driver::{run as run_solver, SoftmaxReport};
+use crate::solver::softmax::polish::polish;
 use crate::solver::softmax::simplex::log_sum_exp;
 use crate::solver::softmax::{default_block, SoftmaxProblem, SoftmaxState};
+use crate::solver::Certificate;
 
 /// The solver name in the model file.
 pub const SOLVER: &str = "softmax-sdiht";
@@ -36,7 +39,10 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
             "--multiclass softmax runs its own SDIHT (not subset or dual-ast)".into(),
         ));
     }
-    if args.loss.is_some_and(|l| l != crate::loss::LossKind::Logistic) {
+    if args
+        .loss
+        .is_some_and(|l| l != crate::loss::LossKind::Logistic)
+    {
         return Err(CliError::Argument(
             "--multiclass softmax is the multinomial logistic loss: give --loss logistic or no --loss"
                 .into(),
@@ -65,8 +71,9 @@ pub fn run(args: &FitArgs) -> Result<(), CliError> {
         }
     };
     let data = Dataset::from_samples(&samples, 0);
-    let report = fit(args, &data, classes.len(), lambda, k, &stop)?;
-    let model = to_model(classes, k, lambda, intercept, &report, &stop, record);
+    let (report, polished) = fit(args, &data, classes.len(), lambda, k, &stop)?;
+    let mut model = to_model(classes, k, lambda, intercept, &report, &stop, record);
+    model.polish = Some(polished.into());
     eprintln!(
         "solver={SOLVER} lambda={lambda} epochs={} seconds={:.3} primal={:.9e} dual={:.9e} gap={:.3e} support={} stop={} samples={} dim={} classes={}",
         report.epochs,
@@ -149,7 +156,7 @@ fn fit(
     lambda: f64,
     k: usize,
     stop: &StopRule,
-) -> Result<SoftmaxReport, CliError> {
+) -> Result<(SoftmaxReport, &'static str), CliError> {
     let problem = SoftmaxProblem::new(data, classes, lambda, k, !args.no_intercept)
         .map_err(|e| CliError::Argument(e.to_string()))?;
     let block = args
@@ -157,14 +164,31 @@ fn fit(
         .map(|m| data.len().div_ceil(m.max(1)))
         .unwrap_or_else(|| default_block(data.nnz(), data.len(), data.dim(), classes));
     let mut state = SoftmaxState::new(&problem, block, args.seed);
-    let report = run_solver(&problem, &mut state, stop, &mut |_| {});
+    let mut report = run_solver(&problem, &mut state, stop, &mut |_| {});
     if report.stop_reason == StopReason::Diverged {
         return Err(CliError::Diverged {
             solver: SOLVER.into(),
             epoch: report.epochs,
         });
     }
-    Ok(report)
+    let polished = if args.no_polish || report.empty_model {
+        "skipped"
+    } else {
+        let m = &report.model;
+        let (mut weights, mut b) = (m.weights.clone(), m.intercepts.clone());
+        match polish(&problem, &m.support, &mut weights, &mut b) {
+            Some(value) if value < report.certificate.primal => {
+                let c = report.certificate;
+                report.certificate = Certificate::new(value, c.dual, c.samples);
+                report.model.weights = weights;
+                report.model.intercepts = b;
+                "improved"
+            }
+            Some(_) => "kept",
+            None => "skipped",
+        }
+    };
+    Ok((report, polished))
 }
 
 fn to_model(
@@ -200,6 +224,7 @@ fn to_model(
             report.empty_model,
         )),
         lambda_auto,
+        polish: None,
     }
 }
 
@@ -284,15 +309,18 @@ fn choose_lambda(
     for &lambda in &grid {
         let mut total = 0.0;
         for (train, held) in &parts {
-            let report = fit(args, train, classes, lambda, k, stop)?;
+            let (report, _) = fit(args, train, classes, lambda, k, stop)?;
             total += held_out_loss(&report, held, classes);
         }
         let loss = total / parts.len() as f64;
         eprintln!("--lambda auto: lambda={lambda} held-out log-loss={loss:.6}");
-        losses.push(if loss.is_finite() { loss } else { f64::INFINITY });
+        losses.push(if loss.is_finite() {
+            loss
+        } else {
+            f64::INFINITY
+        });
     }
-    let live = (0..grid.len())
-        .fold(0, |b, i| if losses[i] < losses[b] { i } else { b });
+    let live = (0..grid.len()).fold(0, |b, i| if losses[i] < losses[b] { i } else { b });
     if !losses[live].is_finite() {
         return Err(CliError::Argument(
             "--lambda auto: no lambda of the grid has a finite held-out loss".into(),

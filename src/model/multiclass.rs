@@ -17,9 +17,7 @@ pub const MULTICLASS_FORMAT: &str = "thresher-multiclass/1";
 /// How the per-class models were fitted.
 pub const ONE_VS_REST: &str = "one-vs-rest";
 
-/// The most classes a model may hold: each class is a whole fit, so more is a mistake (a regression
-/// target read as classes) rather than a task.
-pub const MAX_CLASSES: usize = 1000;
+pub use super::shared::MAX_CLASSES;
 
 /// A one-vs-rest model: `models[i]` separates `classes[i]` from the rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,7 +118,7 @@ impl MulticlassModel {
 pub enum AnyModel {
     Single(Box<Model>),
     Multiclass(MulticlassModel),
-    Shared(SharedModel),
+    Shared(Box<SharedModel>),
 }
 
 impl AnyModel {
@@ -136,7 +134,7 @@ impl AnyModel {
                 Ok(AnyModel::Multiclass(MulticlassModel::from_json(&text)?))
             }
             Ok(tag) if tag.format == SHARED_FORMAT => {
-                Ok(AnyModel::Shared(SharedModel::from_json(&text)?))
+                Ok(AnyModel::Shared(Box::new(SharedModel::from_json(&text)?)))
             }
             _ => Ok(AnyModel::Single(Box::new(Model::from_json(&text)?))),
         }

@@ -14,6 +14,10 @@ use crate::solver::Certificate;
 /// The format tag of a shared-support model file.
 pub const SHARED_FORMAT: &str = "thresher-multiclass/2";
 
+/// The most classes a multi-class model (this one or one-vs-rest) may hold: more is a mistake (a
+/// regression target read as classes) rather than a task, and one-vs-rest fits each class whole.
+pub const MAX_CLASSES: usize = 1000;
+
 /// The strategy of a shared-support model: multinomial logistic regression.
 pub const SOFTMAX: &str = "softmax";
 
@@ -40,6 +44,11 @@ pub struct SharedModel {
     pub convergence: Option<Convergence>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lambda_auto: Option<LambdaAuto>,
+    /// What the polish did: `"improved"` (Newton on the support's weights and the intercepts lowered
+    /// `P`; the certificate's primal is the polished model's), `"kept"` (it did not), `"skipped"`
+    /// (`--no-polish`, or more variables than it takes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polish: Option<String>,
 }
 
 impl SharedModel {
@@ -61,7 +70,7 @@ impl SharedModel {
             ));
         }
         let c = self.classes.len();
-        if !(2..=super::multiclass::MAX_CLASSES).contains(&c) {
+        if !(2..=MAX_CLASSES).contains(&c) {
             return Err(ModelError::Inconsistent(
                 "a multi-class model holds 2 to 1000 classes",
             ));
@@ -167,6 +176,7 @@ mod tests {
             certificate: Certificate::new(0.5, 0.4, 10),
             convergence: None,
             lambda_auto: None,
+            polish: None,
         }
     }
 

@@ -46,20 +46,38 @@ fn softmax_recovers_the_shared_support_and_predicts_classes_and_probabilities() 
     let out = dir.path().join("model.json");
     let out = out.to_str().unwrap();
     let fit = thresher(&[
-        "fit", &train, "-k", "3", "--lambda", "auto", "--multiclass", "softmax", "--out", out,
+        "fit",
+        &train,
+        "-k",
+        "3",
+        "--lambda",
+        "auto",
+        "--multiclass",
+        "softmax",
+        "--out",
+        out,
     ]);
     assert_succeeded(&fit, "fit --multiclass softmax");
     let model: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
     assert_eq!(model["format"], "thresher-multiclass/2");
     assert_eq!(model["strategy"], "softmax");
-    assert_eq!(model["classes"], serde_json::json!([10.0, 20.0, 30.0, 40.0]));
+    assert_eq!(
+        model["classes"],
+        serde_json::json!([10.0, 20.0, 30.0, 40.0])
+    );
     assert_eq!(model["support"], serde_json::json!([4, 11, 25]), "{model}");
     let weights = model["weights"].as_array().unwrap();
     assert!(weights.iter().all(|r| r.as_array().unwrap().len() == 4));
     assert_eq!(model["intercepts"].as_array().unwrap().len(), 4);
     let cert = &model["certificate"];
-    let (primal, dual) = (cert["primal"].as_f64().unwrap(), cert["dual"].as_f64().unwrap());
-    assert!(dual <= primal && dual > 0.0, "a valid, informative certificate: {cert}");
+    let (primal, dual) = (
+        cert["primal"].as_f64().unwrap(),
+        cert["dual"].as_f64().unwrap(),
+    );
+    assert!(
+        dual <= primal && dual > 0.0,
+        "a valid, informative certificate: {cert}"
+    );
     let record = &model["lambda_auto"];
     assert_eq!(record["validation"], "cv");
     assert_eq!(
@@ -74,7 +92,9 @@ fn softmax_recovers_the_shared_support_and_predicts_classes_and_probabilities() 
         .map(|l| l.parse().unwrap())
         .collect();
     assert_eq!(predicted.len(), 200);
-    assert!(predicted.iter().all(|c| [10.0, 20.0, 30.0, 40.0].contains(c)));
+    assert!(predicted
+        .iter()
+        .all(|c| [10.0, 20.0, 30.0, 40.0].contains(c)));
     let accuracy: f64 = stderr
         .split("accuracy=")
         .nth(1)
@@ -90,7 +110,11 @@ fn softmax_recovers_the_shared_support_and_predicts_classes_and_probabilities() 
         assert_eq!(p.len(), 4);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         let top = (0..4).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap();
-        assert_eq!(10.0 * (top + 1) as f64, *class, "the class is the most probable");
+        assert_eq!(
+            10.0 * (top + 1) as f64,
+            *class,
+            "the class is the most probable"
+        );
     }
 }
 
@@ -101,7 +125,16 @@ fn softmax_refuses_labels_that_are_not_classes_and_a_second_loss() {
     let one = write(dir.path(), "one.svm", "3 1:1\n3 2:1\n");
     let fine = write(dir.path(), "fine.svm", "0 1:1\n1 2:1\n2 1:2\n");
     let fit = |data: &str, extra: &[&str]| {
-        let mut args = vec!["fit", data, "-k", "2", "--lambda", "0.1", "--multiclass", "softmax"];
+        let mut args = vec![
+            "fit",
+            data,
+            "-k",
+            "2",
+            "--lambda",
+            "0.1",
+            "--multiclass",
+            "softmax",
+        ];
         args.extend_from_slice(extra);
         thresher(&args)
     };
@@ -110,10 +143,26 @@ fn softmax_refuses_labels_that_are_not_classes_and_a_second_loss() {
     assert_failed_with(&fit(&fine, &["--loss", "hinge"]), "multinomial logistic");
     let out = dir.path().join("m.json");
     let ovr = thresher(&[
-        "fit", &fine, "--loss", "logistic", "-k", "1", "--lambda", "0.1", "--multiclass", "ovr",
-        "--out", out.to_str().unwrap(),
+        "fit",
+        &fine,
+        "--loss",
+        "logistic",
+        "-k",
+        "1",
+        "--lambda",
+        "0.1",
+        "--multiclass",
+        "ovr",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_succeeded(&ovr, "fit --multiclass ovr");
-    let probs = thresher(&["predict", "--model", out.to_str().unwrap(), "--probabilities", &fine]);
+    let probs = thresher(&[
+        "predict",
+        "--model",
+        out.to_str().unwrap(),
+        "--probabilities",
+        &fine,
+    ]);
     assert_failed_with(&probs, "--probabilities needs a shared-support model");
 }

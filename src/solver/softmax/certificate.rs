@@ -112,7 +112,7 @@ fn class_mass<S: SampleSet>(problem: &SoftmaxProblem<S>) -> (Vec<f64>, f64) {
 pub fn project<S: SampleSet>(problem: &SoftmaxProblem<S>, p: &mut [f64]) {
     let (n, c) = (problem.data.len(), problem.classes);
     let (mass, total) = class_mass(problem);
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return;
     }
     // A class no sample has (a fold of a cross-validation) must have no probability anywhere.
@@ -171,7 +171,11 @@ pub fn refit_intercept<S: SampleSet>(
     let scale = problem.scale();
     let weights: Vec<f64> = support
         .iter()
-        .flat_map(|&j| z[j as usize * c..(j as usize + 1) * c].iter().map(move |v| scale * v))
+        .flat_map(|&j| {
+            z[j as usize * c..(j as usize + 1) * c]
+                .iter()
+                .map(move |v| scale * v)
+        })
         .collect();
     let u = margins(problem, support, &weights);
     let (mass, _) = class_mass(problem);
@@ -191,7 +195,7 @@ pub fn refit_intercept<S: SampleSet>(
             let current: f64 = (0..n)
                 .map(|i| problem.data.row(i).weight * prob[i * c + cl])
                 .sum();
-            if !(current > 0.0 && mass[cl] > 0.0) {
+            if current.is_nan() || current <= 0.0 || mass[cl] <= 0.0 {
                 continue;
             }
             let step = (mass[cl] / current).ln().clamp(-30.0, 30.0);

@@ -36,6 +36,7 @@
 
 pub mod certificate;
 pub mod driver;
+pub mod polish;
 pub mod simplex;
 
 use rand::seq::SliceRandom;

@@ -26,7 +26,7 @@ fn log_lambert_exp(l: f64) -> f64 {
         let e = s.exp();
         let step = (s + e - l) / (1.0 + e);
         s -= step;
-        if !(step.abs() > 1e-15 * s.abs().max(1.0)) {
+        if step.is_nan() || step.abs() <= 1e-15 * s.abs().max(1.0) {
             break;
         }
     }
@@ -62,12 +62,12 @@ pub fn maximise(u: &[f64], p0: &[f64], q: f64, p: &mut [f64], log_p: &mut [f64])
             slope += p[c] / (1.0 + q * p[c]);
         }
         let g = total - 1.0;
-        if !(g.abs() > 1e-15) || !(slope > 0.0) {
+        if g.is_nan() || g.abs() <= 1e-15 || slope.is_nan() || slope <= 0.0 {
             break;
         }
         let step = g / slope;
         mu -= step;
-        if !(step.abs() > 1e-16 * mu.abs().max(1.0)) {
+        if step.is_nan() || step.abs() <= 1e-16 * mu.abs().max(1.0) {
             break;
         }
     }
@@ -130,7 +130,10 @@ mod tests {
     fn lambert_solves_its_equation() {
         for l in [-700.0, -30.0, -1.0, 0.0, 0.5, 1.0, 3.0, 50.0, 1e5] {
             let s = log_lambert_exp(l);
-            assert!((s + s.exp() - l).abs() <= 1e-12 * l.abs().max(1.0), "L = {l}: s = {s}");
+            assert!(
+                (s + s.exp() - l).abs() <= 1e-12 * l.abs().max(1.0),
+                "L = {l}: s = {s}"
+            );
         }
     }
 
@@ -153,8 +156,15 @@ mod tests {
             let n = 300;
             for a in 0..=n {
                 for b in 0..=(n - a) {
-                    let x = [a as f64 / n as f64, b as f64 / n as f64, (n - a - b) as f64 / n as f64];
-                    assert!(objective(u, p0, q, &x) <= best + 1e-12, "{u:?} {q}: {x:?} beats {p:?}");
+                    let x = [
+                        a as f64 / n as f64,
+                        b as f64 / n as f64,
+                        (n - a - b) as f64 / n as f64,
+                    ];
+                    assert!(
+                        objective(u, p0, q, &x) <= best + 1e-12,
+                        "{u:?} {q}: {x:?} beats {p:?}"
+                    );
                 }
             }
         }

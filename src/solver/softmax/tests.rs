@@ -69,11 +69,15 @@ fn weak_duality_holds_on_random_states() {
                     got += w * p[i * c + cl];
                     want += if problem.class_of(i) == cl { w } else { 0.0 };
                 }
-                assert!((got - want).abs() < 1e-9, "the projection meets the constraint");
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "the projection meets the constraint"
+                );
             }
         }
-        assert!(p.chunks(c).all(|r| r.iter().all(|&v| v >= 0.0)
-            && (r.iter().sum::<f64>() - 1.0).abs() < 1e-12));
+        assert!(p
+            .chunks(c)
+            .all(|r| r.iter().all(|&v| v >= 0.0) && (r.iter().sum::<f64>() - 1.0).abs() < 1e-12));
         let dual = dual_value(&problem, &p);
         // Random k-row-sparse models, with and without intercepts.
         for _ in 0..20 {
@@ -87,7 +91,13 @@ fn weak_duality_holds_on_random_states() {
                 .map(|_| rng.gen_range(-3.0..3.0))
                 .collect();
             let b: Vec<f64> = (0..c)
-                .map(|_| if intercept { rng.gen_range(-2.0..2.0) } else { 0.0 })
+                .map(|_| {
+                    if intercept {
+                        rng.gen_range(-2.0..2.0)
+                    } else {
+                        0.0
+                    }
+                })
                 .collect();
             let primal = primal_value(&problem, &support, &weights, &b);
             assert!(
@@ -121,100 +131,11 @@ fn a_block_step_never_lowers_the_dual_with_the_intercept_fixed() {
     assert!(last > 0.1);
 }
 
-/// Minimises `P` restricted to the rows `support` (and the intercepts) by damped Newton, to a
-/// gradient of norm 1e-11.
+/// Minimises `P` restricted to the rows `support` (and the intercepts) from zero, by the polish.
 fn restricted_optimum(problem: &SoftmaxProblem<Dataset>, support: &[u32]) -> f64 {
-    let (c, k) = (problem.classes, support.len());
-    let m = (k + 1) * c;
-    // Variables: W's rows (k x C), then b (C); a sample's features on them are (x_S, 1).
-    let mut v = vec![0.0; m];
-    let split = |v: &[f64]| (v[..k * c].to_vec(), v[k * c..].to_vec());
-    let (w, b) = split(&v);
-    let mut value = primal_value(problem, support, &w, &b);
-    for _ in 0..100 {
-        let (w, b) = split(&v);
-        let u = certificate::margins(problem, support, &w);
-        let mut grad = vec![0.0; m];
-        let mut hess = vec![0.0; m * m];
-        let (mut p, mut lp, mut s) = (vec![0.0; c], vec![0.0; c], vec![0.0; c]);
-        for i in 0..problem.data.len() {
-            let row = problem.data.row(i);
-            let f: Vec<f64> = support
-                .iter()
-                .map(|&j| row.values[j as usize])
-                .chain([if problem.intercept { 1.0 } else { 0.0 }])
-                .collect();
-            for cl in 0..c {
-                s[cl] = u[i * c + cl] + b[cl];
-            }
-            simplex::softmax(&s, &mut p, &mut lp);
-            let scale = row.weight / problem.n();
-            let y = problem.class_of(i);
-            for (a, &fa) in f.iter().enumerate() {
-                for cl in 0..c {
-                    let r = p[cl] - if cl == y { 1.0 } else { 0.0 };
-                    grad[a * c + cl] += scale * fa * r;
-                    for (bb, &fb) in f.iter().enumerate() {
-                        for cm in 0..c {
-                            let h = if cl == cm { p[cl] } else { 0.0 } - p[cl] * p[cm];
-                            hess[(a * c + cl) * m + bb * c + cm] += scale * fa * fb * h;
-                        }
-                    }
-                }
-            }
-        }
-        for a in 0..m {
-            let ridge = if a < k * c { problem.lambda } else { 1e-9 };
-            hess[a * m + a] += ridge;
-            if a < k * c {
-                grad[a] += problem.lambda * v[a];
-            }
-        }
-        let norm: f64 = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
-        if norm < 1e-11 {
-            break;
-        }
-        let dir = solve(hess, grad.clone(), m);
-        let slope: f64 = dir.iter().zip(&grad).map(|(d, g)| d * g).sum();
-        let mut t = 1.0;
-        loop {
-            let trial: Vec<f64> = v.iter().zip(&dir).map(|(a, d)| a - t * d).collect();
-            let (tw, tb) = split(&trial);
-            let tv = primal_value(problem, support, &tw, &tb);
-            if tv <= value - 1e-4 * t * slope || t < 1e-12 {
-                (v, value) = (trial, tv.min(value));
-                break;
-            }
-            t *= 0.5;
-        }
-    }
-    value
-}
-
-/// `A x = r` by Gaussian elimination with partial pivoting (`A` row-major `m x m`).
-fn solve(mut a: Vec<f64>, mut r: Vec<f64>, m: usize) -> Vec<f64> {
-    for col in 0..m {
-        let pivot = (col..m)
-            .max_by(|&x, &y| a[x * m + col].abs().total_cmp(&a[y * m + col].abs()))
-            .unwrap();
-        for j in 0..m {
-            a.swap(col * m + j, pivot * m + j);
-        }
-        r.swap(col, pivot);
-        for row in col + 1..m {
-            let f = a[row * m + col] / a[col * m + col];
-            for j in col..m {
-                a[row * m + j] -= f * a[col * m + j];
-            }
-            r[row] -= f * r[col];
-        }
-    }
-    let mut x = vec![0.0; m];
-    for row in (0..m).rev() {
-        let s: f64 = (row + 1..m).map(|j| a[row * m + j] * x[j]).sum();
-        x[row] = (r[row] - s) / a[row * m + row];
-    }
-    x
+    let c = problem.classes;
+    let (mut w, mut b) = (vec![0.0; support.len() * c], vec![0.0; c]);
+    polish::polish(problem, support, &mut w, &mut b).unwrap()
 }
 
 #[test]
@@ -237,9 +158,24 @@ fn the_solver_finds_the_optimum_that_enumerating_every_support_finds() {
         let mut state = SoftmaxState::new(&problem, 1, seed);
         let report = run(&problem, &mut state, &stop(300), &mut |_| {});
         let cert = report.certificate;
-        assert!(cert.dual <= optimum + 1e-9, "D = {} > P* = {optimum}", cert.dual);
-        assert!(cert.primal >= optimum - 1e-9, "P = {} < P* = {optimum}", cert.primal);
+        assert!(
+            cert.dual <= optimum + 1e-9,
+            "D = {} > P* = {optimum}",
+            cert.dual
+        );
+        assert!(
+            cert.primal >= optimum - 1e-9,
+            "P = {} < P* = {optimum}",
+            cert.primal
+        );
         assert_eq!(report.model.support, best_support);
+        // The polish from the search's model lands on the same optimum.
+        let (mut w, mut b) = (
+            report.model.weights.clone(),
+            report.model.intercepts.clone(),
+        );
+        let polished = polish::polish(&problem, &report.model.support, &mut w, &mut b).unwrap();
+        assert!((polished - optimum).abs() < 1e-9, "{polished} vs {optimum}");
         assert!(
             cert.primal - optimum < 1e-6,
             "seed {seed}: P = {} vs P* = {optimum} (gap {})",
