@@ -124,7 +124,7 @@ fn mirror_step<S: SampleSet>(step: StepRule, problem: &Problem<S>, map: MirrorMa
 }
 
 /// The stop rule of `--tol`, `--epochs`, `--time-budget`, `--cadence` and `--patience`, checked.
-fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
+pub(super) fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
     if !(args.tol.is_finite() && args.tol >= 0.0) {
         return Err(CliError::Argument(format!(
             "--tol must be >= 0, got {}",

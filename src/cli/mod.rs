@@ -9,6 +9,7 @@ mod multiclass;
 pub mod plot;
 mod predict;
 mod serve;
+mod softmax;
 mod subset;
 
 use std::io::Write;
@@ -78,6 +79,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     // The solvers' dense d-vectors ask for huge pages (`sparse::reserve_dense`, `sys`).
     crate::sparse::set_dense_advice(crate::sys::advise_huge_pages);
     match cli.command {
+        Command::Fit(args) if args.multiclass == Some(MulticlassKind::Softmax) => {
+            softmax::run(&args)
+        }
         Command::Fit(args) if args.multiclass.is_some() => multiclass::run(&args),
         Command::Fit(args) if args.solver.is_subset() => subset::run(&args),
         Command::Fit(args) => fit::run(&args),
@@ -245,9 +249,11 @@ pub struct FitArgs {
     /// `standardize`). For features of very different magnitudes.
     #[arg(long)]
     pub standardize: bool,
-    /// More than two classes: `ovr` fits one k-sparse model per class (that class's samples +1, the
-    /// rest -1; labels are integers) with every other flag as given, and writes a
-    /// `thresher-multiclass/1` file, which `predict` reads as it reads a binary model.
+    /// More than two classes (labels are integers): `ovr` fits one k-sparse model per class (that
+    /// class's samples +1, the rest -1) with every other flag as given, and writes a
+    /// `thresher-multiclass/1` file; `softmax` fits one multinomial logistic model whose at most k
+    /// features are shared by all the classes, and writes a `thresher-multiclass/2` file. `predict`
+    /// reads both as it reads a binary model.
     #[arg(long, value_enum)]
     pub multiclass: Option<MulticlassKind>,
 }
@@ -257,6 +263,9 @@ pub struct FitArgs {
 pub enum MulticlassKind {
     /// One-vs-rest: one binary k-sparse model per class; the class is the highest score.
     Ovr,
+    /// Multinomial logistic regression with one support of at most k features shared by all the
+    /// classes (one weight per class on each), with its certificate; a `thresher-multiclass/2` file.
+    Softmax,
 }
 
 impl FitArgs {

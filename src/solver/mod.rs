@@ -10,6 +10,8 @@
 //!   streaming learners drive too;
 //! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
 //!   conventions, driven by its own outer loop;
+//! - [`softmax`] — multinomial logistic SDIHT with one k-row support shared by all classes, its own
+//!   problem, certificate and offline loop (`docs/multiclass.md`);
 //! - [`polish`] — not a search but its last step: Newton on the support a search chose, kept when its
 //!   primal is lower (`fit` runs it on the model it returns);
 //!
@@ -24,6 +26,7 @@ pub mod polish;
 pub mod primal;
 pub mod sdiht;
 pub mod smidas;
+pub mod softmax;
 pub mod subset;
 
 use thiserror::Error;

@@ -30,6 +30,7 @@ mod refused;
 mod regression;
 mod sdiht;
 mod security;
+mod softmax;
 mod status_page;
 mod stopping;
 mod subset;
