@@ -284,11 +284,12 @@ fn choose_lambda(
     let mut order: Vec<usize> = (0..samples.len()).collect();
     order.shuffle(&mut ChaCha8Rng::seed_from_u64(args.seed));
     let n = samples.len();
-    let cv = n < args.cv_below && n >= args.folds;
+    let folds = super::grid::folds_for(args, n);
+    let cv = n < args.cv_below && n >= folds;
     let parts: Vec<(Vec<usize>, Vec<usize>)> = if cv {
-        (0..args.folds)
+        (0..folds)
             .map(|f| {
-                let (lo, hi) = (f * n / args.folds, (f + 1) * n / args.folds);
+                let (lo, hi) = (f * n / folds, (f + 1) * n / folds);
                 let train = order[..lo].iter().chain(&order[hi..]).copied().collect();
                 (train, order[lo..hi].to_vec())
             })
@@ -336,7 +337,7 @@ fn choose_lambda(
         held_out: parts.iter().map(|(_, h)| h.len() as u64).sum(),
         held_out_dropped: 0,
         validation: Some(if cv { "cv" } else { "holdout" }.into()),
-        folds: cv.then_some(args.folds as u64),
+        folds: cv.then_some(folds as u64),
         extended: Vec::new(),
     };
     Ok((grid[live], record))
