@@ -193,7 +193,7 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
     };
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
-            let mut data = load(&args.data, args.format)?.with_mean_weight_one();
+            let mut data = load(&args.data, args.format)?;
             if let Some(class) = one_vs_rest {
                 data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
             }
@@ -205,7 +205,6 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let mut samples = read_file(&args.data, format)?;
-            crate::sample::mean_weight_one(&mut samples);
             if let Some(class) = one_vs_rest {
                 for s in &mut samples {
                     s.label = if s.label == class { 1.0 } else { -1.0 };

@@ -415,12 +415,13 @@ pub fn model_of(
     )
 }
 
-/// The empty model's intercept and objective `P(0, b)` over `window`: `b` = 0 without an intercept,
+/// The empty model's intercept and objective `P(0, b) = (1/M) sum_i c_i l(b, y_i)` over `window`: `b` = 0 without an intercept,
 /// else its best value for `w = 0` (all margins 0, so only the two classes' weights matter for the
 /// classification losses; the weighted mean label for squared loss).
 fn empty_model_primal(window: &Window, config: &LearnerConfig) -> (f64, f64) {
     let loss = &config.loss;
-    let n = window.len().max(1) as f64;
+    // The window's mass `M`, the divisor of the weighted mean that the certificates use.
+    let n = window.normaliser();
     let rows = (0..window.len()).map(|i| window.row(i));
     if loss.is_classification() {
         let (mut positive, mut negative) = (0.0, 0.0);

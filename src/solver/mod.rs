@@ -36,7 +36,7 @@ use crate::sample::SampleSet;
 pub use objective::Certificate;
 use objective::{dual_of_primal, dual_value, DualScratch};
 
-/// The k-sparse problem (1.1) on a set of samples: `min_{||w||_0 <= k} P(w, b)`.
+/// The k-sparse problem (1.1) on a set of samples, the weighted mean: `min_{||w||_0 <= k} P(w, b)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Problem<'a, S: SampleSet> {
     pub data: &'a S,
@@ -102,9 +102,10 @@ impl<'a, S: SampleSet> Problem<'a, S> {
         })
     }
 
-    /// `N`, as a float.
-    pub fn n(&self) -> f64 {
-        self.data.len() as f64
+    /// The objective's divisor: the mass `M = sum_i c_i` of the rows (`N` when every weight is 1;
+    /// [`objective`]'s module docs).
+    pub fn mass(&self) -> f64 {
+        self.data.normaliser()
     }
 
     /// `D` with `H_k` at sparsity `k`, at the dual point of the model `(w, b)`: `alpha_i = l'(w.x_i + b)`

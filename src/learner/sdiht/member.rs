@@ -149,7 +149,7 @@ impl StreamSdiht {
     pub fn settle_model(&mut self) {
         if std::mem::take(&mut self.rethreshold_due) {
             let c = &self.core.config;
-            self.it.rethreshold(self.core.window.len(), c.lambda, c.k);
+            self.it.rethreshold(self.core.window.mass(), c.lambda, c.k);
         }
     }
 

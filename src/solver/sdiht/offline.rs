@@ -38,6 +38,9 @@ impl<S: SampleSet> SampleSet for DataDuals<'_, S> {
     fn dim(&self) -> usize {
         self.data.dim()
     }
+    fn mass(&self) -> f64 {
+        self.data.mass()
+    }
 }
 
 impl<S: SampleSet> DualRows for DataDuals<'_, S> {
@@ -142,7 +145,7 @@ impl Sdiht {
         }
         // At `alpha = 0`: `z = 0`, `sum l*(0) = 0` for every loss, so `w = 0` and `D = 0` with no pass
         // over the data.
-        iterate.rethreshold(n, problem.lambda, problem.k);
+        iterate.rethreshold(problem.data.mass(), problem.lambda, problem.k);
         Ok(Sdiht {
             blocks,
             step,
