@@ -230,6 +230,20 @@ pub trait DualRows: SampleSet {
     fn sq_norm(&self, i: usize) -> f64;
 }
 
+/// Weights rescaled to mean 1 (`c_i N / sum_j c_j`; an absent weight is 1), all left as they are when
+/// every weight is 1: for a solver whose objective divides by `N` (the shared-support softmax model,
+/// `solver::softmax`), which then minimises the weighted mean `sum_i c_i l_i / sum_i c_i`.
+pub fn mean_weight_one(samples: &mut [Sample]) {
+    if samples.iter().all(|s| s.weight.unwrap_or(1.0) == 1.0) {
+        return;
+    }
+    let total: f64 = samples.iter().map(|s| s.weight.unwrap_or(1.0)).sum();
+    let factor = samples.len() as f64 / total;
+    for s in samples.iter_mut() {
+        s.weight = Some(s.weight.unwrap_or(1.0) * factor);
+    }
+}
+
 /// An in-memory data set: samples as the rows of a CSR matrix, with labels and weights.
 #[derive(Debug, Clone)]
 pub struct Dataset {

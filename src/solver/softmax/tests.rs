@@ -11,7 +11,7 @@ use crate::solver::driver::StopRule;
 /// features (`classes` classes), with a little label noise and weights in `[0.5, 1.5]` when `weighted`.
 fn planted(n: usize, d: usize, classes: usize, seed: u64, weighted: bool) -> Dataset {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let samples: Vec<Sample> = (0..n)
+    let mut samples: Vec<Sample> = (0..n)
         .map(|_| {
             let x: Vec<f64> = (0..d).map(|_| rng.gen_range(-1.0..1.0)).collect();
             let scores: Vec<f64> = (0..classes)
@@ -27,7 +27,8 @@ fn planted(n: usize, d: usize, classes: usize, seed: u64, weighted: bool) -> Dat
             Sample::new((0..d as u32).collect(), x, label as f64, weight).unwrap()
         })
         .collect();
-    Dataset::from_samples(&samples, 0).with_mean_weight_one()
+    crate::sample::mean_weight_one(&mut samples);
+    Dataset::from_samples(&samples, 0)
 }
 
 fn random_simplex(rng: &mut ChaCha8Rng, c: usize) -> Vec<f64> {
