@@ -173,7 +173,7 @@ pub struct Chunk {
     pub pairs: Vec<(u32, f64)>,
 }
 
-/// A part from a node of a version before the mass ([`OLD_SUMS_HEADER`], no [`SUMS_HEADER`]).
+/// A part from a node of a version before the mass (the `Thresher-Sums` header, not `Thresher-Sums-2`).
 pub fn from_older_version(headers: Option<&HeaderMap>) -> bool {
     headers.is_some_and(|h| h.get(SUMS_HEADER).is_none() && h.get(OLD_SUMS_HEADER).is_some())
 }
