@@ -19,7 +19,11 @@ Each set is split once (25% held out by a seeded permutation); both methods see 
 In `--shared K` mode (the synthetic set at K = 10, its planted support): thresher softmax `fit TRAIN -k K --lambda auto --multiclass softmax`; thresher ovr
 `fit TRAIN --loss logistic -k K/C --lambda auto --multiclass ovr` (k per class K over the number of
 classes, at least 1, so the union is at most K); liblinear ovr and saga multinomial with one C tuned as
-above but on the union of the nonzero features (at most K).
+above but on the union of the nonzero features (at most K); and, when they are installed, Vowpal Wabbit
+`--oaa` and River's one-vs-rest logistic regression (behind a StandardScaler), five and three shuffled
+passes: their L1 paths jump from more than K features to none on these sets, so each is fitted without a
+penalty, the K features with the largest weight rows (over the classes) are kept, and it is refitted on
+those columns alone (`top_rows`; `--no-streaming-peers` leaves them out).
 """
 
 import argparse
@@ -107,7 +111,24 @@ def distinct(coefs):
     return int(np.count_nonzero(np.any(np.asarray(coefs) != 0, axis=0)))
 
 
-def tuned(args, make, x, y, xt, budget):
+def importable(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+def top_rows(make, x, y, xt, budget):
+    """A streaming peer held to `budget` distinct features: fit it with no penalty, keep the `budget`
+    features whose weight rows (over the classes) have the largest norms, refit on those columns alone.
+    (Their L1 paths, tried first, jump from more than `budget` features to none on these sets.)"""
+    t = time.perf_counter()
+    m = make(None).fit(x, y)
+    keep = np.argsort(-np.linalg.norm(np.asarray(m.coef_), axis=0))[:budget]
+    keep = keep[np.linalg.norm(np.asarray(m.coef_)[:, keep], axis=0) > 0]
+    m = make(None).fit(x[:, keep], y)
+    return m.predict(xt[:, keep]), len(keep), time.perf_counter() - t
+
+
+def tuned(args, make, x, y, xt, budget, grid=1):
     """One C for a sparse linear model `make(C)`: the best inner 80/20 accuracy among the Cs whose
     distinct features are <= budget (ties: smaller C), refit on all, C lowered while over budget."""
     def fit(c, xs, ys):
@@ -123,7 +144,7 @@ def tuned(args, make, x, y, xt, budget):
     n_val = max(1, int(round(0.2 * len(y))))
     val, inner = perm[:n_val], perm[n_val:]
     tried = []
-    for i in range(-12, 16):
+    for i in range(-12, 16, grid):
         c = 10 ** (i / 4)
         m, used = fit(c, x[inner], y[inner])
         if used > budget:
@@ -132,9 +153,83 @@ def tuned(args, make, x, y, xt, budget):
     c = max(tried, key=lambda t: (t[1], -t[0]))[0] if tried else 10 ** -3
     m, used = fit(c, x, y)
     while used > budget:
-        c /= 10 ** (1 / 8)
+        c /= 10 ** (grid / 8)
         m, used = fit(c, x, y)
     return m.predict(xt), used, c, time.perf_counter() - t
+
+
+def _rows(x):
+    x = x.tocsr()
+    for i in range(x.shape[0]):
+        lo, hi = x.indptr[i], x.indptr[i + 1]
+        yield x.indices[lo:hi], x.data[lo:hi]
+
+
+class VWOaa:
+    """Vowpal Wabbit `--oaa C --l1 L` through its Python bindings, `passes` shuffled passes in memory.
+    `c` maps to `--l1 1 / (c n)` (larger c, weaker penalty, as for the other peers; None, no penalty). A feature named by
+    its column j hashes to j in the default namespace, and class k's weight is at j * P + k (P the
+    classes rounded up to a power of two), checked against `--invert_hash` on a small problem."""
+
+    def __init__(self, c, passes=5, seed=0):
+        self.c, self.passes, self.seed = c, passes, seed
+
+    def fit(self, x, y):
+        import vowpalwabbit
+        self.classes_ = np.unique(y)
+        index = {c: i for i, c in enumerate(self.classes_)}
+        n, d = x.shape
+        l1 = f"--l1 {1.0 / (self.c * n):.6g} " if self.c else ""
+        self.vw = vowpalwabbit.Workspace(f"--oaa {len(self.classes_)} {l1}-b 24 --quiet "
+                                         f"--random_seed {self.seed}")
+        lines = [f"{index[label] + 1} | " + " ".join(f"{j}:{v:.9g}" for j, v in zip(cols, vals))
+                 for label, (cols, vals) in zip(y, _rows(x))]
+        rng = np.random.default_rng(self.seed)
+        for _ in range(self.passes):
+            for i in rng.permutation(n):
+                self.vw.learn(lines[i])
+        p = 1
+        while p < len(self.classes_):
+            p *= 2
+        self.coef_ = np.array([[self.vw.get_weight(j * p + k) for j in range(d)]
+                               for k in range(len(self.classes_))])
+        return self
+
+    def predict(self, x):
+        out = [self.vw.predict("| " + " ".join(f"{j}:{v:.9g}" for j, v in zip(cols, vals)))
+               for cols, vals in _rows(x)]
+        return np.array([self.classes_[int(p) - 1] for p in out])
+
+
+class RiverOvr:
+    """River's `StandardScaler | OneVsRestClassifier(LogisticRegression(l1=L))`, `passes` shuffled passes
+    (River learns one sample at a time; several passes let it converge on these small sets). `c` maps to
+    `l1 = 1 / (c n)`; None, no penalty."""
+
+    def __init__(self, c, passes=3, seed=0):
+        self.c, self.passes, self.seed = c, passes, seed
+
+    def fit(self, x, y):
+        from river import linear_model, multiclass, optim, preprocessing
+        n, d = x.shape
+        self.model = preprocessing.StandardScaler() | multiclass.OneVsRestClassifier(
+            linear_model.LogisticRegression(optimizer=optim.SGD(0.05), l1=1.0 / (self.c * n) if self.c else 0.0))
+        rows = [dict(zip(cols.tolist(), vals.tolist())) for cols, vals in _rows(x)]
+        rng = np.random.default_rng(self.seed)
+        for _ in range(self.passes):
+            for i in rng.permutation(n):
+                self.model.learn_one(rows[i], y[i])
+        ovr = self.model[-1]
+        classes = sorted(ovr.classifiers)
+        self.coef_ = np.zeros((len(classes), d))
+        for k, c in enumerate(classes):
+            for j, w in ovr.classifiers[c].weights.items():
+                self.coef_[k, j] = w
+        return self
+
+    def predict(self, x):
+        return np.array([self.model.predict_one(dict(zip(cols.tolist(), vals.tolist())))
+                         for cols, vals in _rows(x)])
 
 
 def thresher_fit(args, train, test, tmp, flags):
@@ -201,6 +296,12 @@ def shared_main(args):
                 p, used, c, s = tuned(args, lambda c: LogisticRegression(
                     penalty="l1", solver="saga", C=c, max_iter=2000, random_state=0), x, y, xt, budget)
                 rows.append((f"sklearn multinomial L1 saga (C {c:.3g})", p, used, s))
+                for label, make, peer in (("vw --oaa", VWOaa, "vowpalwabbit"),
+                                          ("river ovr logistic", RiverOvr, "river")):
+                    if args.no_streaming_peers or not importable(peer):
+                        continue
+                    p, used, s = top_rows(make, x, y, xt, budget)
+                    rows.append((f"{label}, top {budget} rows refit", p, used, s))
                 for method, p, used, s in rows:
                     print(f"| {name} | {n - len(yt)} / {len(yt)} | {d} | {classes} (train) | {method} | "
                           f"{100 * float(np.mean(p == yt)):.2f}% | {used} | {s:.2f} |")
@@ -215,6 +316,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shared", type=int, default=0,
                     help="compare at this many distinct features (the shared-support model beside the rest)")
+    ap.add_argument("--no-streaming-peers", action="store_true",
+                    help="leave out Vowpal Wabbit and River (in --shared mode)")
     args = ap.parse_args()
     if args.shared > 0:
         shared_main(args)

@@ -15,6 +15,10 @@
 - repeats: `benches/peers/quality_repeats.py`, the two small seeded sets (convention_2012, 47 test
   documents; permeability, 41 molecules) over 10 seeded splits (quick: 3), every method on the same
   splits: mean, sd and per-seed figures (one split cannot resolve the 0.5-point target there);
+- multiclass: `benches/peers/multiclass.py --shared 20`, the real many-class sets (tissue_gene_expression,
+  7 classes; nci60, 13) and a planted shared-support set at the same number of distinct features:
+  thresher's shared-support (softmax) and one-vs-rest models against liblinear one-vs-rest L1,
+  scikit-learn multinomial L1 (saga), Vowpal Wabbit `--oaa` and River (accuracy, features, time);
 - subset: best subset (l0 + l1 + l2) on Ren & Qian's Sec. 5.1 protocol, `benches/peers/subset.py`:
   thresher subset / dual-ast / diht against abess and L0Learn (L0Learn has wheels for CPython <= 3.10
   only: the suite runs it from pyenv's 3.10.13, or `PY310=/path/to/python3.10`, when python3 is newer).
@@ -38,6 +42,7 @@ PROBE = {"scikit-learn": "sklearn"}
 TEXT_SETS = ["rotten_tomatoes", "trump_tweets"]
 REAL = os.path.join(ROOT, "data", "real")
 # What benches/data/fetch.sh writes (the real bench's sets).
+MULTICLASS_SETS = ["tissue_gene_expression", "nci60"]
 REAL_FILES = TEXT_SETS + ["convention_2012", "permeability", "ames"] + [
     f"{s}.{part}" for s in ("reuters_grain", "reuters_corn", "fine_foods") for part in ("train", "test")]
 
@@ -66,6 +71,7 @@ def prepare(ctx):
     methods += ["sgd", "liblinear"] if {"scikit-learn", "scipy"} <= have else []
     methods += ["river"] if "river" in have else []
     ctx.methods = methods
+    ctx.methods_have = have
     w3 = w3_dir(ctx)
     have_w3 = all(os.path.exists(os.path.join(w3, f)) for f in ("train.svm", "test.svm"))
     if (wanted(ctx, "quality") or wanted(ctx, "fit")) and not have_w3:
@@ -186,6 +192,31 @@ def parse_quality(stdout, stderr):
     return out
 
 
+def multiclass_cmd(ctx, build):
+    if not ({"scikit-learn", "scipy"} <= set(ctx.methods_have) and
+            all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in MULTICLASS_SETS)):
+        return None
+    return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "multiclass.py"), "--bin", build.thresher(),
+                    "--data", REAL, "--shared", "20"])
+
+
+def parse_multiclass(stdout, _stderr):
+    """multiclass.py's table: SET/METHOD/{accuracy,features,seconds} (the method up to its first '(' or ',')."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 8 or cells[0] in ("set", "---"):
+            continue
+        name = f"{cells[0].split(' ')[0]}/{re.split(r'[(,]', cells[4])[0].strip()}".replace(" ", "_")
+        try:
+            out[f"{name}/accuracy"] = float(cells[5].rstrip("%"))
+            out[f"{name}/features"] = float(cells[6])
+            out[f"{name}/seconds"] = float(cells[7])
+        except ValueError:
+            pass
+    return out
+
+
 def fit_cmd(ctx, build):
     return Command([sys.executable, __file__, "fit", build.thresher(), os.path.join(w3_dir(ctx), "train.svm"),
                     ctx.path(f"fit-{build.key}.json")])
@@ -220,6 +251,8 @@ def benches(ctx):
               real_cmd, parse=parse_real, runs=(1, 3), timeout=(3600, 3600)),
         Bench("repeats", "the small seeded sets over 10 splits (quick: 3): fit, daemon and peer, mean and sd",
               repeats_cmd, parse=parse_repeats, runs=(1, 1), timeout=(3600, 3600)),
+        Bench("multiclass", "many classes at 20 distinct features: softmax and ovr vs liblinear, saga, VW, River",
+              multiclass_cmd, parse=parse_multiclass, runs=(1, 1), timeout=(3600, 3600)),
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),
