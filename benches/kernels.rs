@@ -9,6 +9,14 @@
 //!   per sample over the same data. The ratio bare / SDIHT is the overhead of the algorithm (dual
 //!   bookkeeping, the `H_k` per block, the adaptive step's backtracking).
 //!
+//! - `limit/{text,w3}/*`: where each learner stands against the machine's floor, on two shapes (text-like:
+//!   12,800 x 25 nonzeros, d = 34,000; W3-like: 100,000 x 40 nonzeros, d = 2^20), logistic, k = 100,
+//!   lambda 1e-4: `bare_dot_axpy` and one steady-state epoch of `fit`'s default SDIHT (coordinate step,
+//!   blocks of `d / nnz` rows), SDIHT with the adaptive step (10 blocks), DIHT (adaptive), mirror
+//!   descent (Euclidean, batch 128); `docs/benchmarks/kernels.md` gives each as a fraction of the
+//!   floor's samples/s. SMIDAS is left out: its epoch walks all `d` weights per sample (31.6 s per
+//!   text epoch against the floor's 2.8 ms), which criterion's 55 epochs per benchmark cannot afford.
+//!
 //! - `certificate/*`: a streaming SDIHT learner's certificate over its window (100k samples x 40
 //!   nonzeros, d = 2^20, logistic loss, k = 100): `multi_pass`, the sequence of `objective` calls
 //!   (`primal_value`, `dual_value` at the window's duals, `dual_of_primal`, `dual_value` at its point),
@@ -20,7 +28,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -28,11 +39,12 @@ use rand_distr::{Distribution, StandardNormal};
 use thresher::loss::{Loss, LossKind};
 use thresher::ring::Window;
 use thresher::sample::{Dataset, SampleSet};
+use thresher::solver::mirror::{MirrorConfig, MirrorDescent, MirrorMap};
 use thresher::solver::objective::{
     fused_certificate, separate_certificate, CertificateScratch, DualScratch,
 };
 use thresher::solver::primal::Iht;
-use thresher::solver::sdiht::offline::Sdiht;
+use thresher::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use thresher::solver::{Problem, Solver, StepRule};
 use thresher::sparse::{hard_threshold, sparse_axpy, sparse_dot, ThresholdScratch};
 use thresher::synth::sparse_stream;
@@ -104,14 +116,10 @@ fn text_like() -> Dataset {
     Dataset::from_samples(&problem.samples, 0)
 }
 
-fn epochs(c: &mut Criterion) {
-    let data = text_like();
-    let loss = Loss::new(LossKind::Huber, 0.25).expect("valid gamma");
-    let problem = Problem::new(&data, loss, 2e-3, 1000, false).expect("valid problem");
-    let mut group = c.benchmark_group("epoch");
-    group.throughput(Throughput::Elements(data.len() as u64));
-
-    // The floor: w fixed, z accumulates; the coefficient depends on the dot so neither is dead code.
+/// `bare_dot_axpy`: the floor any dual or primal method pays, one sparse dot and one sparse axpy per
+/// sample of `data` (`w` fixed, `z` accumulates; the coefficient depends on the dot so neither is dead
+/// code).
+fn bench_floor(group: &mut BenchmarkGroup<'_, WallTime>, data: &Dataset) {
     let w: Vec<f64> = (0..data.dim())
         .map(|j| if j % 37 == 0 { 0.1 } else { 0.0 })
         .collect();
@@ -126,6 +134,16 @@ fn epochs(c: &mut Criterion) {
             black_box(&z);
         })
     });
+}
+
+fn epochs(c: &mut Criterion) {
+    let data = text_like();
+    let loss = Loss::new(LossKind::Huber, 0.25).expect("valid gamma");
+    let problem = Problem::new(&data, loss, 2e-3, 1000, false).expect("valid problem");
+    let mut group = c.benchmark_group("epoch");
+    group.throughput(Throughput::Elements(data.len() as u64));
+
+    bench_floor(&mut group, &data);
 
     // Solvers are warmed up by a few epochs so the benchmark sees steady state, not the first epoch.
     let mut sdiht = Sdiht::new(&problem, 10, StepRule::Adaptive, 0).expect("valid solver");
@@ -206,6 +224,51 @@ fn certificate(c: &mut Criterion) {
     group.finish();
 }
 
+/// One epoch of each learner against the dot-plus-axpy floor on `data` (module docs, `limit/*`).
+fn limit_on(c: &mut Criterion, name: &str, data: &Dataset) {
+    let loss = Loss::new(LossKind::Logistic, 0.0).expect("valid loss");
+    let problem = Problem::new(data, loss, 1e-4, 100, false).expect("valid problem");
+    let mut group = c.benchmark_group(format!("limit/{name}"));
+    group.throughput(Throughput::Elements(data.len() as u64));
+    bench_floor(&mut group, data);
+    let blocks = coordinate_blocks(data.len(), data.nonzero_values(), data.dim());
+    let mut solvers: Vec<(&str, Box<dyn Solver<Dataset>>)> = vec![
+        (
+            "sdiht_coordinate",
+            Box::new(Sdiht::new(&problem, blocks, StepRule::Coordinate, 0).expect("valid")),
+        ),
+        (
+            "sdiht_adaptive_10_blocks",
+            Box::new(Sdiht::new(&problem, 10, StepRule::Adaptive, 0).expect("valid")),
+        ),
+        (
+            "diht_adaptive",
+            Box::new(Sdiht::new(&problem, 1, StepRule::Adaptive, 0).expect("valid")),
+        ),
+        (
+            "mirror",
+            Box::new(
+                MirrorDescent::new(&problem, MirrorConfig::new(MirrorMap::Euclidean), 0)
+                    .expect("valid"),
+            ),
+        ),
+    ];
+    for (label, solver) in &mut solvers {
+        for _ in 0..3 {
+            solver.epoch(&problem);
+        }
+        group.bench_function(*label, |b| b.iter(|| solver.epoch(&problem)));
+    }
+    group.finish();
+}
+
+fn limit(c: &mut Criterion) {
+    let text = sparse_stream(12_800, TEXT_D, 200, 25, 0.5, true, 3).samples;
+    let w3 = sparse_stream(100_000, 1 << 20, 100, 40, 0.5, true, 7).samples;
+    limit_on(c, "text", &Dataset::from_samples(&text, 0));
+    limit_on(c, "w3", &Dataset::from_samples(&w3, 0));
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -216,6 +279,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = kernels;
     config = config();
-    targets = sparse_kernels, threshold, epochs, certificate
+    targets = sparse_kernels, threshold, epochs, limit, certificate
 }
 criterion_main!(kernels);

@@ -27,7 +27,7 @@
 //! - [`solver`] — pure solver steps (SDIHT's block step, IHT/HTP, the per-sample states of sparse mirror
 //!   descent and SMIDAS, best subset), the offline solvers around them, the certificate, and the
 //!   offline driver loop: no threads, no config, no file formats.
-//! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon (and `fit --multiclass`'s `thresher-multiclass/1`).
+//! - [`model`] — the `thresher-model/1` JSON file written by `fit` and served by the daemon (and `fit --multiclass`'s `thresher-multiclass/1`, one-vs-rest, and `/2`, one support shared by all classes).
 //! - [`config`] — embedded defaults, TOML file, `THRESHER_*` environment, flags → one validated
 //!   [`Config`].
 //! - [`metrics`] — the Prometheus registry and every metric name.

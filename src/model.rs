@@ -13,6 +13,7 @@
 //! [`multiclass`] holds `thresher-multiclass/1`: one such model per class (`fit --multiclass ovr`).
 
 pub mod multiclass;
+pub mod shared;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -6,7 +6,7 @@
 #   reuters_grain.{train,test}.svm, reuters_corn.{train,test}.svm      text, rare positives, Weka's split
 #   fine_foods.{train,test}.svm                                        text, +-1, modeldata's split
 #   permeability.svm, ames.svm                                         regression
-#   tissue_gene_expression.svm, nci60.svm (+ .classes.txt)             many classes (not benchmarked yet)
+#   tissue_gene_expression.svm, nci60.svm (+ .classes.txt)             many classes (benches/run quality --only multiclass)
 # Needs python3 with venv + pip, and apt-get (Debian's weka package, downloaded, not installed).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -12,6 +12,13 @@
   `fit --lambda auto` and the daemon's `lambda = "auto"` with their defaults, k = 100, against L1
   liblinear tuned to <= 100 nonzeros on an inner split (LassoCV at <= 100 nonzeros for regression);
   accuracy or R^2, nonzeros, fit time against the peer's tuning + final fit (report quality_real.md);
+- repeats: `benches/peers/quality_repeats.py`, the two small seeded sets (convention_2012, 47 test
+  documents; permeability, 41 molecules) over 10 seeded splits (quick: 3), every method on the same
+  splits: mean, sd and per-seed figures (one split cannot resolve the 0.5-point target there);
+- multiclass: `benches/peers/multiclass.py --shared 20`, the real many-class sets (tissue_gene_expression,
+  7 classes; nci60, 13) and a planted shared-support set at the same number of distinct features:
+  thresher's shared-support (softmax) and one-vs-rest models against liblinear one-vs-rest L1,
+  scikit-learn multinomial L1 (saga), Vowpal Wabbit `--oaa` and River (accuracy, features, time);
 - subset: best subset (l0 + l1 + l2) on Ren & Qian's Sec. 5.1 protocol, `benches/peers/subset.py`:
   thresher subset / dual-ast / diht against abess and L0Learn (L0Learn has wheels for CPython <= 3.10
   only: the suite runs it from pyenv's 3.10.13, or `PY310=/path/to/python3.10`, when python3 is newer).
@@ -35,6 +42,7 @@ PROBE = {"scikit-learn": "sklearn"}
 TEXT_SETS = ["rotten_tomatoes", "trump_tweets"]
 REAL = os.path.join(ROOT, "data", "real")
 # What benches/data/fetch.sh writes (the real bench's sets).
+MULTICLASS_SETS = ["tissue_gene_expression", "nci60"]
 REAL_FILES = TEXT_SETS + ["convention_2012", "permeability", "ames"] + [
     f"{s}.{part}" for s in ("reuters_grain", "reuters_corn", "fine_foods") for part in ("train", "test")]
 
@@ -63,6 +71,7 @@ def prepare(ctx):
     methods += ["sgd", "liblinear"] if {"scikit-learn", "scipy"} <= have else []
     methods += ["river"] if "river" in have else []
     ctx.methods = methods
+    ctx.methods_have = have
     w3 = w3_dir(ctx)
     have_w3 = all(os.path.exists(os.path.join(w3, f)) for f in ("train.svm", "test.svm"))
     if (wanted(ctx, "quality") or wanted(ctx, "fit")) and not have_w3:
@@ -126,6 +135,29 @@ def real_cmd(ctx, build):
                     "--commit", build.rev, "--command", "benches/run quality --only real"])
 
 
+def repeats_cmd(ctx, build):
+    if not (ctx.real and {"fit", "liblinear"} <= set(ctx.methods)):
+        return None
+    out = ctx.dir(f"repeats-{build.key}")
+    return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "quality_repeats.py"), "--seeds",
+                    "3" if ctx.quick else "10", "--work", out, "--sets", "convention_2012,permeability",
+                    "--real", REAL, "--bin", build.thresher(), "--commit", build.rev,
+                    "--command", "benches/run quality --only repeats"])
+
+
+def parse_repeats(stdout, stderr):
+    """quality_repeats.py's table: SET/METHOD/mean over the seeds."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] not in ("set", "---"):
+            try:
+                out[f"{cells[0]}/{cells[1]}/mean".replace(" ", "_")] = float(cells[3])
+            except ValueError:
+                pass
+    return out
+
+
 def parse_real(stdout, stderr):
     """The JSON rows quality_real.py wrote: SET/METHOD/{accuracy,auc,r2,nnz,seconds}."""
     m = re.search(r"wrote (\S+)", stderr)
@@ -157,6 +189,31 @@ def parse_quality(stdout, stderr):
             out[f"{name}/accuracy"] = r["acc"]
             out[f"{name}/nnz"] = r["nnz"]
             out[f"{name}/seconds"] = r["seconds"]
+    return out
+
+
+def multiclass_cmd(ctx, build):
+    if not ({"scikit-learn", "scipy"} <= set(ctx.methods_have) and
+            all(os.path.exists(os.path.join(REAL, f"{s}.svm")) for s in MULTICLASS_SETS)):
+        return None
+    return Command([ctx.py, os.path.join(ROOT, "benches", "peers", "multiclass.py"), "--bin", build.thresher(),
+                    "--data", REAL, "--shared", "20"])
+
+
+def parse_multiclass(stdout, _stderr):
+    """multiclass.py's table: SET/METHOD/{accuracy,features,seconds} (the method up to its first '(' or ',')."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 8 or cells[0] in ("set", "---"):
+            continue
+        name = f"{cells[0].split(' ')[0]}/{re.split(r'[(,]', cells[4])[0].strip()}".replace(" ", "_")
+        try:
+            out[f"{name}/accuracy"] = float(cells[5].rstrip("%"))
+            out[f"{name}/features"] = float(cells[6])
+            out[f"{name}/seconds"] = float(cells[7])
+        except ValueError:
+            pass
     return out
 
 
@@ -192,6 +249,10 @@ def benches(ctx):
               quality_cmd, parse=parse_quality, runs=(1, 1), timeout=(1800, 14400)),
         Bench("real", "every real set: fit and daemon with lambda auto vs tuned L1 liblinear / LassoCV, held out",
               real_cmd, parse=parse_real, runs=(1, 3), timeout=(3600, 3600)),
+        Bench("repeats", "the small seeded sets over 10 splits (quick: 3): fit, daemon and peer, mean and sd",
+              repeats_cmd, parse=parse_repeats, runs=(1, 1), timeout=(3600, 3600)),
+        Bench("multiclass", "many classes at 20 distinct features: softmax and ovr vs liblinear, saga, VW, River",
+              multiclass_cmd, parse=parse_multiclass, runs=(1, 1), timeout=(3600, 3600)),
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),

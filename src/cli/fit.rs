@@ -22,7 +22,7 @@ use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::primal::{Htp, Iht};
-use crate::solver::sdiht::offline::{default_blocks, Sdiht};
+use crate::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
 use crate::solver::{Problem, Solver, StepRule, WarmStart};
 
@@ -124,7 +124,7 @@ fn mirror_step<S: SampleSet>(step: StepRule, problem: &Problem<S>, map: MirrorMa
 }
 
 /// The stop rule of `--tol`, `--epochs`, `--time-budget`, `--cadence` and `--patience`, checked.
-fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
+pub(super) fn stop_rule(args: &FitArgs) -> Result<StopRule, CliError> {
     if !(args.tol.is_finite() && args.tol >= 0.0) {
         return Err(CliError::Argument(format!(
             "--tol must be >= 0, got {}",
@@ -193,7 +193,7 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
     };
     let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
         LambdaArg::Value(lambda) => {
-            let mut data = load(&args.data, args.format)?.with_mean_weight_one();
+            let mut data = load(&args.data, args.format)?;
             if let Some(class) = one_vs_rest {
                 data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
             }
@@ -205,7 +205,6 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         LambdaArg::Auto => {
             let format = args.format.unwrap_or_else(|| guess_format(&args.data));
             let mut samples = read_file(&args.data, format)?;
-            crate::sample::mean_weight_one(&mut samples);
             if let Some(class) = one_vs_rest {
                 for s in &mut samples {
                     s.label = if s.label == class { 1.0 } else { -1.0 };
@@ -317,12 +316,20 @@ impl Fit<'_> {
         let args = self.args;
         let (step, k) = (self.step, self.k);
         let problem = Problem::new(data, self.loss, lambda, k, args.fits_intercept())?;
-        let mut solver: Box<dyn Solver<Dataset>> = match args.solver {
-            SolverKind::Diht => Box::new(Sdiht::new(&problem, 1, step, args.seed)?),
+        let kind = match args.solver {
+            SolverKind::Auto if step == StepRule::Coordinate => SolverKind::Sdiht,
+            SolverKind::Auto => SolverKind::Diht,
+            kind => kind,
+        };
+        let mut solver: Box<dyn Solver<Dataset>> = match kind {
+            SolverKind::Auto | SolverKind::Diht => {
+                Box::new(Sdiht::new(&problem, 1, step, args.seed)?)
+            }
             SolverKind::Sdiht => {
                 let blocks = args.blocks.unwrap_or(match step {
-                    // At least 2: `--solver sdiht` stays SDIHT (one block is DIHT) on small files.
-                    StepRule::Coordinate => default_blocks(data.len()).max(2).min(data.len()),
+                    StepRule::Coordinate => {
+                        coordinate_blocks(data.len(), data.nonzero_values(), data.dim())
+                    }
                     _ => 10,
                 });
                 Box::new(Sdiht::new(&problem, blocks, step, args.seed)?)

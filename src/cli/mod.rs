@@ -9,6 +9,7 @@ mod multiclass;
 pub mod plot;
 mod predict;
 mod serve;
+mod softmax;
 mod subset;
 
 use std::io::Write;
@@ -78,6 +79,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     // The solvers' dense d-vectors ask for huge pages (`sparse::reserve_dense`, `sys`).
     crate::sparse::set_dense_advice(crate::sys::advise_huge_pages);
     match cli.command {
+        Command::Fit(args) if args.multiclass == Some(MulticlassKind::Softmax) => {
+            softmax::run(&args)
+        }
         Command::Fit(args) if args.multiclass.is_some() => multiclass::run(&args),
         Command::Fit(args) if args.solver.is_subset() => subset::run(&args),
         Command::Fit(args) => fit::run(&args),
@@ -88,6 +92,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SolverKind {
+    /// The default: `sdiht` with the coordinate step (blocks of about `d / nnz` rows each, see
+    /// `--blocks`), `diht` with the others.
+    Auto,
     /// Dual iterative hard thresholding (Alg. 1).
     Diht,
     /// Stochastic DIHT over `--blocks` random blocks (Alg. 2).
@@ -162,18 +169,19 @@ pub struct FitArgs {
     /// instead of one held-out part (0: always one held-out part).
     #[arg(long, default_value_t = crate::cli::grid::CV_BELOW)]
     pub cv_below: usize,
-    /// Folds of `--lambda auto`'s cross-validation (2 to 20).
-    #[arg(long, default_value_t = crate::cli::grid::FOLDS)]
-    pub folds: usize,
+    /// Folds of `--lambda auto`'s cross-validation (2 to 20; default 10 below 1,000 samples, else 5).
+    #[arg(long)]
+    pub folds: Option<usize>,
     /// When `--lambda auto`'s best lambda is at an end of the grid, try up to this many more lambdas
     /// a decade apart past that end, until the held-out loss turns up (0: the grid as given).
     #[arg(long, default_value_t = crate::cli::grid::EXTEND)]
     pub lambda_extend: usize,
     #[command(flatten)]
     pub subset: Box<subset::SubsetArgs>,
-    #[arg(long, value_enum, default_value_t = SolverKind::Diht)]
+    #[arg(long, value_enum, default_value_t = SolverKind::Auto)]
     pub solver: SolverKind,
-    /// Number of blocks for SDIHT (default: one per 4096 samples with `--step coordinate`, else 10).
+    /// Number of blocks for SDIHT (default with `--step coordinate`: blocks of `d / nnz` rows, `nnz`
+    /// the mean nonzeros per row, between 16 and 4096 rows and at least 2 blocks; else 10).
     #[arg(long)]
     pub blocks: Option<usize>,
     /// Dual step rule: `auto` (default: `adaptive` when the rows are dense, holding on average at
@@ -199,8 +207,8 @@ pub struct FitArgs {
     pub patience: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0). The default for the
-    /// classification losses (logistic, hinge, Huber), as in the daemon; `--no-intercept` turns it off.
+    /// Fit an unpenalised intercept (enters the dual as sum(alpha) = 0). The default for every loss
+    /// (but the subset solvers'), as in the daemon; `--no-intercept` turns it off.
     #[arg(long, conflicts_with = "no_intercept")]
     pub intercept: bool,
     /// Fit no intercept, whatever the loss.
@@ -241,9 +249,11 @@ pub struct FitArgs {
     /// `standardize`). For features of very different magnitudes.
     #[arg(long)]
     pub standardize: bool,
-    /// More than two classes: `ovr` fits one k-sparse model per class (that class's samples +1, the
-    /// rest -1; labels are integers) with every other flag as given, and writes a
-    /// `thresher-multiclass/1` file, which `predict` reads as it reads a binary model.
+    /// More than two classes (labels are integers): `ovr` fits one k-sparse model per class (that
+    /// class's samples +1, the rest -1) with every other flag as given, and writes a
+    /// `thresher-multiclass/1` file; `softmax` fits one multinomial logistic model whose at most k
+    /// features are shared by all the classes, and writes a `thresher-multiclass/2` file. `predict`
+    /// reads both as it reads a binary model.
     #[arg(long, value_enum)]
     pub multiclass: Option<MulticlassKind>,
 }
@@ -253,18 +263,21 @@ pub struct FitArgs {
 pub enum MulticlassKind {
     /// One-vs-rest: one binary k-sparse model per class; the class is the highest score.
     Ovr,
+    /// Multinomial logistic regression with one support of at most k features shared by all the
+    /// classes (one weight per class on each), with its certificate; a `thresher-multiclass/2` file.
+    Softmax,
 }
 
 impl FitArgs {
-    /// Whether the fit has an intercept: `--intercept`, or by default for a classification loss
-    /// (logistic, hinge, Huber) as in the daemon, unless `--no-intercept`; never by default for the
-    /// subset solvers (their dual has no intercept).
+    /// Whether the fit has an intercept: `--intercept`, or by default for every loss as in the daemon
+    /// (for squared loss the unpenalised intercept is the mean of `y - Xw`: without it a response
+    /// far from 0 spends the k weights on fitting its mean), unless `--no-intercept`; never by
+    /// default for the subset solvers (their dual has no intercept).
     pub fn fits_intercept(&self) -> bool {
         if self.intercept || self.no_intercept {
             return self.intercept;
         }
-        let classification = self.loss.is_some_and(|l| l != LossKind::Squared);
-        classification && !self.solver.is_subset()
+        !self.solver.is_subset()
     }
 }
 

@@ -1,6 +1,7 @@
 //! `thresher predict`: one prediction per input line, and a quality summary when labels are present;
 //! from a binary or regression model file, or a multi-class one (the class; `--scores`: every class's
-//! score, space-separated in the order of the file's `classes`).
+//! score, space-separated in the order of the file's `classes`; `--probabilities`, a shared-support
+//! softmax model: every class's probability).
 
 use std::io::{BufRead, BufWriter, Write};
 use std::path::PathBuf;
@@ -28,10 +29,19 @@ pub struct PredictArgs {
     /// one score per class, space-separated).
     #[arg(long)]
     pub scores: bool,
+    /// A shared-support (`--multiclass softmax`) model: print every class's probability,
+    /// space-separated in the order of the file's `classes`, instead of the class.
+    #[arg(long, conflicts_with = "scores")]
+    pub probabilities: bool,
 }
 
 pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     let model = AnyModel::load(&args.model)?;
+    if args.probabilities && !matches!(model, AnyModel::Shared(_)) {
+        return Err(CliError::Argument(
+            "--probabilities needs a shared-support model (fit --multiclass softmax)".into(),
+        ));
+    }
     let format = args.format.unwrap_or_else(|| guess_format(&args.data));
     let io_err = |source| ReadError::Io {
         path: args.data.clone(),
@@ -69,6 +79,17 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
                 writeln!(out, "{}", scores.join(" "))
             }
             (AnyModel::Multiclass(m), false) => writeln!(out, "{}", m.predict(sample.row())),
+            (AnyModel::Shared(m), scores) => {
+                let values = if scores {
+                    m.scores(sample.row())
+                } else if args.probabilities {
+                    m.probabilities(sample.row())
+                } else {
+                    vec![m.predict(sample.row())]
+                };
+                let values: Vec<String> = values.iter().map(f64::to_string).collect();
+                writeln!(out, "{}", values.join(" "))
+            }
         };
         if let Err(e) = written {
             return stdout_closed_or(e);
@@ -89,6 +110,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     let loss = match &model {
         AnyModel::Single(m) => m.loss,
         AnyModel::Multiclass(m) => m.models[0].loss,
+        AnyModel::Shared(_) => LossKind::Logistic,
     };
     if labelled > 0 {
         match loss {
@@ -113,6 +135,11 @@ fn class_and_score(model: &AnyModel, row: Row<'_>) -> (f64, f64) {
             let class = m.predict(row);
             let at = m.classes.iter().position(|&c| c == class).unwrap_or(0);
             (class, m.models[at].score(row))
+        }
+        AnyModel::Shared(m) => {
+            let class = m.predict(row);
+            let at = m.classes.iter().position(|&c| c == class).unwrap_or(0);
+            (class, m.scores(row)[at])
         }
     }
 }

@@ -11,7 +11,8 @@
 //! 2. **Answer.** Every listed node, on receiving it, takes its [`PartialSums`] at that model under its
 //!    learner lock (one instant, so its part is consistent) and publishes them on
 //!    `thresher.cluster.<stream>.<learner>.part.<node>` in chunks below the server's `max_payload`:
-//!    headers name the cut, the chunk (`i/n`) and the scalar sums (as `f64` bits, exactly); the
+//!    headers name the cut, the chunk (`i/n`) and the scalar sums (`samples loss conj mass`, the sums
+//!    as `f64` bits, exactly; a part of an older version without the mass is refused); the
 //!    payload is `(u32 index, f64 value)` pairs, little-endian, ascending.
 //! 3. **Merge.** Every node (listed or not) collects the latest complete part of each node; once every
 //!    node the proposal lists has answered that cut, it computes the cut's certificate from the parts
@@ -61,7 +62,13 @@ const HEADER_ROOM: usize = 4096;
 
 const CUT_HEADER: &str = "Thresher-Cut";
 const CHUNK_HEADER: &str = "Thresher-Chunk";
-const SUMS_HEADER: &str = "Thresher-Sums";
+/// The scalar sums of a part, `"samples loss conj mass"` (the sums as `f64` bits). Named apart
+/// from [`OLD_SUMS_HEADER`], the header of the nodes that divided by the sample count and sent no
+/// mass: a mixed cluster would certify another objective on each side, so each side refuses the
+/// other's parts (counted as invalid, and logged here).
+const SUMS_HEADER: &str = "Thresher-Sums-2";
+/// The sums header of the versions before the mass, `"samples loss conj"`: refused.
+const OLD_SUMS_HEADER: &str = "Thresher-Sums";
 
 /// A cut as proposed: its number, the nodes it waits for, and the model it certifies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,10 +135,11 @@ pub fn encode_part(
         part.z.chunks(pairs_per_chunk).collect()
     };
     let sums = format!(
-        "{} {:016x} {:016x}",
+        "{} {:016x} {:016x} {:016x}",
         part.samples,
         part.loss_sum.to_bits(),
-        part.conj_sum.to_bits()
+        part.conj_sum.to_bits(),
+        part.mass.to_bits()
     );
     let n = chunks.len();
     chunks
@@ -161,7 +169,13 @@ pub struct Chunk {
     pub samples: usize,
     pub loss_sum: f64,
     pub conj_sum: f64,
+    pub mass: f64,
     pub pairs: Vec<(u32, f64)>,
+}
+
+/// A part from a node of a version before the mass (the `Thresher-Sums` header, not `Thresher-Sums-2`).
+pub fn from_older_version(headers: Option<&HeaderMap>) -> bool {
+    headers.is_some_and(|h| h.get(SUMS_HEADER).is_none() && h.get(OLD_SUMS_HEADER).is_some())
 }
 
 /// Reads a chunk; `None` if anything is malformed (missing header, bad numbers, a payload that is
@@ -175,13 +189,14 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
         return None;
     }
     let sums: Vec<&str> = headers.get(SUMS_HEADER)?.as_str().split(' ').collect();
-    let [samples, loss, conj] = sums.as_slice() else {
+    let [samples, loss, conj, mass] = sums.as_slice() else {
         return None;
     };
     let bits = |s: &str| u64::from_str_radix(s, 16).ok().map(f64::from_bits);
     let (samples, loss_sum, conj_sum) = (samples.parse().ok()?, bits(loss)?, bits(conj)?);
+    let mass = bits(mass)?;
     let whole = payload.len().is_multiple_of(PAIR_BYTES);
-    if !(loss_sum.is_finite() && conj_sum.is_finite() && whole) {
+    if !(loss_sum.is_finite() && conj_sum.is_finite() && mass.is_finite() && mass >= 0.0 && whole) {
         return None;
     }
     let pairs: Vec<(u32, f64)> = payload
@@ -203,6 +218,7 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
         samples,
         loss_sum,
         conj_sum,
+        mass,
         pairs,
     })
 }
@@ -213,7 +229,7 @@ struct Assembly {
     cut: u64,
     chunks: Vec<Option<Vec<(u32, f64)>>>,
     missing: usize,
-    sums: (usize, f64, f64),
+    sums: (usize, f64, f64, f64),
 }
 
 impl Assembly {
@@ -222,14 +238,15 @@ impl Assembly {
             cut: c.cut,
             chunks: vec![None; c.count],
             missing: c.count,
-            sums: (c.samples, c.loss_sum, c.conj_sum),
+            sums: (c.samples, c.loss_sum, c.conj_sum, c.mass),
         }
     }
 
     /// Adds a chunk; the whole part once the last one is in (`None` also for a chunk that does not
     /// fit this assembly, which the caller counts).
     fn add(&mut self, c: Chunk) -> Result<Option<PartialSums>, ()> {
-        if c.count != self.chunks.len() || (c.samples, c.loss_sum, c.conj_sum) != self.sums {
+        if c.count != self.chunks.len() || (c.samples, c.loss_sum, c.conj_sum, c.mass) != self.sums
+        {
             return Err(());
         }
         let slot = &mut self.chunks[c.index];
@@ -248,9 +265,10 @@ impl Assembly {
         if !z.windows(2).all(|p| p[0].0 < p[1].0) {
             return Err(());
         }
-        let (samples, loss_sum, conj_sum) = self.sums;
+        let (samples, loss_sum, conj_sum, mass) = self.sums;
         Ok(Some(PartialSums {
             samples,
+            mass,
             loss_sum,
             conj_sum,
             z,
@@ -472,6 +490,13 @@ impl GlobalModel {
         exchange: &mut Exchange,
     ) {
         let Some(chunk) = decode_chunk(headers, payload) else {
+            if from_older_version(headers) {
+                tracing::warn!(
+                    learner = %self.config.name,
+                    %node,
+                    "refused a part without the sample mass (a node of an older version): the cluster's nodes must run versions that certify the same objective"
+                );
+            }
             self.count("invalid");
             return;
         };
@@ -589,6 +614,7 @@ mod tests {
     fn part(pairs: usize) -> PartialSums {
         PartialSums {
             samples: 7,
+            mass: 7.5,
             loss_sum: 0.1 + 0.2,
             conj_sum: -1.0 / 3.0,
             z: (0..pairs as u32).map(|j| (3 * j, j as f64 / 7.0)).collect(),
@@ -632,9 +658,21 @@ mod tests {
         let mut bad = h.clone();
         bad.insert(CHUNK_HEADER, "3/2");
         assert!(decode_chunk(Some(&bad), &p).is_none());
-        let mut bad = h;
+        let mut bad = h.clone();
         bad.insert(SUMS_HEADER, "1 2");
         assert!(decode_chunk(Some(&bad), &p).is_none());
+        // A part of the format before the mass (three sums, the old header) is refused and known.
+        let mut old = HeaderMap::new();
+        for name in [CUT_HEADER, CHUNK_HEADER] {
+            old.insert(name, h.get(name).unwrap().as_str());
+        }
+        old.insert(OLD_SUMS_HEADER, "7 3fd3333333333334 bfd5555555555555");
+        assert!(decode_chunk(Some(&old), &p).is_none());
+        assert!(from_older_version(Some(&old)));
+        assert!(!from_older_version(Some(&h)));
+        let mut three = h;
+        three.insert(SUMS_HEADER, "7 3fd3333333333334 bfd5555555555555");
+        assert!(decode_chunk(Some(&three), &p).is_none());
     }
 
     #[test]

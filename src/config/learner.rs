@@ -104,7 +104,7 @@ fn read_learner(
         ));
     }
     let options = solvers::read(&t, i, &solver_name, step, max_dim)?;
-    let intercept = read_intercept(&t, i, solver, &loss)?;
+    let intercept = read_intercept(&t, i, solver)?;
     Ok(LearnerConfig {
         intercept,
         options,
@@ -205,14 +205,12 @@ fn read_step(
     })
 }
 
-/// `intercept`. Unset, the classification losses (logistic, hinge, Huber = smoothed hinge) get an
-/// intercept (an unbalanced stream otherwise costs its prior); squared does not, nor does subset (its
-/// dual has no intercept).
+/// `intercept`. Unset, every loss gets an intercept (an unbalanced stream otherwise costs its prior, a
+/// response far from 0 its mean), but subset (its dual has no intercept).
 fn read_intercept(
     t: &LearnerLayer,
     i: usize,
     solver: StreamSolverKind,
-    loss: &Loss,
 ) -> Result<bool, ConfigError> {
     match t.intercept {
         Some(true) if solver == StreamSolverKind::Subset => Err(range(
@@ -221,7 +219,7 @@ fn read_intercept(
             "solver = \"subset\" does not fit an intercept",
         )),
         Some(given) => Ok(given),
-        None => Ok(solver != StreamSolverKind::Subset && loss.is_classification()),
+        None => Ok(solver != StreamSolverKind::Subset),
     }
 }
 
@@ -466,12 +464,12 @@ mod tests {
 
     /// Every learner key has a default, and `config/thresher.toml` documents each once: the shared keys
     /// set in its `[[learner]]` table, the others in commented `# key = value` lines, whose values are
-    /// the code's defaults (but for `step` and `intercept`, whose defaults depend on the loss: their
-    /// lines are examples).
+    /// the code's defaults (but for `step` and `intercept`, whose defaults depend on the loss and the
+    /// solver: their lines are examples).
     #[test]
     fn every_learner_key_has_a_default_documented_in_the_shipped_file() {
         let learner = default_learner();
-        // `intercept`'s and `step`'s defaults depend on the loss, so they are the keys left unset.
+        // `intercept`'s and `step`'s defaults depend on the loss or the solver: the keys left unset.
         let defaulted: Vec<&str> = LearnerLayer::KEYS
             .iter()
             .copied()

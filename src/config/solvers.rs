@@ -384,8 +384,8 @@ mod tests {
         .iter()
         .map(|l| l.intercept)
         .collect();
-        // Huber is the smoothed hinge (labels +-1): a classification loss, so on by default.
-        assert_eq!(intercepts, [true, true, false, true, false, true]);
+        // Every loss gets an intercept by default (squared as well: it centres the response).
+        assert_eq!(intercepts, [true, true, true, true, false, true]);
         assert_eq!(logistic.learners[0].loss.kind(), LossKind::Logistic);
     }
 }

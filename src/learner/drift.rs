@@ -189,6 +189,8 @@ mod tests {
     #[test]
     fn shrink_drops_the_samples_older_than_the_change() {
         let mut config = Config::defaults().learners.remove(0);
+        // The defaults' squared loss fits an intercept; this test was written without one.
+        config.intercept = false;
         config.k = 5;
         let data = crate::synth::sparse_stream(1000, 40, 3, 8, 0.05, false, 5);
         let samples: Vec<Sample> = data

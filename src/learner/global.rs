@@ -5,19 +5,21 @@
 //! SDIHT's model and both its objectives are sums over samples (dual-iht.md eq. 4.4 and Lemma 1):
 //!
 //! ```text
-//! w = H_k(-z / (lambda N)),  z = sum_i alpha_i x_i
-//! P(w, b) = (1/N) sum_i l_i(w.x_i + b) + (lambda/2) ||w||^2
-//! D(alpha) = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(-z / (lambda N))||^2
+//! w = H_k(-z / (lambda M)),  z = sum_i alpha_i x_i,  M = sum_i c_i
+//! P(w, b) = (1/M) sum_i l_i(w.x_i + b) + (lambda/2) ||w||^2
+//! D(alpha) = -(1/M) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(-z / (lambda M))||^2
 //! ```
+//!
+//! (`M` the mass, the samples' total weight: `crate::solver::objective`)
 //!
 //! so with the samples split into the nodes' windows `S_1 .. S_K`, each sum is a sum of per-node parts.
 //! A cut fixes one model `(w_c, b_c)` (the proposer's); each node, under its learner lock, at one instant,
-//! gives [`PartialSums`]: `N_n = |S_n|`, `L_n = sum_{S_n} l_i(w_c.x_i + b_c)`, `C_n = sum_{S_n} l_i*(alpha_i)`
-//! and `z_n = sum_{S_n} alpha_i x_i`. Then over the union `S` of those windows, with `N = sum N_n` and
-//! `z = sum z_n` ([`cut_certificate`]):
+//! gives [`PartialSums`]: `N_n = |S_n|`, `M_n = sum_{S_n} c_i`, `L_n = sum_{S_n} l_i(w_c.x_i + b_c)`,
+//! `C_n = sum_{S_n} l_i*(alpha_i)` and `z_n = sum_{S_n} alpha_i x_i`. Then over the union `S` of those
+//! windows, with `M = sum M_n` and `z = sum z_n` ([`cut_certificate`]):
 //!
 //! ```text
-//! P = (sum_n L_n) / N + (lambda/2) ||w_c||^2,   D = -(sum_n C_n) / N - (lambda/2) ||H_k(-z / (lambda N))||^2
+//! P = (sum_n L_n) / M + (lambda/2) ||w_c||^2,   D = -(sum_n C_n) / M - (lambda/2) ||H_k(-z / (lambda M))||^2
 //! ```
 //!
 //! are the primal at `(w_c, b_c)` and the dual at the nodes' duals over the *same* samples, so `P - D >= 0`
@@ -47,6 +49,8 @@ use crate::sparse::{grow_dense, top_k_of_pairs, ThresholdScratch};
 pub struct PartialSums {
     /// `N_n`: samples in the node's window.
     pub samples: usize,
+    /// `M_n`: their total weight (the mass; `N_n` when every weight is 1).
+    pub mass: f64,
     /// `L_n = sum_i l_i(w_c.x_i + b_c)` over them (per-sample weights included).
     pub loss_sum: f64,
     /// `C_n = sum_i l_i*(alpha_i)`.
@@ -59,6 +63,7 @@ pub struct PartialSums {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RemoteSums {
     pub samples: usize,
+    pub mass: f64,
     pub conj_sum: f64,
     /// Ascending index order.
     pub z: Vec<(u32, f64)>,
@@ -79,6 +84,7 @@ impl RemoteSums {
         };
         for part in parts {
             sum.samples += part.samples;
+            sum.mass += part.mass;
             sum.conj_sum += part.conj_sum;
             sum.z = merge_add(&sum.z, &part.z);
         }
@@ -123,7 +129,11 @@ pub fn cut_certificate(
     if samples == 0 {
         return Certificate::new(0.0, 0.0, 0);
     }
-    let n = samples as f64;
+    let mut mass = 0.0;
+    for part in parts {
+        mass += part.mass;
+    }
+    let n = crate::solver::objective::normaliser(mass);
     let mut loss_sum = 0.0;
     let mut conj_sum = 0.0;
     let mut z: Vec<(u32, f64)> = Vec::new();
@@ -145,13 +155,15 @@ pub fn cut_certificate(
 
 /// Replaces the other nodes' part of a node's SDIHT iterate (their sums, [`RemoteSums`]): `z` loses the
 /// previous `sum alpha_i x_i` of theirs and gains `z_remote` (sparse, ascending indices), which count
-/// `n` samples with `sum l* = conj`. `w` and `D` follow at the next [`DualIterate::rethreshold`].
-/// Returns whether anything changed (the local optimum moved: the caller should step again).
-pub fn replace_remote(it: &mut DualIterate, z_remote: &[(u32, f64)], n: usize, conj: f64) -> bool {
+/// samples of mass `mass` with `sum l* = conj`. `w` and `D` follow at the next
+/// [`DualIterate::rethreshold`]. Returns whether anything changed (the local optimum moved: the caller
+/// should step again).
+pub fn replace_remote(it: &mut DualIterate, z_remote: &[(u32, f64)], mass: f64, conj: f64) -> bool {
     let d = z_remote.last().map_or(0, |&(j, _)| j as usize + 1);
     it.ensure_dim(d);
     grow_dense(&mut it.remote_z, it.z.len());
-    let mut changed = n != it.remote_n || conj.to_bits() != it.remote_conj.to_bits();
+    let mut changed =
+        mass.to_bits() != it.remote_mass.to_bits() || conj.to_bits() != it.remote_conj.to_bits();
     changed |= z_remote.len() != it.remote_support.len()
         || z_remote
             .iter()
@@ -171,7 +183,7 @@ pub fn replace_remote(it: &mut DualIterate, z_remote: &[(u32, f64)], n: usize, c
         it.remote_z[j as usize] = v;
         it.remote_support.push(j);
     }
-    it.remote_n = n;
+    it.remote_mass = mass;
     it.remote_conj = conj;
     true
 }
@@ -202,6 +214,8 @@ mod tests {
 
     fn config(loss: LossKind, intercept: bool) -> LearnerConfig {
         let mut c = Config::defaults().learners[0].clone();
+        // The defaults' squared loss fits an intercept; this test was written without one.
+        c.intercept = false;
         c.loss = Loss::new(loss, 0.0).unwrap();
         c.k = 3;
         c.lambda = 0.05;

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::shared::{SharedModel, SHARED_FORMAT};
 use super::{Model, ModelError};
 use crate::loss::LossKind;
 use crate::sample::Row;
@@ -16,9 +17,7 @@ pub const MULTICLASS_FORMAT: &str = "thresher-multiclass/1";
 /// How the per-class models were fitted.
 pub const ONE_VS_REST: &str = "one-vs-rest";
 
-/// The most classes a model may hold: each class is a whole fit, so more is a mistake (a regression
-/// target read as classes) rather than a task.
-pub const MAX_CLASSES: usize = 1000;
+pub use super::shared::MAX_CLASSES;
 
 /// A one-vs-rest model: `models[i]` separates `classes[i]` from the rest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,15 +112,17 @@ impl MulticlassModel {
     }
 }
 
-/// What `thresher predict` reads: a binary or regression model, or a multi-class one.
+/// What `thresher predict` reads: a binary or regression model, or a multi-class one (one-vs-rest,
+/// or one support shared by all the classes).
 #[derive(Debug, Clone)]
 pub enum AnyModel {
     Single(Box<Model>),
     Multiclass(MulticlassModel),
+    Shared(Box<SharedModel>),
 }
 
 impl AnyModel {
-    /// Reads a model file of either format (told apart by its `format` tag).
+    /// Reads a model file of any of the formats (told apart by its `format` tag).
     pub fn load(path: &std::path::Path) -> Result<AnyModel, ModelError> {
         let text = std::fs::read_to_string(path)?;
         #[derive(Deserialize)]
@@ -131,6 +132,9 @@ impl AnyModel {
         match serde_json::from_str::<Tag>(&text) {
             Ok(tag) if tag.format == MULTICLASS_FORMAT => {
                 Ok(AnyModel::Multiclass(MulticlassModel::from_json(&text)?))
+            }
+            Ok(tag) if tag.format == SHARED_FORMAT => {
+                Ok(AnyModel::Shared(Box::new(SharedModel::from_json(&text)?)))
             }
             _ => Ok(AnyModel::Single(Box::new(Model::from_json(&text)?))),
         }

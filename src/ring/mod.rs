@@ -37,6 +37,12 @@ pub struct Window {
     spare: Vec<Slot>,
     /// One past the largest feature index ever stored (monotone).
     dim: usize,
+    /// `M = sum_i c_i` over the stored samples, kept as they come and go ([`SampleSet::mass`]), and
+    /// summed again from the slots every `capacity` pushes ([`Window::refresh_mass`]) so that the
+    /// additions and subtractions cannot drift (with weights all 1 it is exact: integers).
+    mass: f64,
+    /// Pushes since the mass was last summed from the slots.
+    pushes_since_refresh: usize,
 }
 
 impl Window {
@@ -50,7 +56,40 @@ impl Window {
             head: 0,
             spare: Vec::new(),
             dim: 0,
+            mass: 0.0,
+            pushes_since_refresh: 0,
         }
+    }
+
+    /// Sums the mass again from the slots, in storage order: exact for the weights stored, whatever
+    /// rounding the running sum had collected.
+    pub fn refresh_mass(&mut self) {
+        self.mass = self.slots.iter().map(|s| weight_of(&s.sample)).sum();
+        self.pushes_since_refresh = 0;
+    }
+
+    /// The running mass after a sample of weight `added` took the place of one of weight `removed`
+    /// (called once the new sample is stored): summed again from the slots every `capacity` pushes.
+    fn account(&mut self, added: f64, removed: f64) {
+        self.pushes_since_refresh += 1;
+        if self.pushes_since_refresh >= self.capacity {
+            self.refresh_mass();
+        } else {
+            self.mass = self.mass + added - removed;
+        }
+    }
+
+    /// Multiplies every stored weight and dual by `factor` (a power of two, so each product is
+    /// exact unless it leaves the normal range), and the mass with them: the weighted mean and
+    /// `alpha_i / c_i` are unchanged. What forgetting's renormalisation does (`learner::forget`).
+    pub fn scale_weights(&mut self, factor: f64) {
+        for slot in &mut self.slots {
+            slot.sample.weight = Some(weight_of(&slot.sample) * factor);
+        }
+        for a in &mut self.alphas {
+            *a *= factor;
+        }
+        self.refresh_mass();
     }
 
     pub fn capacity(&self) -> usize {
@@ -66,14 +105,17 @@ impl Window {
         self.dim = self.dim.max(sample.dim());
         let sq_norm = sq_norm(&sample.values);
         let slot = Slot { sample, sq_norm };
+        let added = weight_of(&slot.sample);
         if self.slots.len() < self.capacity {
             self.slots.push(slot);
             self.alphas.push(alpha);
+            self.account(added, 0.0);
             return None;
         }
         let at = self.advance_head();
         let old = std::mem::replace(&mut self.slots[at], slot);
         let old_alpha = std::mem::replace(&mut self.alphas[at], alpha);
+        self.account(added, weight_of(&old.sample));
         Some((old.sample, old_alpha))
     }
 
@@ -98,6 +140,8 @@ impl Window {
     /// capacity: no allocation unless the row has more features than the slot ever held.
     pub fn push_ref(&mut self, sample: SampleRef<'_>, alpha: f64) -> usize {
         self.dim = self.dim.max(sample.dim());
+        let weight = sample.weight.unwrap_or(1.0);
+        let mut removed = 0.0;
         let at = if self.slots.len() < self.capacity {
             match self.spare.pop() {
                 Some(slot) => self.slots.push(slot),
@@ -115,6 +159,7 @@ impl Window {
             self.slots.len() - 1
         } else {
             let at = self.advance_head();
+            removed = weight_of(&self.slots[at].sample);
             self.alphas[at] = alpha;
             at
         };
@@ -126,6 +171,7 @@ impl Window {
         slot.sample.label = sample.label;
         slot.sample.weight = sample.weight;
         slot.sq_norm = sq_norm(sample.values);
+        self.account(weight, removed);
         at
     }
 
@@ -173,6 +219,8 @@ impl Window {
         self.spare.append(&mut self.slots);
         self.alphas.clear();
         self.head = 0;
+        self.mass = 0.0;
+        self.pushes_since_refresh = 0;
     }
 
     /// The slot at storage index `i`.
@@ -219,6 +267,11 @@ impl Window {
     }
 }
 
+/// A stored sample's weight `c_i` (absent: 1).
+fn weight_of(sample: &Sample) -> f64 {
+    sample.weight.unwrap_or(1.0)
+}
+
 /// `||x||^2` of a row's values, as the block steps cache it.
 fn sq_norm(values: &[f64]) -> f64 {
     values.iter().map(|v| v * v).sum()
@@ -247,6 +300,9 @@ impl SampleSet for Window {
     }
     fn dim(&self) -> usize {
         self.dim
+    }
+    fn mass(&self) -> f64 {
+        self.mass
     }
 }
 

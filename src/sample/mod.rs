@@ -189,6 +189,34 @@ pub trait SampleSet {
     fn row(&self, i: usize) -> Row<'_>;
     /// One past the largest feature index any row may use.
     fn dim(&self) -> usize;
+    /// The mass `M = sum_i c_i`: the rows' total weight, the normaliser of the weighted-mean objective
+    /// (`M = N` when every weight is 1). Summed over the rows here; [`Dataset`] and the daemon's
+    /// window keep it instead.
+    fn mass(&self) -> f64 {
+        (0..self.len()).map(|i| self.row(i).weight).sum()
+    }
+    /// The divisor of the objective: [`SampleSet::mass`], or 1 for a set without rows (whose sums
+    /// are 0), as `max(N, 1)` was for counts.
+    fn normaliser(&self) -> f64 {
+        let mass = self.mass();
+        if mass > 0.0 {
+            mass
+        } else {
+            1.0
+        }
+    }
+}
+
+impl<'a> Row<'a> {
+    /// The row with its weight multiplied by `scale` (a stochastic primal step on the weighted mean
+    /// takes `c_i N / M`, whose mean over the rows is 1).
+    #[inline]
+    pub fn scaled(self, scale: f64) -> Row<'a> {
+        Row {
+            weight: self.weight * scale,
+            ..self
+        }
+    }
 }
 
 /// Samples with a dual variable each: what SDIHT's block step reads and updates. An in-memory data set
@@ -202,27 +230,18 @@ pub trait DualRows: SampleSet {
     fn sq_norm(&self, i: usize) -> f64;
 }
 
-/// [`Dataset::with_mean_weight_one`] on samples: weights rescaled to mean 1 (an absent weight is 1),
-/// all left as they are when every weight is 1.
+/// Weights rescaled to mean 1 (`c_i N / sum_j c_j`; an absent weight is 1), all left as they are when
+/// every weight is 1: for a solver whose objective divides by `N` (the shared-support softmax model,
+/// `solver::softmax`), which then minimises the weighted mean `sum_i c_i l_i / sum_i c_i`.
 pub fn mean_weight_one(samples: &mut [Sample]) {
-    let mut weights: Vec<f64> = samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect();
-    if mean_one(&mut weights) {
-        for (s, c) in samples.iter_mut().zip(weights) {
-            s.weight = Some(c);
-        }
+    if samples.iter().all(|s| s.weight.unwrap_or(1.0) == 1.0) {
+        return;
     }
-}
-
-/// Rescales `weights` to mean 1 unless they are all 1 already; whether it changed them.
-fn mean_one(weights: &mut [f64]) -> bool {
-    if weights.iter().all(|&c| c == 1.0) {
-        return false;
+    let total: f64 = samples.iter().map(|s| s.weight.unwrap_or(1.0)).sum();
+    let factor = samples.len() as f64 / total;
+    for s in samples.iter_mut() {
+        s.weight = Some(s.weight.unwrap_or(1.0) * factor);
     }
-    let factor = weights.len() as f64 / weights.iter().sum::<f64>();
-    for c in weights.iter_mut() {
-        *c *= factor;
-    }
-    true
 }
 
 /// An in-memory data set: samples as the rows of a CSR matrix, with labels and weights.
@@ -231,6 +250,13 @@ pub struct Dataset {
     features: CsMatI<f64, u32, usize>,
     labels: Vec<f64>,
     weights: Vec<f64>,
+    /// `sum_i c_i`, in row order.
+    mass: f64,
+}
+
+/// `sum_i c_i` in row order: the mass of a set of weights.
+fn total(weights: &[f64]) -> f64 {
+    weights.iter().sum()
 }
 
 impl Dataset {
@@ -255,10 +281,12 @@ impl Dataset {
         }
         // Sample::new guarantees sorted, in-range indices, so this cannot fail.
         let features = CsMatI::new((samples.len(), dim), indptr, indices, data);
+        let weights: Vec<f64> = samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect();
         Dataset {
             features,
             labels: samples.iter().map(|s| s.label).collect(),
-            weights: samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect(),
+            mass: total(&weights),
+            weights,
         }
     }
 
@@ -282,6 +310,7 @@ impl Dataset {
         Dataset {
             features: CsMatI::new((rows, dim), indptr, indices, values),
             labels,
+            mass: total(&weights),
             weights,
         }
     }
@@ -312,15 +341,6 @@ impl Dataset {
         }
     }
 
-    /// The same rows with their weights rescaled to mean 1 (`c_i N / sum_j c_j`); unchanged when every
-    /// weight is 1. Why: the solvers minimise `(1/N) sum_i c_i l_i + ...`, which with mean-1 weights
-    /// is the weighted mean `sum_i c_i l_i / sum_i c_i`, the objective in which a sample of integer
-    /// weight `c` counts exactly as `c` copies of it.
-    pub fn with_mean_weight_one(mut self) -> Dataset {
-        mean_one(&mut self.weights);
-        self
-    }
-
     /// A data set with the same rows but at least `dim` columns.
     pub fn with_min_dim(self, dim: usize) -> Dataset {
         if dim <= self.dim() {
@@ -332,6 +352,7 @@ impl Dataset {
             features: CsMatI::new((rows, dim), indptr, indices, data),
             labels: self.labels,
             weights: self.weights,
+            mass: self.mass,
         }
     }
 }
@@ -353,6 +374,9 @@ impl SampleSet for Dataset {
     }
     fn dim(&self) -> usize {
         self.features.cols()
+    }
+    fn mass(&self) -> f64 {
+        self.mass
     }
 }
 

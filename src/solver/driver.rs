@@ -54,7 +54,7 @@ pub const PRIMAL_PROGRESS: f64 = 1e-3;
 /// A run that stalls with its best primal above this many times the zero model's is diverging.
 pub const DIVERGED_FACTOR: f64 = 10.0;
 
-/// `P(0, 0) = (1/N) sum_i c_i l(0; y_i)`: the objective of the empty model, which every solver can
+/// `P(0, 0) = (1/M) sum_i c_i l(0; y_i)`: the objective of the empty model, which every solver can
 /// match by standing still.
 pub fn zero_model_primal<S: SampleSet>(problem: &Problem<S>) -> f64 {
     let data = problem.data;
@@ -64,7 +64,7 @@ pub fn zero_model_primal<S: SampleSet>(problem: &Problem<S>) -> f64 {
             r.weight * problem.loss.value(0.0, r.label)
         })
         .sum();
-    total / data.len().max(1) as f64
+    total / problem.mass()
 }
 
 impl Default for StopRule {

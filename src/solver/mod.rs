@@ -10,6 +10,8 @@
 //!   streaming learners drive too;
 //! - [`subset::SubsetSolver`] — best subset with l0 + l1 + l2 penalties (Ren & Qian), its own problem and
 //!   conventions, driven by its own outer loop;
+//! - [`softmax`] — multinomial logistic SDIHT with one k-row support shared by all classes, its own
+//!   problem, certificate and offline loop (`docs/multiclass.md`);
 //! - [`polish`] — not a search but its last step: Newton on the support a search chose, kept when its
 //!   primal is lower (`fit` runs it on the model it returns);
 //!
@@ -24,6 +26,7 @@ pub mod polish;
 pub mod primal;
 pub mod sdiht;
 pub mod smidas;
+pub mod softmax;
 pub mod subset;
 
 use thiserror::Error;
@@ -33,7 +36,7 @@ use crate::sample::SampleSet;
 pub use objective::Certificate;
 use objective::{dual_of_primal, dual_value, DualScratch};
 
-/// The k-sparse problem (1.1) on a set of samples: `min_{||w||_0 <= k} P(w, b)`.
+/// The k-sparse problem (1.1) on a set of samples, the weighted mean: `min_{||w||_0 <= k} P(w, b)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Problem<'a, S: SampleSet> {
     pub data: &'a S,
@@ -99,9 +102,10 @@ impl<'a, S: SampleSet> Problem<'a, S> {
         })
     }
 
-    /// `N`, as a float.
-    pub fn n(&self) -> f64 {
-        self.data.len() as f64
+    /// The objective's divisor: the mass `M = sum_i c_i` of the rows (`N` when every weight is 1;
+    /// [`objective`]'s module docs).
+    pub fn mass(&self) -> f64 {
+        self.data.normaliser()
     }
 
     /// `D` with `H_k` at sparsity `k`, at the dual point of the model `(w, b)`: `alpha_i = l'(w.x_i + b)`

@@ -1,11 +1,22 @@
 //! The objective, its dual and the primal-dual gap certificate shared by every solver.
 //!
-//! Problem (1.1) of the DIHT paper: `P(w, b) = (1/N) sum_i c_i l(w.x_i + b, y_i) + (lambda/2) ||w||^2`
-//! over `||w||_0 <= k` (`b` is the optional unpenalised intercept, 0 when off).
+//! Problem (1.1) of the DIHT paper with sample weights `c_i > 0`, the weighted mean:
+//! `P(w, b) = (1/M) sum_i c_i l(w.x_i + b, y_i) + (lambda/2) ||w||^2` over `||w||_0 <= k`, with the
+//! *mass* `M = sum_i c_i` ([`SampleSet::mass`]; `M = N` when every weight is 1, the paper's problem),
+//! so that a sample of integer weight `c` counts exactly as `c` copies of it (`b` is the optional
+//! unpenalised intercept, 0 when off).
 //!
-//! Dual (Lemma 1): `D(alpha) = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~(alpha))||^2` with
-//! `w~(alpha) = -(1/(lambda N)) sum_i alpha_i x_i`. Weak duality `P(w, b) >= D(alpha)` holds for every
-//! k-sparse `w` and feasible `alpha` (Thm 1), so `P - D` certifies how far a model is from optimal.
+//! Dual (Lemma 1 with `l_i = c_i l(., y_i)` and `1/N` replaced by `1/M`):
+//! `D(alpha) = -(1/M) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~(alpha))||^2` with
+//! `w~(alpha) = -(1/(lambda M)) sum_i alpha_i x_i`, `l_i*(a) = c_i l*(a / c_i, y_i)` on
+//! `F_i = c_i F`. The derivation is the paper's line by line with `N` replaced by any constant
+//! `M > 0`: writing `l_i(u) = sup_a {a u - l_i*(a)}`,
+//! `P(w) = sup_alpha (1/M) sum_i (alpha_i w.x_i - l_i*(alpha_i)) + (lambda/2)||w||^2 = sup_alpha L(w, alpha)`,
+//! and `min_{||w||_0 <= k} L(w, alpha)` is attained at `H_k(w~(alpha))` and equals `D(alpha)`; so
+//! `P(w) >= L(w, alpha) >= D(alpha)` for every k-sparse `w` and feasible `alpha` (weak duality, Thm 1),
+//! and `P - D` certifies how far a model is from optimal for the weighted mean. In the weight-free
+//! dual `beta_i = alpha_i / c_i in F`, row `i`'s conjugate term is `c_i l*(beta_i)` (scaled by `c_i`)
+//! and it moves `w~` by `-(c_i / (lambda M)) beta_i x_i`: the SDCA step of row `i` uses `c_i / (lambda M)`.
 //!
 //! **Intercept.** `b` is free and unpenalised, so the Lagrangian's `inf_b (1/N) b sum_i alpha_i` is
 //! `-inf` unless `sum_i alpha_i = 0`: the intercept enters the dual as the equality constraint
@@ -32,6 +43,15 @@ pub struct Certificate {
     pub gap: f64,
     /// Number of samples the objective was evaluated on.
     pub samples: usize,
+}
+
+/// The objective's divisor for a mass `M`: `M`, or 1 when nothing was summed (`M = 0`).
+pub fn normaliser(mass: f64) -> f64 {
+    if mass > 0.0 {
+        mass
+    } else {
+        1.0
+    }
 }
 
 /// How far a dual value may exceed the primal, relative to `max(1, |P|)`, and still be rounding: the
@@ -66,7 +86,7 @@ impl Certificate {
 
 /// `P(w, b)`.
 pub fn primal_value<S: SampleSet>(data: &S, loss: &Loss, lambda: f64, w: &[f64], b: f64) -> f64 {
-    let n = data.len().max(1) as f64;
+    let n = data.normaliser();
     let mut sum = 0.0;
     for i in 0..data.len() {
         let r = data.row(i);
@@ -109,7 +129,7 @@ pub fn dual_value<S: SampleSet>(
     alpha: &[f64],
     scratch: &mut DualScratch,
 ) -> f64 {
-    let n = data.len().max(1) as f64;
+    let n = data.normaliser();
     zeroed_dense(&mut scratch.w_tilde, data.dim());
     for (i, &a) in alpha.iter().enumerate().take(data.len()) {
         let r = data.row(i);
@@ -192,13 +212,14 @@ const CERTIFICATE_PREFETCH_ROWS_AHEAD: usize = 4;
 /// to the sequence of calls it replaces, from scratch over `data` (never from a solver's running sums):
 ///
 /// - `primal` = [`primal_value`]`(data, loss, lambda, w, 0.0)`:
-///   `P(w) = (1/N) sum_i l_i(u_i) + (lambda/2) ||w||^2`, `u_i = w.x_i` (problem (1.1), dual-iht.md);
+///   `P(w) = (1/M) sum_i l_i(u_i) + (lambda/2) ||w||^2`, `u_i = w.x_i` (problem (1.1), dual-iht.md,
+///   over the mass `M`, module docs);
 /// - `dual_at_primal` = [`dual_of_primal`]`(data, loss, w, 0.0, false, a)`, then [`dual_value`] at `a`:
 ///   `a_i = P_F(l_i'(u_i))`, the optimal dual for this `w` (Thm 1(b)), so any primal model is
 ///   certified, and `D(a)`;
 /// - `dual_at_iterate` = [`dual_value`] at `iterate`, when given (a dual solver's own `alpha`):
-///   `D(alpha) = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~(alpha))||^2` with
-///   `w~(alpha) = -(1/(lambda N)) sum_i alpha_i x_i` (Lemma 1).
+///   `D(alpha) = -(1/M) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~(alpha))||^2` with
+///   `w~(alpha) = -(1/(lambda M)) sum_i alpha_i x_i` (Lemma 1).
 ///
 /// One walk over the rows instead of six: per row, `u_i` by [`masked_dot`] against a bit mask of the
 /// support (the 8d-byte `w` is read only where it can be nonzero), `l_i(u_i)` and `a_i` (sharing their
@@ -250,7 +271,7 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
     let rows = data.len();
-    let n = rows.max(1) as f64;
+    let n = data.normaliser();
     let dim = data.dim();
     // The mask covers every row index (< dim) and every support index (< w.len()).
     let mask = &mut scratch.support_mask;
@@ -314,7 +335,7 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
             .iter()
             .map(|&j| w_tilde[LANES * j as usize + lane] * w_tilde[LANES * j as usize + lane])
             .sum();
-        // `D = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2`
+        // `D = -(1/M) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2`
         0.5 * lambda * as_dense_sum(sum, dim)
     };
     if LANES == 2 {
@@ -736,6 +757,98 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Weak duality on weighted windows: `P(w) >= D(alpha)` for random k-sparse `w` and random
+    /// feasible `alpha` (`alpha_i in c_i F`), every loss, weights spanning two orders of magnitude, and
+    /// the window's mass is the sum of its weights (through evictions).
+    #[test]
+    fn weak_duality_holds_on_random_weighted_states() {
+        let mut rng = ChaCha8Rng::seed_from_u64(41);
+        for kind in [
+            LossKind::Squared,
+            LossKind::Logistic,
+            LossKind::Hinge,
+            LossKind::Huber,
+        ] {
+            let loss = Loss::new(kind, 0.25).unwrap();
+            for seed in 0..6 {
+                let data = sparse_stream(400, 60, 6, 10, 0.1, loss.is_classification(), seed);
+                let mut window = Window::new(250);
+                for s in data.samples {
+                    let c = 10f64.powf(rng.gen_range(-1.0..1.0));
+                    let s = Sample::new(s.indices, s.values, s.label, Some(c)).unwrap();
+                    let alpha = loss
+                        .sample(s.label, c)
+                        .project(rng.gen_range(-4.0..4.0) * c);
+                    window.push(s, alpha);
+                }
+                let summed: f64 = (0..window.len()).map(|i| window.row(i).weight).sum();
+                assert!((window.mass() - summed).abs() <= 1e-12 * summed);
+                for k in [1, 3, 10] {
+                    for _ in 0..20 {
+                        let (w, _) = sparse_w(60, 60, k, &mut rng);
+                        let lambda = 10f64.powf(rng.gen_range(-3.0..0.0));
+                        let p = primal_value(&window, &loss, lambda, &w, 0.0);
+                        let d = dual_value(
+                            &window,
+                            &loss,
+                            lambda,
+                            k,
+                            window.alphas(),
+                            &mut DualScratch::default(),
+                        );
+                        assert!(p >= d, "{kind:?} seed {seed} k {k}: P {p} < D {d}");
+                        // The dual point of `w` is feasible too, and closer.
+                        let mut a = Vec::new();
+                        dual_of_primal(&window, &loss, &w, 0.0, false, &mut a);
+                        let at_w =
+                            dual_value(&window, &loss, lambda, k, &a, &mut DualScratch::default());
+                        assert!(p >= at_w, "{kind:?} seed {seed} k {k}: P {p} < D(w) {at_w}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A row of integer weight `c` is `c` copies of it: `P` is the same, and `D` at the weighted
+    /// dual `alpha_i` equals `D` at the copies' duals `alpha_i / c` each (to rounding).
+    #[test]
+    fn an_integer_weight_is_that_many_copies_in_p_and_d() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for kind in [LossKind::Squared, LossKind::Logistic, LossKind::Hinge] {
+            let loss = Loss::new(kind, 0.25).unwrap();
+            let data = sparse_stream(60, 30, 5, 8, 0.1, loss.is_classification(), 3);
+            let (mut weighted, mut copies) = (Vec::new(), Vec::new());
+            let (mut alpha_w, mut alpha_c) = (Vec::new(), Vec::new());
+            for s in data.samples {
+                let c = rng.gen_range(1..=4u32);
+                let beta = loss.sample(s.label, 1.0).project(rng.gen_range(-2.0..2.0));
+                let one = Sample::new(s.indices.clone(), s.values.clone(), s.label, None).unwrap();
+                for _ in 0..c {
+                    copies.push(one.clone());
+                    alpha_c.push(beta);
+                }
+                weighted.push(Sample::new(s.indices, s.values, s.label, Some(c as f64)).unwrap());
+                alpha_w.push(beta * c as f64);
+            }
+            let (weighted, copies) = (
+                crate::sample::Dataset::from_samples(&weighted, 30),
+                crate::sample::Dataset::from_samples(&copies, 30),
+            );
+            assert_eq!(weighted.mass(), copies.len() as f64);
+            let (w, _) = sparse_w(30, 30, 4, &mut rng);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(1.0);
+            let (pw, pc) = (
+                primal_value(&weighted, &loss, 0.05, &w, 0.0),
+                primal_value(&copies, &loss, 0.05, &w, 0.0),
+            );
+            assert!(close(pw, pc), "{kind:?}: P {pw} vs {pc}");
+            let mut scratch = DualScratch::default();
+            let dw = dual_value(&weighted, &loss, 0.05, 4, &alpha_w, &mut scratch);
+            let dc = dual_value(&copies, &loss, 0.05, 4, &alpha_c, &mut scratch);
+            assert!(close(dw, dc), "{kind:?}: D {dw} vs {dc}");
         }
     }
 }

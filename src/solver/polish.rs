@@ -4,10 +4,10 @@
 //! The k-sparse search (SDIHT, IHT, mirror descent) picks a support `S`, `|S| <= k`, but stops with
 //! weights that need not minimise the objective on it: the dual solvers stall where the support trades
 //! near-tied features, and the model returned is the best *visited* iterate. On a fixed `S` problem
-//! (1.1) is smooth and strongly convex (the ridge term): `P_S(w_S, b) = (1/N) sum_i c_i l(x_iS.w_S + b,
+//! (1.1) is smooth and strongly convex (the ridge term): `P_S(w_S, b) = (1/M) sum_i c_i l(x_iS.w_S + b,
 //! y_i) + (lambda/2) ||w_S||^2`, with at most `k` weights and the intercept. [`polish`] minimises it by
-//! Newton's method: gradient `(1/N) sum_i c_i l'(u_i) x_iS + lambda w_S` (and `(1/N) sum_i c_i l'(u_i)`
-//! for `b`), Hessian `(1/N) sum_i c_i l''(u_i) x_iS x_iS^T + lambda I` (no ridge on `b`), the step from
+//! Newton's method: gradient `(1/M) sum_i c_i l'(u_i) x_iS + lambda w_S` (and `(1/M) sum_i c_i l'(u_i)`
+//! for `b`), Hessian `(1/M) sum_i c_i l''(u_i) x_iS x_iS^T + lambda I` (no ridge on `b`), the step from
 //! a Cholesky solve, Armijo backtracking on `P_S`, stopping when the Newton decrement `-g.d / 2` is
 //! below [`TOLERANCE`] relative to `max(1, |P|)` or after [`MAX_ITERATIONS`] steps. Squared loss
 //! needs one step (its `P_S` is quadratic: the ridge solution on `S`).
@@ -163,7 +163,7 @@ impl Restricted {
     }
 }
 
-/// `P_S` at margins `u` and support weights `w`: `(1/N) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
+/// `P_S` at margins `u` and support weights `w`: `(1/M) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
 fn objective<S: SampleSet>(problem: &Problem<S>, u: &[f64], w: &[f64]) -> f64 {
     let data = problem.data;
     let loss: f64 = u
@@ -174,7 +174,7 @@ fn objective<S: SampleSet>(problem: &Problem<S>, u: &[f64], w: &[f64]) -> f64 {
             r.weight * problem.loss.value(u, r.label)
         })
         .sum();
-    loss / problem.n() + 0.5 * problem.lambda * w.iter().map(|v| v * v).sum::<f64>()
+    loss / problem.mass() + 0.5 * problem.lambda * w.iter().map(|v| v * v).sum::<f64>()
 }
 
 /// Minimises `P` over the weights on `start`'s support and (when the problem has one) the intercept,
@@ -287,7 +287,7 @@ impl NewtonScratch {
         let m = self.m;
         self.g.iter_mut().for_each(|v| *v = 0.0);
         self.h.iter_mut().for_each(|v| *v = 0.0);
-        let n = problem.n();
+        let n = problem.mass();
         for (i, &u) in u.iter().enumerate() {
             let r = problem.data.row(i);
             let d1 = r.weight * problem.loss.derivative(u, r.label) / n;

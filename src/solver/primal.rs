@@ -2,7 +2,7 @@
 //! - IHT (Blumensath & Davies 2009): `w <- H_k(w - eta grad P(w))`;
 //! - HTP (Foucart 2011): the support of the IHT step, then `P` minimised over that support.
 //!
-//! `eta = 1 / L` with `L = l''_max sigma_max(X^T C X / N) + lambda` (power iteration), halved whenever a
+//! `eta = 1 / L` with `L = l''_max sigma_max(X^T C X / M) + lambda` (power iteration), halved whenever a
 //! step would increase `P` (hinge has no `l''`; the halving safeguards its subgradient steps). They are
 //! certified like every solver: `alpha_i = l'(w.x_i + b)` projected onto `F` (Thm 1(b)), then `D(alpha)`.
 
@@ -66,9 +66,9 @@ impl PrimalState {
         }
     }
 
-    /// `grad P(w) = (1/N) sum_i c_i l'(w.x_i + b) x_i + lambda w`, optionally restricted to `mask`.
+    /// `grad P(w) = (1/M) sum_i c_i l'(w.x_i + b) x_i + lambda w`, optionally restricted to `mask`.
     fn gradient<S: SampleSet>(&mut self, p: &Problem<S>) {
-        let n = p.n();
+        let n = p.mass();
         for (g, w) in self.grad.iter_mut().zip(&self.w) {
             *g = p.lambda * w;
         }
@@ -129,13 +129,13 @@ impl PrimalState {
     }
 }
 
-/// Largest eigenvalue of `X^T C X / N` by power iteration (an upper bound on it is all the step needs,
+/// Largest eigenvalue of `X^T C X / M` (`M = sum_i c_i`) by power iteration (an upper bound on it is all the step needs,
 /// so the estimate is inflated by 1%).
 pub(crate) fn sigma_max_sq<S: SampleSet>(p: &Problem<S>) -> f64 {
     sigma_max_sq_sampled(p, usize::MAX)
 }
 
-/// [`sigma_max_sq`] of `X_S^T C_S X_S / |S|` over at most `max_rows` rows `S` spread evenly over the
+/// [`sigma_max_sq`] of `X_S^T C_S X_S / M_S` (`M_S` the rows' mass) over at most `max_rows` rows `S` spread evenly over the
 /// data (every `ceil(N / max_rows)`-th row): a setup cost bounded independently of `N`. On a
 /// subsample the top eigenvalue of the empirical second moment is biased upwards (its off-diagonal
 /// noise adds to it), so the estimate errs on the safe side of a step `1/L`; the mirror solver also
@@ -164,7 +164,9 @@ pub(crate) fn power_iteration<S: SampleSet>(
         return 0.0;
     }
     let stride = n.div_ceil(max_rows.max(1));
-    let rows = n.div_ceil(stride) as f64;
+    // `X_S^T C_S X_S / M_S`: the sampled rows' mass, so the estimate is of the weighted mean's
+    // curvature whatever the weights' scale (the sampled rows' count when every weight is 1).
+    let rows: f64 = (0..n).step_by(stride).map(|i| p.data.row(i).weight).sum();
     let mut used = vec![0u64; d.div_ceil(64)];
     let mut pairs = 0;
     for i in (0..n).step_by(stride) {
@@ -330,7 +332,7 @@ impl Htp {
     }
 }
 
-/// Solves `(2/N X_S^T C X_S + lambda I) w_S = (2/N) X_S^T C y` by Cholesky; `None` if not positive definite.
+/// Solves `(2/M X_S^T C X_S + lambda I) w_S = (2/M) X_S^T C y` by Cholesky; `None` if not positive definite.
 fn ridge_on_support<S: SampleSet>(
     p: &Problem<S>,
     support: &[u32],
@@ -342,7 +344,7 @@ fn ridge_on_support<S: SampleSet>(
     }
     let mut gram = vec![0.0; k * k];
     let mut rhs = vec![0.0; k];
-    let scale = 2.0 / p.n();
+    let scale = 2.0 / p.mass();
     let mut local: Vec<(usize, f64)> = Vec::with_capacity(k);
     for i in 0..p.data.len() {
         let r = p.data.row(i);
@@ -443,7 +445,7 @@ mod tests {
                 return 0.0;
             }
             let stride = n.div_ceil(max_rows.max(1));
-            let rows = n.div_ceil(stride) as f64;
+            let rows: f64 = (0..n).step_by(stride).map(|i| p.data.row(i).weight).sum();
             let mut v = vec![1.0 / (d as f64).sqrt(); d];
             let mut next = vec![0.0; d];
             let mut estimate = 0.0;

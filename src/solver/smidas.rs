@@ -355,8 +355,9 @@ impl Smidas {
             problem.intercept,
             problem.data.dim(),
         )?;
+        let scale = super::mirror::mean_one_scale(problem.data);
         for i in 0..problem.data.len() {
-            let r = problem.data.row(i);
+            let r = problem.data.row(i).scaled(scale);
             state.observe_row_bound(r.weight * sparse_sq_norm(r.values));
         }
         state.set_horizon(problem.data.len() as u64);
@@ -378,8 +379,9 @@ impl<S: SampleSet> Solver<S> for Smidas {
     }
 
     fn epoch(&mut self, p: &Problem<S>) {
+        let scale = super::mirror::mean_one_scale(p.data);
         for &i in self.pass.shuffled() {
-            self.state.step_sample(p.data.row(i));
+            self.state.step_sample(p.data.row(i).scaled(scale));
         }
         self.state.sync();
         if p.intercept {

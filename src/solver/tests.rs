@@ -135,6 +135,92 @@ fn diht_with_k_equal_d_reaches_the_ridge_closed_form() {
     );
 }
 
+/// With squared loss the unpenalised intercept is the mean of the residual, so with `k = d` DIHT with
+/// an intercept reaches the ridge closed form on centred columns and a centred response, whatever the
+/// response's offset, with `b = mean(y) - mean(x).w`; `P >= D` at every epoch and the gap closes (the
+/// dual's `sum alpha = 0` is exact for squared loss, whose dual domain is the whole line).
+#[test]
+fn squared_loss_with_an_intercept_is_ridge_on_centred_data_and_certified() {
+    let problem = synth::sparse_stream(80, 12, 6, 6, 0.5, false, 5);
+    let offset = 40.0;
+    let shifted: Vec<Sample> = problem
+        .samples
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            s.label += offset;
+            s
+        })
+        .collect();
+    let data = Dataset::from_samples(&shifted, 0);
+    let (n, d, lambda) = (data.len(), data.dim(), 0.1);
+    let loss = Loss::new(LossKind::Squared, 0.0).unwrap();
+    let p = Problem::new(&data, loss, lambda, d, true).unwrap();
+    let mut diht = Sdiht::new(&p, 1, StepRule::Adaptive, 0).unwrap();
+    let stop = untimed(1e-13, 20000, 10);
+    let report = run(&p, &mut diht, &stop, &mut |row| {
+        assert!(row.gap >= -1e-9 * row.primal.abs().max(1.0), "{row:?}");
+    });
+    // Centre every column and the response; the ridge solution of the centred data.
+    let mut mean_x = vec![0.0; d];
+    let mut mean_y = 0.0;
+    for i in 0..n {
+        let r = data.row(i);
+        mean_y += r.label / n as f64;
+        for (&j, &v) in r.indices.iter().zip(r.values) {
+            mean_x[j as usize] += v / n as f64;
+        }
+    }
+    let centred: Vec<Sample> = (0..n)
+        .map(|i| {
+            let r = data.row(i);
+            let mut dense: Vec<f64> = mean_x.iter().map(|m| -m).collect();
+            for (&j, &v) in r.indices.iter().zip(r.values) {
+                dense[j as usize] += v;
+            }
+            Sample::new((0..d as u32).collect(), dense, r.label - mean_y, None).unwrap()
+        })
+        .collect();
+    let expected = ridge_closed_form(
+        &Dataset::from_samples(&centred, d),
+        lambda,
+        &(0..d).collect::<Vec<_>>(),
+    );
+    let model = Solver::<Dataset>::model(&diht);
+    let err = expected
+        .iter()
+        .zip(model.weights)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let b = mean_y
+        - mean_x
+            .iter()
+            .zip(&expected)
+            .map(|(m, w)| m * w)
+            .sum::<f64>();
+    assert!(
+        err < 1e-6,
+        "max |w - w_ridge| = {err:e} ({:?})",
+        report.stop_reason
+    );
+    assert!(
+        (model.intercept - b).abs() < 1e-6,
+        "b {} vs {b}",
+        model.intercept
+    );
+    let c = report.certificate;
+    assert!(c.gap >= -1e-9 && c.gap < 1e-8, "{c:?}");
+    // Without the intercept the same data costs far more: the weights cannot carry the offset.
+    let p0 = Problem::new(&data, loss, lambda, d, false).unwrap();
+    let mut diht0 = Sdiht::new(&p0, 1, StepRule::Adaptive, 0).unwrap();
+    let report0 = run(&p0, &mut diht0, &stop, &mut |_| {});
+    assert!(
+        report0.certificate.primal > 2.0 * c.primal,
+        "{:?} vs {c:?}",
+        report0.certificate
+    );
+}
+
 /// Enumerates every support of size k and returns the best (support, objective).
 fn best_subset(data: &Dataset, lambda: f64, k: usize) -> (Vec<u32>, f64) {
     let d = data.dim();

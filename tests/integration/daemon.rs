@@ -70,6 +70,7 @@ fn recovers_the_support_over_http_and_metrics_agree() {
             s.label
         );
     }
+    // A sample without features scores the intercept alone (squared loss fits one by default).
     let (status, body, _) = d.post(
         "/v1/predict?learner=primary",
         "application/json",
@@ -77,7 +78,7 @@ fn recovers_the_support_over_http_and_metrics_agree() {
     );
     assert_eq!(
         (status, body["predictions"][0].as_f64()),
-        (200, Some(0.0)),
+        (200, settled["intercept"].as_f64()),
         "{body}"
     );
     assert_eq!(

@@ -210,7 +210,13 @@ fn an_unchanged_dictionary_is_not_rewritten() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let config = test_config(dir.path(), "k = 2", "[checkpoint]\ninterval_s = 1\n");
+    // No intercept: the labels do not depend on `price`, so only the constant `size` (which an
+    // intercept would replace) puts a name in the model's support.
+    let config = test_config(
+        dir.path(),
+        "k = 2\nintercept = false",
+        "[checkpoint]\ninterval_s = 1\n",
+    );
     let d = Daemon::start(&serve_args(&config, &data));
     let sample = |i: usize| {
         format!(

@@ -162,3 +162,24 @@ fn fit_lambda_auto_extends_the_grid_past_its_largest_end_when_less_is_better() {
     );
     assert!(stderr.contains("extended=[10.0]"), "{stderr}");
 }
+
+/// Below 1,000 samples the cross-validation takes ten folds (each fold's fit trains on 90% of the file,
+/// closer to the refit's size); `--folds` still chooses.
+#[test]
+fn a_small_file_is_ranked_by_ten_folds_unless_told() {
+    let data = sparse_stream(400, 100, 5, 10, 0.05, false, 9);
+    let files = FitFiles::new(&data.samples);
+    let stderr = fit_auto(&files, &[]);
+    let auto = files
+        .load_model()
+        .lambda_auto
+        .expect("the grid is recorded");
+    assert_eq!((auto.folds, auto.held_out), (Some(10), 400), "{stderr}");
+    assert!(stderr.contains("validation=cv folds=10"), "{stderr}");
+    let stderr = fit_auto(&files, &["--folds", "4"]);
+    let auto = files
+        .load_model()
+        .lambda_auto
+        .expect("the grid is recorded");
+    assert_eq!((auto.folds, auto.held_out), (Some(4), 400), "{stderr}");
+}

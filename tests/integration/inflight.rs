@@ -238,7 +238,16 @@ fn history_comes_in_pages() {
 /// `server.write_timeout_s`, counted; the daemon goes on answering.
 #[test]
 fn a_client_that_never_reads_is_cut() {
-    let (_dir, d) = daemon("[server]\nwrite_timeout_s = 1\n[ingest]\nqueue_samples = 1000000");
+    // No intercept: the response must be large, and a model with a weight prints long numbers. (On
+    // these two samples the squared loss's default intercept serves `w = 0, b = 1.5`: its adaptive
+    // steps in two one-row blocks keep each block's dual sum and do not move.)
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(
+        dir.path(),
+        "k = 2\nintercept = false",
+        "[server]\nwrite_timeout_s = 1\n[ingest]\nqueue_samples = 1000000",
+    );
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
     assert_eq!(
         d.post(
             "/v1/samples",

@@ -25,11 +25,13 @@ fn numeric_body(rows: usize) -> String {
         .collect()
 }
 
-/// A daemon with a data directory whose write-ahead log holds at most 1 MiB.
+/// A daemon with a data directory whose write-ahead log holds at most 1 MiB. No intercept: the labels
+/// do not depend on the varying feature, so only the constant ones (which an intercept would
+/// replace) put names in the model's support.
 fn small_log_daemon(dir: &tempfile::TempDir) -> Daemon {
     let config = test_config(
         dir.path(),
-        "k = 2",
+        "k = 2\nintercept = false",
         "[checkpoint]\ninterval_s = 3600\n[durability]\nwal_max_bytes = 1048576\n\
          [ingest]\nqueue_samples = 1000000",
     );

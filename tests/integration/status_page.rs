@@ -183,11 +183,17 @@ fn the_status_page_draws_every_published_snapshot_and_the_true_features() {
         "table",
     );
     let table = roxmltree::Document::parse(&table).expect("the table is well-formed");
-    let listed: BTreeSet<String> = table
+    let mut listed: BTreeSet<String> = table
         .descendants()
         .filter(|n| n.attribute("class") == Some("feature"))
         .filter_map(|n| n.text().map(str::to_string))
         .collect();
+    // Squared loss fits an intercept by default: it has its own row, after the weights.
+    assert_eq!(
+        listed.remove("(intercept)"),
+        settled["intercept"].as_f64().is_some_and(|b| b != 0.0),
+        "{dom}"
+    );
     let truth: BTreeSet<String> = problem
         .true_support()
         .iter()

@@ -67,7 +67,8 @@ def test_sparse_fit_is_the_cli_fit_of_the_same_libsvm(tmp_path, thresher_bin):
     reg = ThresherRegressor(k=3, lam=1e-4, fit_intercept=False).fit(X, y)
     path = tmp_path / "d.svm"
     dump_svmlight_file(X, y, str(path), zero_based=True)
-    out = subprocess.run([thresher_bin, "fit", str(path), "--loss", "squared", "-k", "3", "--lambda", "0.0001"],
+    out = subprocess.run([thresher_bin, "fit", str(path), "--loss", "squared", "-k", "3", "--lambda", "0.0001",
+                          "--no-intercept"],
                          capture_output=True, text=True, check=True)
     cli = json.loads(out.stdout)
     assert reg.model_["support"] == cli["support"] == [1, 10, 100]

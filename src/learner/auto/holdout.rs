@@ -102,9 +102,9 @@ impl Holdout {
         self.arrived
     }
 
-    /// The mean loss of `model` (its support ascending, as every learner keeps it) over the ring.
+    /// The weighted mean loss of `model` (its support ascending, as every learner keeps it) over the ring.
     pub fn loss_of(&self, config: &LearnerConfig, model: &SparseModel) -> f64 {
-        let mut sum = 0.0;
+        let (mut sum, mut mass) = (0.0, 0.0);
         for sample in &self.ring {
             let r = sample.row();
             let margin = merge_dot(
@@ -115,8 +115,9 @@ impl Holdout {
                 &model.weights,
             );
             sum += config.loss.sample(r.label, r.weight).value(margin);
+            mass += r.weight;
         }
-        sum / self.ring.len().max(1) as f64
+        sum / crate::solver::objective::normaliser(mass)
     }
 }
 

@@ -55,7 +55,7 @@ use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::mirror::state::MirrorState;
-use crate::solver::mirror::DEFAULT_HORIZON;
+use crate::solver::mirror::{mean_one_scale, DEFAULT_HORIZON};
 use crate::solver::objective::{
     best_intercept, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
     CertificateScratch, DualScratch,
@@ -149,9 +149,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         }
         self.order.shuffle(&mut self.core.rng);
         let batch = self.engine.batch().max(1);
+        let window = &self.core.window;
+        // Each row's weight at `c_i N / M`, mean 1 over the window: the stochastic steps then follow
+        // the weighted mean the certificate measures (`solver::mirror::mean_one_scale`).
+        let scale = mean_one_scale(window);
         for chunk in self.order.chunks(batch) {
-            let window = &self.core.window;
-            self.engine.learn(chunk.iter().map(|&i| window.row(i)));
+            self.engine
+                .learn(chunk.iter().map(|&i| window.row(i).scaled(scale)));
         }
         self.core.stepped();
         StepOutcome::Stepped
@@ -266,7 +270,8 @@ impl<E: PrimalEngine> StreamPrimal<E> {
                 // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
                 self.core.window.push_ref(sample, l.dual_of_margin(u));
             }
-            self.engine.learn(chunk.map(|i| batch.row(i)));
+            let scale = mean_one_scale(&self.core.window);
+            self.engine.learn(chunk.map(|i| batch.row(i).scaled(scale)));
         }
     }
 }

@@ -149,7 +149,7 @@ impl StreamSdiht {
     pub fn settle_model(&mut self) {
         if std::mem::take(&mut self.rethreshold_due) {
             let c = &self.core.config;
-            self.it.rethreshold(self.core.window.len(), c.lambda, c.k);
+            self.it.rethreshold(self.core.window.mass(), c.lambda, c.k);
         }
     }
 
@@ -186,6 +186,8 @@ mod tests {
 
     fn config(lambda: f64) -> LearnerConfig {
         let mut c = crate::Config::defaults().learners.remove(0);
+        // The defaults' squared loss fits an intercept; this test was written without one.
+        c.intercept = false;
         c.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
         (c.k, c.lambda, c.blocks, c.intercept) = (4, lambda, 3, true);
         c

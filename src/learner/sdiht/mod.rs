@@ -181,7 +181,7 @@ impl StreamSdiht {
     }
 
     fn lambda_n(&self) -> f64 {
-        self.core.config.lambda * self.it.n_total(self.core.window.len())
+        self.core.config.lambda * self.it.mass_total(self.core.window.mass())
     }
 
     /// Rebuilds `z` and the conjugate sum from the window (drift control), then `w` and `D`.
@@ -383,6 +383,8 @@ impl StreamingLearner for StreamSdiht {
     /// onto `sum alpha = 0` over this shard with an intercept, so the union of the shards' duals is
     /// feasible too) for `sum l*` and `z_n`.
     fn partial_sums(&mut self, at: &SparseModel) -> Option<PartialSums> {
+        // The mass summed from the slots: the cut's `M` is the exact sum of the nodes' weights.
+        self.core.window.refresh_mass();
         let (c, window) = (&self.core.config, &self.core.window);
         let d = window.dim().max(self.it.z.len());
         grow_dense(&mut self.cut_w, d);
@@ -427,6 +429,7 @@ impl StreamingLearner for StreamSdiht {
         }
         Some(PartialSums {
             samples: window.len(),
+            mass: window.mass(),
             loss_sum,
             conj_sum,
             z,
@@ -439,7 +442,7 @@ impl StreamingLearner for StreamSdiht {
         if let (Some(b), true) = (remote.intercept, self.core.config.intercept) {
             self.it.intercept = b;
         }
-        let changed = replace_remote(&mut self.it, &remote.z, remote.samples, remote.conj_sum);
+        let changed = replace_remote(&mut self.it, &remote.z, remote.mass, remote.conj_sum);
         // A new local subproblem: the adaptive rule's step scale, learned against the previous one,
         // starts again at 1 (left as it was, it collapsed towards 0 on the other nodes' first changes
         // and every node stalled with its duals far from the fixed point).

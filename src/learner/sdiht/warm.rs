@@ -38,7 +38,7 @@ impl StreamSdiht {
     /// small `lambda` that Picard-like step overshoots and compounds from batch to batch. Backtracking on
     /// `D` (as the block steps do) keeps every insertion an ascent step.
     pub(super) fn enter_warm_starts(&mut self) {
-        let n = self.it.n_total(self.core.window.len());
+        let n = self.it.mass_total(self.core.window.mass());
         let lambda_n = self.lambda_n();
         let (k, lambda) = (self.core.config.k, self.core.config.lambda);
         self.scatter_new_duals();

@@ -299,8 +299,9 @@ impl MirrorDescent {
             problem.data.dim(),
         )?;
         let mut row_max: f64 = 0.0;
+        let scale = mean_one_scale(problem.data);
         for i in 0..problem.data.len() {
-            let r = problem.data.row(i);
+            let r = problem.data.row(i).scaled(scale);
             row_max = row_max.max(r.weight * sparse_sq_norm(r.values));
         }
         state.observe_row_bound(row_max);
@@ -382,6 +383,18 @@ impl PrimalPass {
     }
 }
 
+/// `N / M`: the factor that makes a uniformly drawn row's gradient `(N / M) c_i l'_i x_i` an unbiased
+/// estimate of the weighted mean's `(1/M) sum_i c_i l'_i x_i` (the rows' weights rescaled to mean 1
+/// for the step only; the objective and its certificate divide by `M`). 1 when every weight is 1.
+pub fn mean_one_scale<S: SampleSet>(data: &S) -> f64 {
+    let mass = data.mass();
+    if mass > 0.0 {
+        data.len() as f64 / mass
+    } else {
+        1.0
+    }
+}
+
 impl<S: SampleSet> Solver<S> for MirrorDescent {
     fn name(&self) -> &'static str {
         match self.state.config().map {
@@ -393,6 +406,7 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
 
     fn epoch(&mut self, p: &Problem<S>) {
         let batch = self.state.config().batch;
+        let scale = mean_one_scale(p.data);
         let order = self.pass.shuffled();
         for (start, chunk) in (0..order.len()).step_by(batch).zip(order.chunks(batch)) {
             self.state
@@ -402,7 +416,7 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
                         prefetch_all(r.indices);
                         prefetch_all(r.values);
                     }
-                    p.data.row(i)
+                    p.data.row(i).scaled(scale)
                 }));
         }
         if p.intercept {

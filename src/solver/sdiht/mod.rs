@@ -6,7 +6,8 @@
 //!
 //! State ([`DualIterate`]): the duals `alpha` (kept by the row source, [`DualRows`]: a data set's dual
 //! vector, or the window's duals stored beside its samples), the *unscaled* accumulation
-//! `z = sum_i alpha_i x_i` (so `w~ = -z / (lambda N)`, eq. 4.4, and a change of `N` costs nothing), the
+//! `z = sum_i alpha_i x_i` (so `w~ = -z / (lambda M)`, eq. 4.4 with the mass `M = sum_i c_i` in place
+//! of `N`, [`crate::solver::objective`]'s module docs; a change of `M` costs nothing), the
 //! primal `w = H_k(w~)` (S2.2) and the intercept `b`. One block step updates the duals of one block,
 //! then `z += sum (delta_j) x_j` and re-thresholds. `blocks = 1` is DIHT; an epoch of [`offline::Sdiht`] is `m`
 //! block steps.
@@ -14,20 +15,32 @@
 //! # The coordinate rule (default): SDCA on the block
 //!
 //! As in stochastic dual coordinate ascent (Shalev-Shwartz & Zhang, 2013), each dual of the block in
-//! turn maximises `D(alpha) = -(1/N) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2` (Lemma 1) along its
-//! own axis. With the support fixed, `H_k(w~)` is `w~` on it, and moving `alpha_i` to `a` moves
-//! `w~` by `-(a - a_i) x_i / (lambda N)`, so up to terms free of `a`
+//! turn maximises `D(alpha) = -(1/M) sum_i l_i*(alpha_i) - (lambda/2) ||H_k(w~)||^2` (Lemma 1 over the
+//! mass `M = sum_i c_i`; `l_i*(a) = c_i l*(a / c_i)`) along its own axis. With the support fixed,
+//! `H_k(w~)` is `w~` on it, and moving `alpha_i` to `a` moves `w~` by `-(a - a_i) x_i / (lambda M)`, so
+//! up to terms free of `a`
 //!
 //! ```text
-//! N D(a) = -l_i*(a) + (a - a_i) u_i - (q_i / 2) (a - a_i)^2,   u_i = x_i.w + b,   q_i = ||x_i||^2 / (lambda N)
+//! M D(a) = -l_i*(a) + (a - a_i) u_i - (q_i / 2) (a - a_i)^2,   u_i = x_i.w + b,   q_i = ||x_i||^2 / (lambda M)
 //! ```
 //!
-//! (`u_i = x_i.w + b` because `(lambda/2) ||w - d x_i/(lambda N)||^2 = (lambda/2)||w||^2 - d x_i.w / N +
-//! d^2 ||x_i||^2 / (2 lambda N^2)`, with `q_i` charged on all of `x_i`, not only its support part: a
+//! (`u_i = x_i.w + b` because `(lambda/2) ||w - d x_i/(lambda M)||^2 = (lambda/2)||w||^2 - d x_i.w / M +
+//! d^2 ||x_i||^2 / (2 lambda M^2)`, with `q_i` charged on all of `x_i`, not only its support part: a
 //! coordinate that enters the support costs at most that). Its derivative
 //! `f(a) = u_i - l_i*'(a) - q_i (a - a_i)` decreases in `a`, so the maximiser over `F` is the root of
 //! `f` clipped to `F`: each loss's closed form (squared, Huber, hinge) or safeguarded Newton
 //! (logistic) is its [`crate::loss::SampleLoss::coordinate_maximiser`] ([`crate::loss::dual`]).
+//!
+//! **Weights.** In the weight-free dual `beta_i = a / c_i in F` the same line reads
+//! `M D = -c_i l*(beta) + c_i (beta - beta_i) u_i - (c_i^2 q_i / 2) (beta - beta_i)^2`: row `i`'s conjugate
+//! term is scaled by `c_i` and its step moves `w~` by `-(c_i / (lambda M)) (beta - beta_i) x_i`, SDCA's
+//! weighted step. Dividing by `c_i`, its maximiser is the root of
+//! `u_i - l*'(beta) - (c_i ||x_i||^2 / (lambda M)) (beta - beta_i)`: the unweighted closed forms with the
+//! curvature `c_i ||x_i||^2 / (lambda M)`, which is what [`crate::loss::SampleLoss`]'s `l_c*' (a) =
+//! l*'(a / c)` and `l_c*'' = l*'' / c` give in `a` (tested in [`crate::loss::dual`]). A sample of integer
+//! weight `c` is then exactly `c` copies of it whose duals move together: each copy has
+//! `beta`, their `sum alpha x` is `c beta x`, their `sum l*` is `c l*(beta)`, and `M` counts them `c`
+//! times.
 //!
 //! The rows of a block are visited in turn and `w` on the support follows each change
 //! (`w_j -= (a - a_i) x_ij / (lambda N)`), so later rows see earlier ones, as in SDCA; the support
@@ -145,7 +158,7 @@ pub struct DualIterate {
     pub alpha_sum: f64,
     /// `D(alpha)` for the current `alpha`, `w`.
     pub dual: f64,
-    /// `w = H_k(-z / (lambda N))`, dense, zero outside `support`.
+    /// `w = H_k(-z / (lambda M))`, dense, zero outside `support`.
     pub w: Vec<f64>,
     /// Ascending indices of `w`'s nonzeros.
     pub support: Vec<u32>,
@@ -162,10 +175,10 @@ pub struct DualIterate {
     /// (the streaming learner warm-starts rows as they enter the window).
     pub fresh: Vec<bool>,
     /// The other nodes' part of a cluster's global problem (`learner::sdiht`), as of their last
-    /// partial sums: their samples count in `N`, their `sum l*` in `D`, and their `sum alpha_i x_i`
-    /// is added into `z` (and kept in `remote_z` on `remote_support`, so the next partials can replace
-    /// it). All zero alone.
-    pub remote_n: usize,
+    /// partial sums: their samples' mass counts in `M`, their `sum l*` in `D`, and their
+    /// `sum alpha_i x_i` is added into `z` (and kept in `remote_z` on `remote_support`, so the next
+    /// partials can replace it). All zero alone.
+    pub remote_mass: f64,
     pub remote_conj: f64,
     pub remote_z: Vec<f64>,
     pub remote_support: Vec<u32>,
@@ -202,14 +215,16 @@ impl DualIterate {
         }
     }
 
-    /// `N`: the `local` rows' count and the other nodes' ([`DualIterate::remote_n`]).
-    pub fn n_total(&self, local: usize) -> f64 {
-        (local + self.remote_n).max(1) as f64
+    /// `M`, the objective's divisor: the `local` rows' mass ([`crate::sample::SampleSet::mass`]) and
+    /// the other nodes' ([`DualIterate::remote_mass`]); 1 when both are 0.
+    pub fn mass_total(&self, local: f64) -> f64 {
+        crate::solver::objective::normaliser(local + self.remote_mass)
     }
 
-    /// `w = H_k(-z / (lambda N))` and `D` from the running sums, `N` counting the `n` local rows.
-    pub fn rethreshold(&mut self, n: usize, lambda: f64, k: usize) {
-        let n = self.n_total(n);
+    /// `w = H_k(-z / (lambda M))` and `D` from the running sums, `M` counting the local rows' mass
+    /// `local_mass`.
+    pub fn rethreshold(&mut self, local_mass: f64, lambda: f64, k: usize) {
+        let n = self.mass_total(local_mass);
         threshold_scaled(
             &self.z,
             -1.0 / (lambda * n),
@@ -237,7 +252,7 @@ impl DualIterate {
         }
         self.conj_sum = conjugate_sum(rows, loss, alphas);
         self.alpha_sum = alphas.iter().sum();
-        self.rethreshold(rows.len(), lambda, k);
+        self.rethreshold(rows.mass(), lambda, k);
     }
 
     /// One block step (eq. 4.3-4.4 and S2.2) on the rows `block` of `data` (indices into `data`),
@@ -265,7 +280,7 @@ impl DualIterate {
         p: &BlockStep,
         b: f64,
     ) {
-        let lambda_n = p.lambda * self.n_total(data.len());
+        let lambda_n = p.lambda * self.mass_total(data.mass());
         for &j in &self.support {
             self.coord_mask[j as usize / 64] |= 1 << (j % 64);
         }
@@ -339,7 +354,7 @@ impl DualIterate {
     /// The paper's rules (theory, constant) and the adaptive one: `alpha_j <- P_F(alpha_j + eta_j g_j)`
     /// with `g_j = (x_j.w + b - l*'(alpha_j)) / N` from the margins at the block's start.
     fn gradient_step<R: DualRows>(&mut self, data: &mut R, block: &[usize], p: &BlockStep, b: f64) {
-        let n = self.n_total(data.len());
+        let n = self.mass_total(data.mass());
         let lambda_n = p.lambda * n;
         // `w` is zero off its support, so the margins test the support's bit mask (cache resident)
         // before reading `w` (8d bytes): the same sums as `sparse_dot`, bit for bit.
@@ -422,7 +437,7 @@ impl DualIterate {
         lambda_n: f64,
         force: bool,
     ) -> Trial {
-        let n = self.n_total(data.len());
+        let n = self.mass_total(data.mass());
         let mut conj_delta = 0.0;
         let mut finite = self.trial_alpha.iter().all(|a| a.is_finite());
         if finite {

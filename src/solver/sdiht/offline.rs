@@ -38,6 +38,9 @@ impl<S: SampleSet> SampleSet for DataDuals<'_, S> {
     fn dim(&self) -> usize {
         self.data.dim()
     }
+    fn mass(&self) -> f64 {
+        self.data.mass()
+    }
 }
 
 impl<S: SampleSet> DualRows for DataDuals<'_, S> {
@@ -61,6 +64,30 @@ pub const DEFAULT_BLOCK_SAMPLES: usize = 4096;
 /// The block count `fit` uses when none is given: `ceil(N / DEFAULT_BLOCK_SAMPLES)`.
 pub fn default_blocks(samples: usize) -> usize {
     samples.div_ceil(DEFAULT_BLOCK_SAMPLES).max(1)
+}
+
+/// The fewest rows a block of [`coordinate_blocks`] holds.
+pub const MIN_BLOCK_ROWS: usize = 16;
+
+/// The coordinate rule's block count for `rows` rows holding `nnz` nonzeros over `dim` columns:
+/// blocks of `dim / (nnz / rows)` rows, between [`MIN_BLOCK_ROWS`] and [`DEFAULT_BLOCK_SAMPLES`], and
+/// at least 2 blocks (one block is DIHT) but no more than `rows`.
+///
+/// Why `d / nnz` rows: such a block touches about `d` column slots, so a column is, on average, hit
+/// by about one of its rows — the case in which the coordinate rule is nearly exact (each row's step
+/// assumes the others leave its columns alone; off the support they do not see each other at all).
+/// Larger blocks pile unseen changes into `z` until `H_k` swaps the support and the acceptance rule
+/// drops the block's work whole: one block of a whole text file (DIHT) stalled at `w = 0` on 6,460
+/// tweets (d = 22,510, 27 nonzeros a row) at lambda 1e-6, where blocks of 833 rows reach primal 0.34
+/// (`docs/benchmarks/quality.md`). And the once-per-block `H_k` over `d` then costs about as much as
+/// the block's own rows, so an epoch costs at most about twice its data pass.
+pub fn coordinate_blocks(rows: usize, nnz: usize, dim: usize) -> usize {
+    if rows == 0 {
+        return 1;
+    }
+    let per_row = (nnz as f64 / rows as f64).max(1.0);
+    let block = (dim as f64 / per_row).clamp(MIN_BLOCK_ROWS as f64, DEFAULT_BLOCK_SAMPLES as f64);
+    (rows as f64 / block).ceil().max(2.0).min(rows as f64) as usize
 }
 
 /// DIHT (`blocks = 1`) / SDIHT (`blocks = m`) on an in-memory data set.
@@ -118,7 +145,7 @@ impl Sdiht {
         }
         // At `alpha = 0`: `z = 0`, `sum l*(0) = 0` for every loss, so `w = 0` and `D = 0` with no pass
         // over the data.
-        iterate.rethreshold(n, problem.lambda, problem.k);
+        iterate.rethreshold(problem.data.mass(), problem.lambda, problem.k);
         Ok(Sdiht {
             blocks,
             step,
@@ -403,6 +430,22 @@ mod tests {
             p_coordinate < 0.5 * p_adaptive,
             "{p_coordinate} vs {p_adaptive}"
         );
+    }
+
+    /// Blocks of about `d / nnz` rows, clamped, never fewer than 2 nor more than the rows.
+    #[test]
+    fn coordinate_blocks_hold_about_d_over_nnz_rows() {
+        // 6,460 tweets, 27 nonzeros a row, d = 22,510: blocks of 833 rows.
+        assert_eq!(coordinate_blocks(6460, 6460 * 27, 22_510), 8);
+        // d = 2^20, 40 nonzeros a row: the 4096-row ceiling.
+        assert_eq!(coordinate_blocks(1_000_000, 40_000_000, 1 << 20), 245);
+        // Long documents, d / nnz = 31: the 31-row blocks of a small file.
+        assert_eq!(coordinate_blocks(142, 142 * 603, 18_536), 5);
+        // Dense rows: the 16-row floor; tiny files: 2 blocks, at most one per row.
+        assert_eq!(coordinate_blocks(400, 400 * 40, 40), 25);
+        assert_eq!(coordinate_blocks(10, 100, 10_000), 2);
+        assert_eq!(coordinate_blocks(1, 3, 10), 1);
+        assert_eq!(coordinate_blocks(0, 0, 10), 1);
     }
 
     /// A trial that produces a non-finite value is dropped and counted; the state is unchanged.

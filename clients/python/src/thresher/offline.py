@@ -42,7 +42,7 @@ _LINE = re.compile(r":(\d+): ")
 
 
 def fit(X: Any, y: Sequence[float], *, loss: str, k: int, lam: Any, weights: Optional[Sequence[float]] = None,
-        intercept: bool = True, solver: str = "diht", tol: float = 1e-6, epochs: int = 1000,
+        intercept: bool = True, solver: str = "auto", tol: float = 1e-6, epochs: int = 1000,
         seed: int = 0, extra_args: Sequence[str] = (), binary: Optional[str] = None) -> Dict[str, Any]:
     """Runs ``thresher fit`` on ``(X, y)`` and returns the model (``thresher-model/1`` JSON as a dict).
 

@@ -82,7 +82,7 @@ class ThresherClassifier(ClassifierMixin, _ThresherBase):
 
     Parameters: ``k`` (most nonzero weights per class), ``lam`` (ridge strength ``lambda`` > 0, or
     ``"auto"``: the held-out choice over ``thresher fit``'s grid), ``loss`` (``logistic``, ``hinge`` or
-    ``huber``), ``solver`` (``diht`` ...), ``fit_intercept``, ``tol``, ``max_epochs``, ``random_state``
+    ``huber``), ``solver`` (``auto``, ``diht``, ``sdiht`` ...), ``fit_intercept``, ``tol``, ``max_epochs``, ``random_state``
     (``--seed``), ``extra_args`` (more ``thresher fit`` flags) and ``thresher_bin``. After ``fit``:
     ``classes_``, ``coef_`` (``(1, n_features)`` for two classes, else one row per class),
     ``intercept_``, ``models_`` (the model JSON per row of ``coef_``) and ``n_features_in_``.
@@ -90,7 +90,7 @@ class ThresherClassifier(ClassifierMixin, _ThresherBase):
 
     _loss_choices = ("logistic", "hinge", "huber")
 
-    def __init__(self, k: int = 10, lam: Any = 1e-3, loss: str = "logistic", solver: str = "diht",
+    def __init__(self, k: int = 10, lam: Any = 1e-3, loss: str = "logistic", solver: str = "auto",
                  fit_intercept: bool = True, tol: float = 1e-6, max_epochs: int = 1000,
                  random_state: Optional[int] = None, extra_args: Sequence[str] = (),
                  thresher_bin: Optional[str] = None):
@@ -160,7 +160,7 @@ class ThresherRegressor(RegressorMixin, _ThresherBase):
 
     _loss_choices = ("squared",)
 
-    def __init__(self, k: int = 10, lam: Any = 1e-3, loss: str = "squared", solver: str = "diht",
+    def __init__(self, k: int = 10, lam: Any = 1e-3, loss: str = "squared", solver: str = "auto",
                  fit_intercept: bool = True, tol: float = 1e-6, max_epochs: int = 1000,
                  random_state: Optional[int] = None, extra_args: Sequence[str] = (),
                  thresher_bin: Optional[str] = None):
