@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use super::{openapi, ApiError, AppState, BodyLimit};
+use super::{ApiError, AppState, BodyLimit};
 use crate::ingest::batch::{check_magnitudes, BodyFormat, Claim};
 use crate::ingest::labels::wire::{parse_labels, take_ids};
 use crate::ingest::labels::{unix_ms, Missing, Stored};
@@ -117,23 +117,9 @@ pub(super) fn remember(
 /// the bounded queue), with its label and weight, and its progressive loss is the loss of the score
 /// each learner served before the label was known. Every item gets a `status`: `joined`, or why not
 /// (`unknown`, `expired`, `evicted`, `duplicate`). A malformed item refuses the whole request (400,
-/// naming it) and changes nothing; a refused admission (503, 413) puts the samples back.
-#[utoipa::path(post, path = "/v1/labels", tag = "ingest",
-    request_body(description = "Labels for samples predicted with an `id`, all valid or none used", content(
-        (Vec<openapi::LabelObject> = "application/json"),
-        (Vec<openapi::LabelObject> = "application/x-ndjson"),
-    )),
-    responses(
-        (status = 202, description = "Every joined sample entered the ingest queue; each item's status in order", body = openapi::LabelsAccepted),
-        (status = 400, description = "A malformed item (its number in `line`) or an unreadable body; nothing changed", body = openapi::ErrorBody),
-        (status = 413, description = "Body over `server.body_limit_bytes`, or more joined samples than `ingest.queue_samples`", body = openapi::ErrorBody),
-        (status = 415, description = "Content-Type not JSON or JSON lines", body = openapi::ErrorBody),
-        openapi::WriteAuth,
-        (status = 503, description = "The ingest queue or the write-ahead log is full (retry after `Retry-After` seconds), or the daemon is shutting down; nothing changed", body = openapi::ErrorBody,
-            headers(("Retry-After" = u64, description = "seconds, when the queue is full"))),
-    ),
-    security(("bearer" = ["write"])),
-)]
+/// naming it) and changes nothing; a refused admission (503, 413) puts the samples back. Its OpenAPI
+/// description is [`super::openapi`]'s `labels_doc` (the document names this module's route, this
+/// module does not name the document: no file cycle).
 pub(super) async fn post_labels(
     State(state): State<Arc<AppState>>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,

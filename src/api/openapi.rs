@@ -381,7 +381,7 @@ impl Modify for SecurityAddon {
         super::get_named_model,
         super::get_cluster,
         super::predict,
-        super::labels::post_labels,
+        labels_doc,
         super::metrics,
         super::healthz,
         super::readyz,
@@ -393,6 +393,26 @@ impl Modify for SecurityAddon {
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;
+
+/// `POST /v1/labels`'s description (the handler is `super::labels`' `post_labels`).
+#[utoipa::path(post, path = "/v1/labels", tag = "ingest",
+    request_body(description = "Labels for samples predicted with an `id`, all valid or none used", content(
+        (Vec<LabelObject> = "application/json"),
+        (Vec<LabelObject> = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 202, description = "Every joined sample entered the ingest queue; each item's status in order", body = LabelsAccepted),
+        (status = 400, description = "A malformed item (its number in `line`) or an unreadable body; nothing changed", body = ErrorBody),
+        (status = 413, description = "Body over `server.body_limit_bytes`, or more joined samples than `ingest.queue_samples`", body = ErrorBody),
+        (status = 415, description = "Content-Type not JSON or JSON lines", body = ErrorBody),
+        WriteAuth,
+        (status = 503, description = "The ingest queue or the write-ahead log is full (retry after `Retry-After` seconds), or the daemon is shutting down; nothing changed", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "seconds, when the queue is full"))),
+    ),
+    security(("bearer" = ["write"])),
+)]
+#[allow(dead_code)]
+fn labels_doc() {}
 
 /// The largest number of decimal digits `d` with every `d`-digit index below `max_dim`, at least 1.
 fn index_digits(max_dim: usize) -> usize {

@@ -44,9 +44,13 @@ fn read_id(v: Value, item: usize, max_bytes: usize, samples: usize) -> Result<St
     }
 }
 
+/// One item of a body: its number (from 1), its JSON value (`None` for a blank or `#` line of a
+/// JSON-lines body) and, for JSON lines, the line's bytes as they were.
+type Item<'a> = (usize, Option<Value>, &'a [u8]);
+
 /// The body's JSON values, each with its item number: the array's elements, or the lines of a
 /// JSON-lines body (blank and `#` lines kept as `None`, to be written back as they were).
-fn items(format: BodyFormat, body: &[u8]) -> Option<Vec<(usize, Option<Value>, &[u8])>> {
+fn items(format: BodyFormat, body: &[u8]) -> Option<Vec<Item<'_>>> {
     match format {
         BodyFormat::JsonArray => {
             let values: Vec<Value> = serde_json::from_slice(body).ok()?;
