@@ -17,6 +17,7 @@ mod hashed;
 mod inflight;
 mod inflight2;
 mod labels;
+mod labels_replay;
 mod layout;
 mod learners;
 mod limits;
