@@ -573,7 +573,11 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
             }
         })
         .collect();
-    Json(json!({"models": models}))
+    let labels = state.labels.config().capacity > 0;
+    Json(match labels {
+        true => json!({"models": models, "labels": state.labels.summary()}),
+        false => json!({"models": models}),
+    })
 }
 
 #[derive(serde::Deserialize)]

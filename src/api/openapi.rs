@@ -229,6 +229,10 @@ pub struct Models {
     /// (`ModelEntry`, set by [`document`]).
     #[schema(value_type = Vec<Object>)]
     models: Vec<()>,
+    /// With `labels.capacity` > 0: the late-label store (`capacity`, `ttl_seconds`, the `samples` and
+    /// `bytes` waiting, and `labels` received by outcome since the process started).
+    #[schema(value_type = Option<Object>)]
+    labels: Option<()>,
 }
 
 /// `POST /v1/predict`: one prediction per sample, in order, and the model that made them.

@@ -220,7 +220,9 @@ async fn without_a_model_model_and_readyz_are_503() {
         (
             get("/v1/models"),
             StatusCode::OK,
-            json!({"models": [{"learner": "primary", "version": 0}]}),
+            json!({"models": [{"learner": "primary", "version": 0}], "labels": {
+                "capacity": 100000, "ttl_seconds": 86400.0, "samples": 0, "bytes": 0,
+                "labels": {"joined": 0, "unknown": 0, "expired": 0, "evicted": 0, "duplicate": 0}}}),
         ),
     ];
     for (request, status, body) in expected {
@@ -273,8 +275,13 @@ async fn a_published_model_is_served_everywhere() {
     let (status, all) = api.json(get("/v1/models")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
-        all,
-        json!({"models": [model, {"learner": "second", "version": 0}]})
+        all["models"],
+        json!([model, {"learner": "second", "version": 0}])
+    );
+    assert_eq!(
+        all["labels"]["samples"],
+        json!(0),
+        "the late-label store: {all}"
     );
     let (status, body) = api.json(get("/readyz")).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ready"})));

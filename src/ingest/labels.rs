@@ -176,6 +176,26 @@ impl LabelStore {
         &self.learners
     }
 
+    /// What `GET /v1/models` and the status page show of the store: its bounds, its fill and the
+    /// labels received by outcome since this process started (`thresher_labels_total`).
+    pub fn summary(&self) -> serde_json::Value {
+        let (samples, bytes) = self.fill();
+        let mut labels = serde_json::Map::new();
+        for o in crate::metrics::labels::outcome::ALL {
+            labels.insert(
+                o.to_string(),
+                self.metrics.outcomes.with_label_values(&[o]).get().into(),
+            );
+        }
+        serde_json::json!({
+            "capacity": self.config.capacity,
+            "ttl_seconds": self.config.ttl.as_secs_f64(),
+            "samples": samples,
+            "bytes": bytes,
+            "labels": labels,
+        })
+    }
+
     /// Samples stored and their bytes.
     pub fn fill(&self) -> (usize, usize) {
         let inner = self.inner.lock();

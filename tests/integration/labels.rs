@@ -112,6 +112,15 @@ fn labels_join_predictions_and_are_learned_with_the_served_loss() {
         1.0
     );
     assert_eq!(d.metric("thresher_label_store_samples"), 40.0);
+    // GET /v1/models and the status page show the store.
+    let models: Value = serde_json::from_str(&d.get("/v1/models").1).unwrap();
+    assert_eq!(models["labels"]["samples"], json!(40), "{models}");
+    assert_eq!(models["labels"]["labels"]["joined"], json!(60), "{models}");
+    let dom = crate::status_page::browse(&format!("{}/", d.base), &["--dump-dom"]);
+    assert!(
+        dom.contains(r#"data-waiting="40""#) && dom.contains("joined 60"),
+        "{dom}"
+    );
     assert_eq!(
         d.metric("thresher_samples_ingested_total{source=\"labels\"}"),
         60.0

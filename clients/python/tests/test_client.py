@@ -167,3 +167,21 @@ def test_read_routes(daemon_factory):
 def test_unreachable_daemon_is_a_connection_error():
     with pytest.raises(thresher.ConnectionFailed):
         Client("http://127.0.0.1:9", timeout=2).models()
+
+
+def test_late_labels_join_predictions_by_id(daemon_factory):
+    """Predictions kept by id are learned when their labels come; each label's status comes back."""
+    X, y = sparse_problem(n=1200)
+    d = daemon_factory(LOGISTIC)
+    with Client(d.url, batch_size=500) as c:
+        assert c.learn(X[:1000], y[:1000]) == 1000
+        c.wait_model(samples=1000)
+        ids = ["q%d" % i for i in range(1000, 1200)]
+        assert c.predict(X[1000:], ids=ids).shape == (200,)
+        assert c.models() and c._request("GET", "/v1/models")["labels"]["samples"] == 200
+        statuses = c.labels(ids[:150] + ["never"], list(y[1000:1150]) + [1.0])
+        assert statuses == ["joined"] * 150 + ["unknown"]
+        assert c.wait_model(samples=1150)["samples_seen"] >= 1150
+        assert c.labels(ids[:1], [1.0]) == ["unknown"]
+        with pytest.raises(ValueError):
+            c.labels(ids[150:152], [1.0])

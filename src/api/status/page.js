@@ -14,6 +14,7 @@
   const learners = new Map();
   const main = document.getElementById("learners");
   const statusLine = document.getElementById("status");
+  const labelsLine = document.getElementById("labels");
   const authForm = document.getElementById("auth");
   const tokenField = document.getElementById("token");
   const authMessage = document.getElementById("auth-message");
@@ -325,10 +326,22 @@
     }
   }
 
+  // The late-label store (daemon-wide): what waits for a label and what the labels found.
+  function renderLabels(s) {
+    labelsLine.hidden = !s;
+    if (!s) return;
+    const o = s.labels;
+    labelsLine.setAttribute("data-waiting", String(s.samples));
+    labelsLine.textContent = "late labels: " + s.samples + " of " + s.capacity + " waiting · joined " + o.joined +
+      " · expired " + o.expired + " · evicted " + o.evicted + " · unknown " + o.unknown;
+  }
+
   async function refresh() {
     clearTimeout(timer);
     try {
-      const models = (await getJson("/v1/models")).models;
+      const all = await getJson("/v1/models");
+      renderLabels(all.labels);
+      const models = all.models;
       for (const m of models) {
         const l = learner(m.learner);
         const lastVersion = l.points.length ? l.points[l.points.length - 1].version : 0;

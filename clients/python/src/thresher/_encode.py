@@ -117,10 +117,16 @@ def _named(items) -> dict:
 
 
 def lines(X: Any, y: Optional[Sequence[float]] = None, weights: Optional[Sequence[float]] = None,
-          predict: bool = False) -> Tuple[str, Iterator[bytes]]:
+          predict: bool = False, ids: Optional[Sequence[str]] = None) -> Tuple[str, Iterator[bytes]]:
     """The content type and one line per sample. Without ``y`` (prediction), LIBSVM lines carry the
-    label 0 (the daemon ignores it) and JSON lines none."""
+    label 0 (the daemon ignores it) and JSON lines none. With ``ids`` (a prediction kept for a late
+    label), JSON lines each carrying its ``id``."""
     n = n_rows(X)
+    if ids is not None:
+        ids = [str(i) for i in ids]
+        if len(ids) != n:
+            raise ValueError("X has %d samples but ids has %d entries" % (n, len(ids)))
+        return NDJSON, _ndjson(rows(X), y, weights, ids)
     if y is not None:
         y = _tolist(y)
         if len(y) != n:
@@ -150,9 +156,11 @@ def _libsvm(it, y, weights) -> Iterator[bytes]:
         yield (lab + " " + pairs + "\n").encode() if pairs else (lab + "\n").encode()
 
 
-def _ndjson(it, y, weights) -> Iterator[bytes]:
+def _ndjson(it, y, weights, ids=None) -> Iterator[bytes]:
     for i, (idx, vals, names) in enumerate(it):
         o: dict = {}
+        if ids is not None:
+            o["id"] = ids[i]
         if y is not None:
             o["label"] = float(y[i])
         if names is not None:

@@ -165,11 +165,13 @@ class Client:
         """Every learner's model, in configuration order (``version`` 0 and no model before its first)."""
         return self._request("GET", "/v1/models")["models"]
 
-    def predict(self, X: Any, learner: Optional[str] = None):
+    def predict(self, X: Any, learner: Optional[str] = None, ids: Optional[Sequence[str]] = None):
         """The model's predictions for ``X`` (same kinds as :meth:`learn`), from ``POST /v1/predict``:
         the score ``w.x + b`` for the squared loss, the class -1 / +1 for a classification loss; a NumPy
-        array when NumPy is installed, else a list. Unknown feature names count as zeros."""
-        content_type, it = _encode.lines(X, predict=True)
+        array when NumPy is installed, else a list. Unknown feature names count as zeros. With ``ids``
+        (one string per sample), the daemon keeps each sample and the scores it served until
+        :meth:`labels` gives its label (``[labels]``, a late label)."""
+        content_type, it = _encode.lines(X, predict=True, ids=ids)
         path = "/v1/predict"
         if learner is not None:
             path += "?learner=" + urllib.parse.quote(learner, safe="")
@@ -182,6 +184,32 @@ class Client:
         except ImportError:
             return out
         return np.asarray(out, dtype=np.float64)
+
+    def labels(self, ids: Sequence[str], y: Sequence[float],
+               weights: Optional[Sequence[float]] = None) -> List[str]:
+        """Late labels (``POST /v1/labels``): the label of each sample predicted with ``ids``; each
+        joined sample is learned, charged the loss of the score served for it. Returns each item's
+        status in order: ``joined``, ``unknown`` (never predicted with that id, or labelled already),
+        ``expired``, ``evicted`` or ``duplicate``. Sent in batches of ``batch_size`` items."""
+        ids, y = [str(i) for i in ids], _encode._tolist(y)
+        if len(ids) != len(y):
+            raise ValueError("%d ids but %d labels" % (len(ids), len(y)))
+        if weights is not None:
+            weights = _encode._tolist(weights)
+            if len(weights) != len(ids):
+                raise ValueError("%d ids but %d weights" % (len(ids), len(weights)))
+        out: List[str] = []
+        for start in range(0, len(ids), self.batch_size):
+            items = []
+            for i in range(start, min(start + self.batch_size, len(ids))):
+                o = {"id": ids[i], "label": float(y[i])}
+                if weights is not None:
+                    o["weight"] = float(weights[i])
+                items.append(o)
+            body = json.dumps(items, allow_nan=False).encode()
+            r = self._request("POST", "/v1/labels", body, "application/json", row0=start)
+            out.extend(item["status"] for item in r["results"])
+        return out
 
     def history(self, learner: Optional[str] = None, since: Optional[int] = None) -> dict:
         """The learner's last published snapshots' scalars, oldest first (``GET /v1/history``)."""
