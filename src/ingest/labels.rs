@@ -21,7 +21,11 @@
 //!
 //! **Durability** ([`journal`]): with a data directory every change is appended to
 //! `DIR/thresher.labels` before its response, and the file is rewritten compactly at each checkpoint
-//! (and when it grows past twice `labels.max_bytes`); a restart reads it back.
+//! (and when it grows past twice `labels.max_bytes`); a restart reads it back. The rewrite runs under
+//! the store's lock, so predictions with ids and labels wait for it: it writes the stored samples
+//! once (at most `labels.max_bytes`, 256 MiB by default, typically far less) and fsyncs, a pause of
+//! the order of the bytes stored over the disk's write speed at each checkpoint. Writing a snapshot
+//! outside the lock (entries behind `Arc`s) would remove it; not done yet.
 
 pub mod journal;
 pub mod wire;
