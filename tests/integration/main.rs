@@ -37,3 +37,4 @@ mod status_page;
 mod stopping;
 mod subset;
 mod weights;
+mod weights_daemon;
