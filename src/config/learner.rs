@@ -120,6 +120,8 @@ fn read_learner(
         recompute_every: count(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)?,
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
+        // `window.half_life_samples`, a window key: set by `RawConfig::validate`.
+        half_life_samples: None,
     })
 }
 

@@ -80,6 +80,9 @@ pub struct Config {
     pub max_abs_value: f64,
     pub drain: bool,
     pub window_capacity: usize,
+    /// `window.half_life_samples`: a sample's weight halves every this many newer samples
+    /// (`learner::forget`); `None` (0 in the file) = no forgetting.
+    pub half_life_samples: Option<u64>,
     pub snapshot_interval: Duration,
     /// Points of each learner's history ring (`GET /v1/history`).
     pub history_points: usize,

@@ -130,6 +130,7 @@ layer! {
     /// `[window]`.
     WindowLayer, "the [window] table" {
         capacity: i64,
+        half_life_samples: i64,
     }
 }
 

@@ -25,9 +25,14 @@ impl RawConfig {
         let listen = read_listen(server)?;
         let max_dim = count(&ingest.max_dim, "ingest.max_dim", 1, 1 << 30)?;
         let data_dir = path_key(&self.checkpoint.data_dir, "checkpoint.data_dir")?;
-        let learners = read_learners(&self.learner, max_dim)?;
+        let mut learners = read_learners(&self.learner, max_dim)?;
         let nats = read_nats(&self.nats, data_dir.is_some())?;
         let (snapshot, checkpoint) = (&self.snapshot, &self.checkpoint);
+        let window_capacity = count(&self.window.capacity, "window.capacity", 1, 100_000_000)?;
+        let half_life_samples = read_half_life(&self.window, window_capacity, nats.as_ref())?;
+        for learner in &mut learners {
+            learner.half_life_samples = half_life_samples;
+        }
         Ok(Config {
             listen,
             body_limit_bytes: count(
@@ -93,7 +98,8 @@ impl RawConfig {
             feature_names: read_feature_names(ingest, max_dim)?,
             max_abs_value: positive(&ingest.max_abs_value, "ingest.max_abs_value")?,
             drain: need(&ingest.drain, "ingest.drain")?,
-            window_capacity: count(&self.window.capacity, "window.capacity", 1, 100_000_000)?,
+            window_capacity,
+            half_life_samples,
             snapshot_interval: duration(
                 &snapshot.interval_ms,
                 "snapshot.interval_ms",
@@ -130,6 +136,44 @@ impl RawConfig {
             nats,
         })
     }
+}
+
+/// `window.half_life_samples` (0 = off): at most 10^9; the window may span at most
+/// [`crate::learner::forget::MAX_HALF_LIVES`] half-lives (older samples would weigh less than
+/// `2^-256` and leave the floating-point range near the period's end); not with a cluster's global
+/// model, whose nodes' windows share one objective and no sequence.
+fn read_half_life(
+    window: &super::raw::WindowLayer,
+    capacity: usize,
+    nats: Option<&super::NatsConfig>,
+) -> Result<Option<u64>, ConfigError> {
+    let key = "window.half_life_samples";
+    let h = int(&window.half_life_samples, key, 0, 1_000_000_000)? as u64;
+    if h == 0 {
+        return Ok(None);
+    }
+    let max = crate::learner::forget::MAX_HALF_LIVES;
+    if capacity as u64 > max * h {
+        return Err(ConfigError::Range {
+            key: key.into(),
+            value: h.to_string(),
+            reason: format!(
+                "window.capacity = {capacity} spans more than {max} half-lives; raise the half-life \
+                 to at least {} or lower the capacity",
+                (capacity as u64).div_ceil(max)
+            ),
+        });
+    }
+    if nats.is_some_and(|n| n.global_model) {
+        return Err(ConfigError::Range {
+            key: key.into(),
+            value: h.to_string(),
+            reason: "forgetting is not supported with a cluster's global model \
+                     (nats.global_model = true)"
+                .into(),
+        });
+    }
+    Ok(Some(h))
 }
 
 /// The `[drift]` section: the action and the Page-Hinkley test's parameters.

@@ -51,6 +51,7 @@ use crate::solver::Certificate;
 
 pub mod auto;
 pub mod drift;
+pub mod forget;
 pub mod global;
 pub mod mirror;
 pub mod params;
@@ -488,6 +489,9 @@ pub struct LearnerCore {
     /// The largest `|label|` seen (squared loss: [`LearnerCore::bounded_score`]); restored from the
     /// window's labels on a restart.
     label_bound: f64,
+    /// `window.half_life_samples`: the forgetting clock ([`forget`]); the progressive loss divides
+    /// each sample's loss by its factor.
+    pub decay: Option<forget::Decay>,
 }
 
 impl LearnerCore {
@@ -510,7 +514,12 @@ impl LearnerCore {
             rng,
             best: None,
             label_bound: 0.0,
+            decay: None,
         };
+        core.decay = core
+            .config
+            .half_life_samples
+            .map(|h| forget::Decay::new(h, capacity));
         if let Some(state) = state {
             if state.samples.len() > capacity {
                 // A checkpoint of a larger window (`window.capacity` was lowered): the newest
@@ -642,6 +651,11 @@ impl LearnerCore {
     /// non-finite loss is a numeric fault: counted, and left out of the average (which it would
     /// otherwise turn into infinity or NaN for good).
     pub fn predicted(&mut self, loss: f64) {
+        // With forgetting the sample was given its factor's weight: the loss at its own weight.
+        let loss = match &self.decay {
+            Some(d) => loss / d.factor(self.stats.samples_seen),
+            None => loss,
+        };
         self.stats.samples_seen += 1;
         let sum = self.stats.progressive_loss_sum + loss;
         if sum.is_finite() {

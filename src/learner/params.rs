@@ -60,6 +60,8 @@ pub struct LearnerConfig {
     pub options: SolverOptions,
     /// `lambda = "auto"`: the grid and switching rule (`lambda` is then the grid member served first).
     pub lambda_auto: Option<AutoLambda>,
+    /// `window.half_life_samples` (`None`: no forgetting; [`super::forget`]).
+    pub half_life_samples: Option<u64>,
 }
 
 /// `lambda = "auto"`, validated: the grid of lambdas the learner runs side by side and the rule that

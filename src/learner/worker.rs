@@ -208,7 +208,10 @@ pub fn learner_loop(
         if !waiting.is_empty() {
             let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
             let mut l = learner.lock();
-            l.insert_batches(&blocks);
+            match l.core().decay {
+                Some(decay) => super::forget::insert(&mut l, &decay, &blocks),
+                None => l.insert_batches(&blocks),
+            }
             watch_drift(&mut l);
             absorbed.raise(&waiting);
             drop(l);
@@ -236,7 +239,10 @@ pub fn learner_loop(
             match rx.recv_timeout(IDLE_WAIT) {
                 Ok(batch) => {
                     let mut l = learner.lock();
-                    l.insert(batch.samples());
+                    match l.core().decay {
+                        Some(decay) => super::forget::insert(&mut l, &decay, &[batch.samples()]),
+                        None => l.insert(batch.samples()),
+                    }
                     watch_drift(&mut l);
                     absorbed.raise([&batch]);
                 }

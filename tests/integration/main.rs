@@ -11,6 +11,7 @@ mod durability;
 mod examples;
 mod features;
 mod fitq;
+mod forget;
 mod gate;
 mod grid;
 mod hashed;
