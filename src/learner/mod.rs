@@ -53,6 +53,7 @@ pub mod auto;
 pub mod drift;
 pub mod global;
 pub mod mirror;
+pub mod multiclass;
 pub mod params;
 pub mod publish;
 pub mod sdiht;
