@@ -54,6 +54,7 @@ pub mod drift;
 pub mod forget;
 pub mod global;
 pub mod mirror;
+pub mod multiclass;
 pub mod params;
 pub mod publish;
 pub mod sdiht;

@@ -84,6 +84,11 @@ impl SampleBlock {
         self.iter().map(|s| s.to_sample()).collect()
     }
 
+    /// The labels, to rewrite in place (a one-vs-rest learner's `±1` relabelling of a class batch).
+    pub fn labels_mut(&mut self) -> &mut [f64] {
+        &mut self.labels
+    }
+
     pub fn len(&self) -> usize {
         self.labels.len()
     }
