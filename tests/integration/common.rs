@@ -445,3 +445,36 @@ pub fn assert_finite_model(m: &Value) {
 pub fn samples_seen(d: &Daemon) -> Option<u64> {
     d.model().and_then(|m| m["samples_seen"].as_u64())
 }
+
+/// A model JSON's certificate: `(primal, dual, gap)`.
+pub fn certificate(m: &Value) -> (f64, f64, f64) {
+    let c = &m["certificate"];
+    let get = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("{k}: {m}"));
+    (get("primal"), get("dual"), get("gap"))
+}
+
+/// A model JSON's weights, parallel to its support.
+pub fn model_weights(m: &Value) -> Vec<f64> {
+    m["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_f64().unwrap())
+        .collect()
+}
+
+/// The logistic loss `ln(1 + exp(-y u))`, without overflow.
+pub fn logistic_loss(y: f64, u: f64) -> f64 {
+    let z = -y * u;
+    if z > 0.0 {
+        z + (-z).exp().ln_1p()
+    } else {
+        z.exp().ln_1p()
+    }
+}
+
+/// POSTs a JSON body; the status and the JSON answer.
+pub fn post_json(d: &Daemon, path: &str, body: &Value) -> (u16, Value) {
+    let (status, answer, _) = d.post(path, "application/json", body.to_string());
+    (status, answer)
+}

@@ -23,11 +23,6 @@ fn labelled(r: usize) -> Value {
     f
 }
 
-fn post_json(d: &Daemon, path: &str, body: &Value) -> (u16, Value) {
-    let (status, answer, _) = d.post(path, "application/json", body.to_string());
-    (status, answer)
-}
-
 /// Predicts samples `rows` with ids `p{r}`; returns the served scores.
 fn predict_with_ids(d: &Daemon, rows: std::ops::Range<usize>) -> Vec<f64> {
     let body: Vec<Value> = rows
@@ -49,15 +44,6 @@ fn predict_with_ids(d: &Daemon, rows: std::ops::Range<usize>) -> Vec<f64> {
         .iter()
         .map(|s| s.as_f64().unwrap())
         .collect()
-}
-
-fn logistic(y: f64, u: f64) -> f64 {
-    let z = -y * u;
-    if z > 0.0 {
-        z + (-z).exp().ln_1p()
-    } else {
-        z.exp().ln_1p()
-    }
 }
 
 #[test]
@@ -133,7 +119,7 @@ fn labels_join_predictions_and_are_learned_with_the_served_loss() {
     assert_eq!(after["samples_seen"].as_u64().unwrap(), seen_before + 60);
     // The progressive loss adds the losses of the served scores, not the current model's.
     let served: f64 = (1000..1060)
-        .map(|r| logistic(features(r).0, scores[r - 1000]))
+        .map(|r| logistic_loss(features(r).0, scores[r - 1000]))
         .sum();
     let expected = (loss_before * seen_before as f64 + served) / (seen_before + 60) as f64;
     let got = after["progressive_loss"].as_f64().unwrap();

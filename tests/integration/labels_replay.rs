@@ -83,20 +83,6 @@ fn labelled(r: usize) -> Value {
     f
 }
 
-fn logistic(y: f64, u: f64) -> f64 {
-    let z = -y * u;
-    if z > 0.0 {
-        z + (-z).exp().ln_1p()
-    } else {
-        z.exp().ln_1p()
-    }
-}
-
-fn post_json(d: &Daemon, path: &str, body: &Value) -> (u16, Value) {
-    let (status, answer, _) = d.post(path, "application/json", body.to_string());
-    (status, answer)
-}
-
 /// The id of sample `r`.
 fn id(r: usize) -> String {
     format!("s{r}")
@@ -179,24 +165,6 @@ fn wait_seen(d: &Daemon, n: u64) -> Value {
     let m = d.wait_until_settled();
     assert_eq!(m["samples_seen"].as_u64().unwrap(), n, "{m}");
     m
-}
-
-fn certificate(m: &Value) -> (f64, f64, f64) {
-    let c = &m["certificate"];
-    (
-        c["primal"].as_f64().unwrap(),
-        c["dual"].as_f64().unwrap(),
-        c["gap"].as_f64().unwrap(),
-    )
-}
-
-fn weights(m: &Value) -> Vec<f64> {
-    m["weights"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_f64().unwrap())
-        .collect()
 }
 
 #[test]
@@ -312,7 +280,7 @@ fn ten_thousand_late_labels_across_restarts_and_expiry_match_an_offline_replay()
     // The progressive loss: the warm-up's, then each joined sample at the score served for it.
     let joined_loss: f64 = order
         .iter()
-        .map(|&r| logistic(sample(r).0, served(r)))
+        .map(|&r| logistic_loss(sample(r).0, served(r)))
         .sum();
     let expected = (warm_loss + joined_loss) / (WARM + LIVE) as f64;
     let got = a["progressive_loss"].as_f64().unwrap();
@@ -340,9 +308,9 @@ fn ten_thousand_late_labels_across_restarts_and_expiry_match_an_offline_replay()
     assert_eq!(support(&a), support(&b_model), "A {a}\nreplay {b_model}");
     assert_eq!(support(&a), [0, 1, 2], "the planted support");
     let bound = (2.0 * ga / LAMBDA).sqrt() + (2.0 * gb / LAMBDA).sqrt() + 1e-9;
-    let distance = weights(&a)
+    let distance = model_weights(&a)
         .iter()
-        .zip(weights(&b_model))
+        .zip(model_weights(&b_model))
         .map(|(x, y)| (x - y) * (x - y))
         .sum::<f64>()
         .sqrt();

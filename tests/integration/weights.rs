@@ -12,9 +12,9 @@ use crate::common::{assert_failed_with, assert_succeeded, thresher, write, Daemo
 /// A seeded regression/classification design: `rows` rows over 12 columns, the label a sparse linear
 /// function of three of them (plus noise; its sign for `classify`), and an integer weight 1..=3 each.
 /// One row of [`design`]: the label, the integer weight and the (index, value) pairs.
-type Row = (f64, u32, Vec<(u32, f64)>);
+pub(crate) type Row = (f64, u32, Vec<(u32, f64)>);
 
-fn design(rows: usize, classify: bool) -> Vec<Row> {
+pub(crate) fn design(rows: usize, classify: bool) -> Vec<Row> {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     (0..rows)
         .map(|_| {
@@ -37,7 +37,8 @@ fn design(rows: usize, classify: bool) -> Vec<Row> {
         .collect()
 }
 
-fn line(y: f64, cost: Option<u32>, x: &[(u32, f64)]) -> String {
+/// One LIBSVM line, with `cost:c` when the weight is given.
+pub(crate) fn line(y: f64, cost: Option<u32>, x: &[(u32, f64)]) -> String {
     let mut s = format!("{y}");
     if let Some(c) = cost {
         s.push_str(&format!(" cost:{c}"));

@@ -10,49 +10,10 @@
 //! window the streaming learner locks onto a wrong support and stalls at a relative gap near 0.9,
 //! weighted or repeated alike (a limit of the streaming step on tiny windows, not of the weights).
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
-use crate::common::{support, Daemon};
-
-/// `(label, weight 1..=3, (index, value) pairs)`: a sparse linear function of columns 1, 4 and 9 of
-/// 12, plus noise (its sign for a classification loss).
-type Row = (f64, u32, Vec<(u32, f64)>);
-
-fn design(rows: usize, classify: bool, seed: u64) -> Vec<Row> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..rows)
-        .map(|_| {
-            let mut x: Vec<(u32, f64)> = Vec::new();
-            for j in 0..12 {
-                let v = (rng.gen_range(-2.0..2.0f64) * 1000.0).round() / 1000.0;
-                if rng.gen_bool(0.6) {
-                    x.push((j, v));
-                }
-            }
-            let value = |j: u32| x.iter().find(|p| p.0 == j).map_or(0.0, |p| p.1);
-            let y = 1.5 * value(1) - 2.0 * value(4) + 0.8 * value(9) + rng.gen_range(-0.3..0.3);
-            let y = if classify {
-                y.signum()
-            } else {
-                (y * 1000.0).round() / 1000.0
-            };
-            (y, rng.gen_range(1..=3u32), x)
-        })
-        .collect()
-}
-
-fn libsvm(y: f64, cost: Option<u32>, x: &[(u32, f64)]) -> String {
-    let mut s = format!("{y}");
-    if let Some(c) = cost {
-        s.push_str(&format!(" cost:{c}"));
-    }
-    for (j, v) in x {
-        s.push_str(&format!(" {j}:{v}"));
-    }
-    s + "\n"
-}
+use crate::common::{certificate, model_weights, support, Daemon};
+use crate::weights::{design, line as libsvm};
 
 fn json_row(y: f64, cost: Option<u32>, x: &[(u32, f64)]) -> Value {
     let mut o = json!({
@@ -87,12 +48,6 @@ fn settled(d: &Daemon, n: u64) -> Value {
     d.wait_until_settled()
 }
 
-fn certificate(m: &Value) -> (f64, f64, f64) {
-    let c = &m["certificate"];
-    let get = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("{k}: {m}"));
-    (get("primal"), get("dual"), get("gap"))
-}
-
 /// The two models solve the same objective, to their certificates.
 fn assert_same_objective(a: &Value, b: &Value, what: &str) {
     let ((pa, da, ga), (pb, db, gb)) = (certificate(a), certificate(b));
@@ -108,20 +63,11 @@ fn assert_same_objective(a: &Value, b: &Value, what: &str) {
     assert_eq!(support(a), support(b), "{what}: support\n{a}\n{b}");
 }
 
-fn weights(m: &Value) -> Vec<f64> {
-    m["weights"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w.as_f64().unwrap())
-        .collect()
-}
-
 /// `||w_a - w_b||`.
 fn distance(a: &Value, b: &Value) -> f64 {
-    weights(a)
+    model_weights(a)
         .iter()
-        .zip(weights(b))
+        .zip(model_weights(b))
         .map(|(x, y)| (x - y) * (x - y))
         .sum::<f64>()
         .sqrt()
@@ -147,7 +93,7 @@ fn integer_weights_in_the_daemon_learn_the_model_of_repeated_rows() {
             false,
         ),
     ] {
-        let rows = design(90, classify, 7);
+        let rows = design(90, classify);
         let copies: u64 = rows.iter().map(|r| r.1 as u64).sum();
         let a = start(dir.path(), &format!("{what}-weighted"), learner);
         let b = start(dir.path(), &format!("{what}-repeated"), learner);
