@@ -130,9 +130,7 @@ pub(super) async fn post_labels(
     let body = state.ingest.read(&headers, body, limit, format).await?;
     let rules = &state.ingest.rules;
     let check = |label: f64, weight: Option<f64>| {
-        for loss in &rules.losses {
-            loss.check_label(label).map_err(|e| e.to_string())?;
-        }
+        rules.check_label(label)?;
         check_magnitudes(Some(label), weight, &[], &[], rules.max_abs_value)
             .map_err(|e| e.to_string())
     };

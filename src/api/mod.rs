@@ -45,6 +45,7 @@ use crate::metrics::Metrics;
 
 pub mod auth;
 mod labels;
+pub mod multiclass;
 pub mod status;
 
 /// Seconds a client should wait after a 503 for a full queue.
@@ -65,6 +66,8 @@ pub struct AppState {
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
     /// Predicted samples waiting for a late label (`POST /v1/predict` with ids, `POST /v1/labels`).
     pub labels: Arc<LabelStore>,
+    /// The multi-class learners (`classes = C`), each over its classes' cells ([`multiclass`]).
+    pub groups: Vec<multiclass::Group>,
 }
 
 impl AppState {
@@ -80,6 +83,7 @@ impl AppState {
         let names = cells.iter().map(|c| c.name.clone()).collect();
         let labels = LabelStore::new(config.labels, names, metrics.labels.clone());
         AppState {
+            groups: multiclass::groups(config, &cells),
             labels: Arc::new(labels),
             cells,
             metrics,
@@ -466,6 +470,27 @@ fn node_of(state: &AppState) -> Option<&str> {
     state.cluster.as_ref().map(|c| c.node.as_str())
 }
 
+/// What a request names: one learner, or a multi-class learner (its classes' learners). Unnamed,
+/// the first table's: the first learner, or the multi-class learner it is a class of.
+enum Target<'a> {
+    Cell(&'a Arc<ModelCell>),
+    Group(&'a multiclass::Group),
+}
+
+fn find_target<'a>(state: &'a AppState, name: Option<&str>) -> Result<Target<'a>, ApiError> {
+    let group = match name {
+        None => state
+            .groups
+            .first()
+            .filter(|g| Arc::ptr_eq(&g.cells[0], &state.cells[0])),
+        Some(n) => state.groups.iter().find(|g| g.name == n),
+    };
+    match group {
+        Some(g) => Ok(Target::Group(g)),
+        None => find_cell(state, name).map(Target::Cell),
+    }
+}
+
 fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<ModelCell>, ApiError> {
     match name {
         None => Ok(&state.cells[0]),
@@ -500,7 +525,15 @@ fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiErr
     security(("bearer" = ["read"])),
 )]
 async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    model_response(&state, &state.cells[0])
+    target_response(&state, find_target(&state, None)?)
+}
+
+/// A learner's model, or a multi-class learner's ([`multiclass::group_json`]).
+fn target_response(state: &AppState, target: Target<'_>) -> Result<Response, ApiError> {
+    match target {
+        Target::Cell(cell) => model_response(state, cell),
+        Target::Group(g) => Ok(Json(multiclass::group_json(state, g)?).into_response()),
+    }
 }
 
 /// One learner's model.
@@ -519,7 +552,7 @@ async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    model_response(&state, find_cell(&state, Some(&name))?)
+    target_response(&state, find_target(&state, Some(&name))?)
 }
 
 /// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
@@ -617,16 +650,31 @@ async fn predict(
 ) -> Result<Json<Value>, ApiError> {
     let format = HttpSource::format(&headers)?;
     let mut body = state.ingest.read(&headers, body, limit, format).await?;
-    let cell = find_cell(&state, q.learner.as_deref())?.clone();
+    let target = find_target(&state, q.learner.as_deref())?;
     let ids = labels::ids_of(&state, format, &mut body, q.remember)?;
     // The rows hold their reservation of the in-flight sample budget until the answer is built.
     let (samples, _claim, _reserved) = state.ingest.parse(format, body, true).await?;
-    let s = cell.get().ok_or(ApiError::NoModel)?;
-    let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
-    let mut out =
-        json!({"predictions": predictions, "model_version": s.version, "learner": s.learner});
+    let (s, mut out) = match target {
+        Target::Cell(cell) => {
+            let s = cell.get().ok_or(ApiError::NoModel)?;
+            let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
+            let out = json!({"predictions": predictions, "model_version": s.version, "learner": s.learner});
+            (s, out)
+        }
+        Target::Group(g) => {
+            let snaps = multiclass::snapshots(g)?;
+            let out = multiclass::predict_json(g, &snaps, &samples);
+            (snaps[0].clone(), out)
+        }
+    };
     if let Some(ids) = ids {
+        // The store keeps every learner's served score (each class's, for a multi-class learner);
+        // the answer's `scores` stay the ones it was given.
+        let scores = out.get("scores").cloned();
         labels::remember(&state, &samples, ids, q.remember, &s, &mut out)?;
+        if let Some(scores) = scores {
+            out["scores"] = scores;
+        }
     }
     Ok(Json(out))
 }

@@ -8,8 +8,11 @@ use super::check::{count, int, is_name, need, positive, range};
 use super::error::ConfigError;
 use super::raw::{LambdaValue, LearnerLayer, RawConfig};
 use super::solvers;
-use crate::learner::params::{log_grid, AutoLambda, Criterion, LearnerConfig, StreamSolverKind};
+use crate::learner::params::{
+    log_grid, AutoLambda, ClassOf, Criterion, LearnerConfig, StreamSolverKind,
+};
 use crate::loss::{Loss, LossKind};
+use crate::model::multiclass::MAX_CLASSES;
 use crate::solver::StepRule;
 
 /// The keys that only `lambda = "auto"` reads.
@@ -50,20 +53,39 @@ pub(super) fn read_learners(
         }
         None => return Err(ConfigError::Missing("learner".into())),
     };
-    let mut learners = Vec::new();
+    let mut learners: Vec<LearnerConfig> = Vec::new();
+    let mut daemon_classes = None;
     for (i, given) in layers.iter().enumerate() {
         let learner = read_learner(given, i, max_dim)?;
-        if learners
-            .iter()
-            .any(|l: &LearnerConfig| l.name == learner.name)
-        {
+        let mut t = default_learner();
+        t.overlay(given.clone());
+        let classes = read_classes(&t, i, learner.loss)?;
+        // The labels of one stream must suit every learner: class indices for a multi-class learner,
+        // +-1 or numbers for the others.
+        if i > 0 && classes != daemon_classes {
             return Err(range(
-                &format!("learner[{i}].name"),
-                &learner.name,
-                "learner names must be unique",
+                &LearnerLayer::key(i, "classes"),
+                &classes.map_or("unset".into(), |c| c.to_string()),
+                "every [[learner]] of a daemon with a multi-class learner sets the same classes (the stream's labels are class indices)",
             ));
         }
-        learners.push(learner);
+        daemon_classes = classes;
+        let tables = match classes {
+            Some(c) => class_members(learner, c),
+            None => vec![learner],
+        };
+        for mut learner in tables {
+            if clashes(&learners, &learner) {
+                return Err(range(
+                    &format!("learner[{i}].name"),
+                    &learner.name,
+                    "learner names must be unique (a multi-class learner NAME runs as NAME-0, NAME-1, ...)",
+                ));
+            }
+            // The learner's column among the served scores of a late label: its place in the list.
+            learner.slot = learners.len();
+            learners.push(learner);
+        }
     }
     Ok(learners)
 }
@@ -122,7 +144,54 @@ fn read_learner(
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
         // `window.half_life_samples`, a window key: set by `RawConfig::validate`.
         half_life_samples: None,
+        // Set by `read_learners` on each class's learner of a `classes = C` table.
+        class: None,
     })
+}
+
+/// `classes`: unset for a binary or regression learner; 3 ..= [`MAX_CLASSES`] for a multi-class one,
+/// whose loss must be a classification loss (each class is learned as `+1` against the rest).
+fn read_classes(t: &LearnerLayer, i: usize, loss: Loss) -> Result<Option<usize>, ConfigError> {
+    let key = LearnerLayer::key(i, "classes");
+    if t.classes.is_none() {
+        return Ok(None);
+    }
+    let classes = count(&t.classes, &key, 3, MAX_CLASSES as i64)?;
+    if !loss.is_classification() {
+        return Err(range(
+            &key,
+            &classes.to_string(),
+            "a multi-class learner needs a classification loss (logistic, hinge or huber)",
+        ));
+    }
+    Ok(Some(classes))
+}
+
+/// Whether `new` takes a name already taken: a learner's, or a multi-class learner's, whose name
+/// names its model too (`/v1/models/NAME`).
+fn clashes(learners: &[LearnerConfig], new: &LearnerConfig) -> bool {
+    let group = |l: &LearnerConfig| l.class.as_ref().map(|c| c.group.clone());
+    learners.iter().any(|l| {
+        l.name == new.name
+            || group(l).as_deref() == Some(new.name.as_str())
+            || group(new).as_deref() == Some(l.name.as_str())
+    })
+}
+
+/// A `classes = C` table as the `C` binary learners it runs: `NAME-c` learns class `c` as `+1`
+/// against the others (one-vs-rest, `crate::learner::multiclass`).
+fn class_members(learner: LearnerConfig, classes: usize) -> Vec<LearnerConfig> {
+    (0..classes)
+        .map(|class| LearnerConfig {
+            name: format!("{}-{class}", learner.name),
+            class: Some(ClassOf {
+                group: learner.name.clone(),
+                class,
+                classes,
+            }),
+            ..learner.clone()
+        })
+        .collect()
 }
 
 /// `solver`: its name as given (`diht` is SDIHT with one block) and its kind.
@@ -471,11 +540,12 @@ mod tests {
     #[test]
     fn every_learner_key_has_a_default_documented_in_the_shipped_file() {
         let learner = default_learner();
-        // `intercept`'s and `step`'s defaults depend on the loss or the solver: the keys left unset.
+        // `intercept`'s and `step`'s defaults depend on the loss or the solver, and `classes` unset is a
+        // binary learner: the keys left unset.
         let defaulted: Vec<&str> = LearnerLayer::KEYS
             .iter()
             .copied()
-            .filter(|&k| k != "intercept" && k != "step")
+            .filter(|&k| k != "intercept" && k != "step" && k != "classes")
             .collect();
         assert_eq!(
             learner.given(),
@@ -505,6 +575,7 @@ mod tests {
             "config/thresher.toml documents every learner key once"
         );
         assert!(commented.step.take().is_some() && commented.intercept.take().is_some());
+        assert!(commented.classes.take().is_some());
         assert_eq!(
             commented,
             solvers::defaults(),

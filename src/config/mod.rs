@@ -194,6 +194,12 @@ impl Config {
     pub fn primary(&self) -> &LearnerConfig {
         &self.learners[0]
     }
+
+    /// The number of classes when the learners are multi-class (`classes = C`; then every learner is,
+    /// with the same `C`, and the stream's labels are class indices); `None` otherwise.
+    pub fn classes(&self) -> Option<usize> {
+        self.learners[0].class.as_ref().map(|c| c.classes)
+    }
 }
 
 #[cfg(test)]
@@ -235,6 +241,59 @@ mod tests {
         .unwrap();
         assert_eq!(c.listen.port(), 0);
         assert_eq!(c.data_dir, Some(PathBuf::from("/tmp/x")));
+    }
+
+    #[test]
+    fn a_multiclass_table_runs_as_one_learner_per_class() {
+        let c = load_text(
+            "[[learner]]\nname = \"topic\"\nloss = \"logistic\"\nclasses = 3\n",
+            &[],
+        )
+        .unwrap();
+        let names: Vec<&str> = c.learners.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["topic-0", "topic-1", "topic-2"]);
+        for (i, l) in c.learners.iter().enumerate() {
+            let of = l.class.as_ref().unwrap();
+            assert_eq!(
+                (of.group.as_str(), of.class, of.classes, l.slot),
+                ("topic", i, 3, i)
+            );
+        }
+        assert_eq!(c.classes(), Some(3));
+        let c = load_text(
+            "[[learner]]\nloss = \"hinge\"\n",
+            &[("THRESHER_LEARNER_CLASSES", "5")],
+        );
+        assert_eq!(c.unwrap().classes(), Some(5), "from the environment");
+        let msg = |t: &str| load_text(t, &[]).unwrap_err().to_string();
+        let e = msg("[[learner]]\nloss = \"squared\"\nclasses = 3\n");
+        assert!(
+            e.contains("`learner[0].classes` = 3") && e.contains("classification"),
+            "{e}"
+        );
+        assert!(msg("[[learner]]\nloss = \"logistic\"\nclasses = 2\n")
+            .contains("`learner[0].classes` = 2"));
+        let mixed = "[[learner]]\nname = \"a\"\nloss = \"logistic\"\nclasses = 3\n\
+                     [[learner]]\nname = \"b\"\nloss = \"logistic\"\n";
+        assert!(
+            msg(mixed).contains("`learner[1].classes` = unset"),
+            "{}",
+            msg(mixed)
+        );
+        let clash = "[[learner]]\nname = \"a\"\nloss = \"logistic\"\nclasses = 3\n\
+                     [[learner]]\nname = \"a-1\"\nloss = \"logistic\"\nclasses = 3\n";
+        assert!(msg(clash).contains("unique"));
+        let global = load_text(
+            "[checkpoint]\ndata_dir = \"/tmp/d\"\n[[learner]]\nloss = \"logistic\"\nclasses = 3\n",
+            &[
+                ("THRESHER_NATS_URL", "nats://127.0.0.1:4222"),
+                ("THRESHER_NATS_NODE", "a"),
+            ],
+        );
+        assert!(global
+            .unwrap_err()
+            .to_string()
+            .contains("nats.global_model = false"));
     }
 
     #[test]

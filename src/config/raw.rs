@@ -229,6 +229,7 @@ layer! {
         tol: f64,
         seed: i64,
         intercept: bool,
+        classes: i64,
         mirror: String,
         beta: f64,
         p: f64,

@@ -35,6 +35,7 @@ pub fn app_state(
         max_abs_value: config.max_abs_value,
         max_name_bytes: config.max_feature_name_bytes,
         max_new_names: config.max_new_names_per_request,
+        classes: config.classes(),
         ..Rules::new(losses, config.max_dim, false)
     };
     let cells = restored.learners.iter().map(|(_, c)| c.clone()).collect();

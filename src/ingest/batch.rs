@@ -68,6 +68,9 @@ pub struct Rules {
     pub max_name_bytes: usize,
     /// `ingest.max_new_names_per_request`.
     pub max_new_names: usize,
+    /// Multi-class learners (`classes = C`): a label is a class index `0..C`, which replaces the
+    /// losses' `+-1` rule.
+    pub classes: Option<usize>,
 }
 
 impl Rules {
@@ -80,7 +83,26 @@ impl Rules {
             max_abs_value: DEFAULT_MAX_ABS_VALUE,
             max_name_bytes: DEFAULT_MAX_NAME_BYTES,
             max_new_names: DEFAULT_MAX_NEW_NAMES,
+            classes: None,
         }
+    }
+
+    /// Whether `label` suits every learner: a class index with multi-class learners, else a label
+    /// each learner's loss takes.
+    pub fn check_label(&self, label: f64) -> Result<(), String> {
+        if let Some(classes) = self.classes {
+            return match label.fract() == 0.0 && (0.0..classes as f64).contains(&label) {
+                true => Ok(()),
+                false => Err(format!(
+                    "label {label} is not a class: the learners are multi-class and take the class \
+                     indices 0 ..= {}",
+                    classes - 1
+                )),
+            };
+        }
+        self.losses
+            .iter()
+            .try_for_each(|loss| loss.check_label(label).map_err(|e| e.to_string()))
     }
 }
 
@@ -534,10 +556,9 @@ fn finish(
         let sample = parsed.samples.get(i);
         let (label, indices) = (sample.label, sample.indices);
         if !rules.predict {
-            for loss in &rules.losses {
-                loss.check_label(label)
-                    .map_err(|e| fail(*line, e.to_string(), total))?;
-            }
+            rules
+                .check_label(label)
+                .map_err(|e| fail(*line, e, total))?;
         }
         if let Some(&j) = indices.last() {
             if j as usize >= rules.max_dim {

@@ -127,10 +127,7 @@ impl OneVsRest {
     pub fn insert(&mut self, batch: &SampleBlock) -> Result<(), MulticlassError> {
         self.check(batch)?;
         for (class, member) in self.members.iter_mut().enumerate() {
-            self.relabelled.clone_from(batch);
-            for label in self.relabelled.labels_mut() {
-                *label = if *label == class as f64 { 1.0 } else { -1.0 };
-            }
+            relabel_into(&mut self.relabelled, batch, class);
             member.insert(&self.relabelled);
         }
         Ok(())
@@ -169,6 +166,16 @@ impl OneVsRest {
     /// The checkpoint payload: each member's state, in class order.
     pub fn state(&self) -> Vec<LearnerState> {
         self.members.iter().map(|m| m.state()).collect()
+    }
+}
+
+/// `batch` as class `class`'s learner sees it, written into `out`: label `+1` for the samples of the
+/// class, `-1` for the others (features, weights and served scores unchanged). The daemon's learner
+/// of a class ([`crate::learner::params::ClassOf`]) takes every batch through it.
+pub fn relabel_into(out: &mut SampleBlock, batch: &SampleBlock, class: usize) {
+    out.clone_from(batch);
+    for label in out.labels_mut() {
+        *label = if *label == class as f64 { 1.0 } else { -1.0 };
     }
 }
 

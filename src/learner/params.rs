@@ -62,6 +62,21 @@ pub struct LearnerConfig {
     pub lambda_auto: Option<AutoLambda>,
     /// `window.half_life_samples` (`None`: no forgetting; [`super::forget`]).
     pub half_life_samples: Option<u64>,
+    /// A member of a multi-class learner (`classes = C`): the binary learner of one class against the
+    /// rest ([`super::multiclass`]); `None` for a binary or regression learner.
+    pub class: Option<ClassOf>,
+}
+
+/// Which class of which multi-class learner a binary learner separates from the rest: a `[[learner]]`
+/// table with `classes = C` runs as `C` such learners, named `NAME-0` .. `NAME-{C-1}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassOf {
+    /// The multi-class learner's name (the table's `name`).
+    pub group: String,
+    /// This learner's class: the label it learns as `+1` (the others are `-1`).
+    pub class: usize,
+    /// The number of classes.
+    pub classes: usize,
 }
 
 /// `lambda = "auto"`, validated: the grid of lambdas the learner runs side by side and the rule that

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::drift::{DriftConfig, DriftWatch};
+use super::multiclass::relabel_into;
 use super::publish::{publish, ModelCell, SharedLearner, Snapshot};
 use super::StepOutcome;
 use crate::metrics::Metrics;
@@ -170,6 +171,10 @@ pub fn learner_loop(
     _guard: PanicGuard,
 ) {
     let mut waiting: Vec<Batch> = Vec::new();
+    // The learner of one class of a multi-class learner learns each batch with its class's `+-1`
+    // labels (written into `relabelled`, reused).
+    let class = learner.lock().config().class.as_ref().map(|c| c.class);
+    let mut relabelled: Vec<SampleBlock> = Vec::new();
     let mut last_publish = Instant::now();
     let mut watch = publisher
         .as_ref()
@@ -206,7 +211,16 @@ pub fn learner_loop(
             }
         }
         if !waiting.is_empty() {
-            let blocks: Vec<&SampleBlock> = waiting.iter().map(|b| b.samples()).collect();
+            if let Some(class) = class {
+                relabelled.resize_with(waiting.len(), SampleBlock::new);
+                for (out, b) in relabelled.iter_mut().zip(&waiting) {
+                    relabel_into(out, b.samples(), class);
+                }
+            }
+            let blocks: Vec<&SampleBlock> = match class {
+                Some(_) => relabelled[..waiting.len()].iter().collect(),
+                None => waiting.iter().map(|b| b.samples()).collect(),
+            };
             let mut l = learner.lock();
             match l.core().decay {
                 Some(decay) => super::forget::insert(&mut l, &decay, &blocks),
@@ -238,10 +252,18 @@ pub fn learner_loop(
         if let StepOutcome::Idle(_) = outcome {
             match rx.recv_timeout(IDLE_WAIT) {
                 Ok(batch) => {
+                    let block = match class {
+                        Some(class) => {
+                            relabelled.resize_with(1, SampleBlock::new);
+                            relabel_into(&mut relabelled[0], batch.samples(), class);
+                            &relabelled[0]
+                        }
+                        None => batch.samples(),
+                    };
                     let mut l = learner.lock();
                     match l.core().decay {
-                        Some(decay) => super::forget::insert(&mut l, &decay, &[batch.samples()]),
-                        None => l.insert(batch.samples()),
+                        Some(decay) => super::forget::insert(&mut l, &decay, &[block]),
+                        None => l.insert(block),
                     }
                     watch_drift(&mut l);
                     absorbed.raise([&batch]);

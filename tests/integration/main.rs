@@ -24,6 +24,7 @@ mod learners;
 mod limits;
 mod mirror;
 mod multiclass;
+mod multiclass_daemon;
 mod nats;
 mod nats_fixture;
 mod polish;

@@ -1,0 +1,114 @@
+//! Multi-class learners over HTTP: a `[[learner]]` table with `classes = C` runs as `C` binary
+//! learners (`NAME-0` .. `NAME-{C-1}`, each its class against the rest), and this module serves them
+//! as the one model they make: `GET /v1/models/NAME` (and `/v1/model` when it is the first table) and
+//! `POST /v1/predict?learner=NAME`, which answers each sample's class with every class's score.
+//!
+//! The group's model is the `thresher-multiclass/1` file `fit --multiclass ovr` writes (what
+//! `thresher predict --model` reads), made of the classes' latest published models. Its certificate is
+//! the sum of theirs: the one-vs-rest objective is the sum of the classes' objectives, which share no
+//! variable, so the summed gap bounds the whole model's suboptimality (and each class's).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::{node_of, snapshot_json, ApiError, AppState};
+use crate::config::Config;
+use crate::learner::publish::{ModelCell, Snapshot};
+use crate::model::multiclass::MulticlassModel;
+use crate::sample::SampleBlock;
+
+/// One multi-class learner: its name and its classes' cells, in class order.
+pub struct Group {
+    pub name: String,
+    pub cells: Vec<Arc<ModelCell>>,
+}
+
+/// The multi-class learners of `config`, over the learners' `cells` (in configuration order).
+pub fn groups(config: &Config, cells: &[Arc<ModelCell>]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (learner, cell) in config.learners.iter().zip(cells) {
+        let Some(of) = &learner.class else { continue };
+        match groups.last_mut() {
+            Some(g) if g.name == of.group => g.cells.push(cell.clone()),
+            _ => groups.push(Group {
+                name: of.group.clone(),
+                cells: vec![cell.clone()],
+            }),
+        }
+    }
+    groups
+}
+
+/// The group's classes' latest snapshots, or 503 until every class has published.
+pub fn snapshots(group: &Group) -> Result<Vec<Arc<Snapshot>>, ApiError> {
+    group
+        .cells
+        .iter()
+        .map(|c| c.get().ok_or(ApiError::NoModel))
+        .collect()
+}
+
+/// The one-vs-rest model the classes' snapshots make.
+pub fn model_of(snapshots: &[Arc<Snapshot>]) -> MulticlassModel {
+    let classes = (0..snapshots.len()).map(|c| c as f64).collect();
+    let models = snapshots.iter().map(|s| s.model.clone()).collect();
+    MulticlassModel::one_vs_rest(classes, models)
+        .expect("the classes' published models are one loss, finite and ascending")
+}
+
+/// `GET /v1/models/NAME` of a multi-class learner: the model file, the summed certificate, and each
+/// class's learner with its version, counters, events and support names.
+pub fn group_json(state: &AppState, group: &Group) -> Result<Value, ApiError> {
+    let snaps = snapshots(group)?;
+    let model = model_of(&snaps);
+    let (primal, dual) = snaps.iter().fold((0.0, 0.0), |(p, d), s| {
+        (p + s.model.certificate.primal, d + s.model.certificate.dual)
+    });
+    let gap: f64 = snaps.iter().map(|s| s.model.certificate.gap).sum();
+    let members: Vec<Value> = snaps
+        .iter()
+        .zip(&group.cells)
+        .map(|(s, cell)| {
+            let mut v = snapshot_json(s, &state.ingest.dictionary, node_of(state), cell);
+            let o = v.as_object_mut().expect("a model is an object");
+            // The class's weights are in `model`; the rest of its view (its support beside the
+            // support's names) stays here.
+            for key in ["weights", "intercept", "format"] {
+                o.remove(key);
+            }
+            v
+        })
+        .collect();
+    Ok(json!({
+        "learner": group.name,
+        "strategy": model.strategy,
+        "classes": (0..snaps.len()).collect::<Vec<_>>(),
+        "certificate": {
+            "primal": primal,
+            "dual": dual,
+            "gap": gap,
+            "relative_gap": gap / primal.abs().max(1.0),
+        },
+        "samples_seen": snaps.iter().map(|s| s.samples_seen).min(),
+        "versions": snaps.iter().map(|s| s.version).collect::<Vec<_>>(),
+        "model": model,
+        "members": members,
+    }))
+}
+
+/// The answer of `POST /v1/predict` for a multi-class learner: each sample's class and every class's
+/// score `w_c.x + b_c` (the class is the highest score's, the first on a tie).
+pub fn predict_json(group: &Group, snaps: &[Arc<Snapshot>], samples: &SampleBlock) -> Value {
+    let model = model_of(snaps);
+    let scores: Vec<Vec<f64>> = samples.rows().map(|x| model.scores(x)).collect();
+    // The classes are `0..C`: the model's labels as integers.
+    let predictions: Vec<u64> = samples.rows().map(|x| model.predict(x) as u64).collect();
+    json!({
+        "predictions": predictions,
+        "scores": scores,
+        "classes": (0..snaps.len()).collect::<Vec<_>>(),
+        "learner": group.name,
+        "model_versions": snaps.iter().map(|s| s.version).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,217 @@
+//! A multi-class learner in the daemon (`classes = C`): the stream's labels are class indices, each
+//! class's learner (`NAME-c`) learns its class against the rest, and `GET /v1/models/NAME` and
+//! `POST /v1/predict?learner=NAME` serve them as one model. Checked over HTTP and the NATS source:
+//! labels that are not classes refused with their line and nothing learned; each class's certificate
+//! against `thresher fit --multiclass ovr` on the same samples (weak duality both ways: one
+//! objective); the group's certificate the sum of the classes'; the served model file read by
+//! `thresher predict` with the daemon's answers; the classes' learners restored by a restart.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use crate::common::{
+    assert_succeeded, certificate, serve_args, test_config, thresher, write, Daemon,
+};
+use crate::nats_fixture::{start_node, wait_pulling, JetStream, NatsServer};
+
+const CLASSES: usize = 4;
+
+/// `rows` samples of four classes, each marked by its own two of 16 noisy features (LIBSVM, labels
+/// 0..3).
+fn four_classes(rows: usize, seed: u64) -> String {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut text = String::new();
+    for _ in 0..rows {
+        let class = rng.gen_range(0..CLASSES);
+        text.push_str(&class.to_string());
+        for j in 0..16u32 {
+            let signal = if j as usize / 2 == class { 1.5 } else { 0.0 };
+            let v: f64 = signal + rng.gen_range(-1.0..1.0);
+            text.push_str(&format!(" {}:{v:.3}", j + 1));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+const LEARNER: &str = "name = \"topic\"\nloss = \"logistic\"\nk = 4\nlambda = 0.01\n\
+                       step = \"adaptive\"\nblocks = 1\nclasses = 4\n";
+
+/// Waits until every class's learner has learned `n` samples and settled; the group's model.
+fn settled_group(d: &Daemon, n: u64) -> Value {
+    for c in 0..CLASSES {
+        d.wait_for(&format!("topic-{c} to learn {n} samples"), |d| {
+            let m = d.learner_model(&format!("topic-{c}"))?;
+            (m["samples_seen"].as_u64() == Some(n)).then_some(())
+        });
+        d.wait_until_learner_settled(&format!("topic-{c}"));
+    }
+    d.learner_model("topic").expect("the group's model")
+}
+
+fn accuracy(predicted: &[u64], data: &str) -> f64 {
+    let truth: Vec<u64> = data
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let right = predicted.iter().zip(&truth).filter(|(p, t)| p == t).count();
+    right as f64 / truth.len() as f64
+}
+
+#[test]
+fn a_multiclass_learner_serves_one_certified_model_and_predicts_the_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = test_config(dir.path(), LEARNER, "");
+    let train = four_classes(1200, 1);
+    let test = four_classes(400, 2);
+    let d = Daemon::start(&serve_args(&config, &data));
+
+    // A label that is not a class: the body is refused with its line, and nothing is learned.
+    let bad = format!(
+        "{}9 1:1\n",
+        &train[..train.find('\n').unwrap() + 1].repeat(2)
+    );
+    let (status, body, _) = d.post("/v1/samples", "text/plain", bad);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["line"], 3, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("not a class"),
+        "{body}"
+    );
+    let json_bad = "{\"label\": 1.5, \"indices\": [1], \"values\": [1.0]}\n";
+    let (status, _, _) = d.post("/v1/samples", "application/x-ndjson", json_bad);
+    assert_eq!(status, 400);
+    let (status, _) = d.get("/v1/models/topic");
+    assert_eq!(status, 503, "no class has learned anything");
+
+    let lines: Vec<&str> = train.lines().collect();
+    for part in lines.chunks(300) {
+        let (status, body, _) = d.post("/v1/samples", "text/plain", part.join("\n") + "\n");
+        assert_eq!(status, 202, "{body}");
+    }
+    let group = settled_group(&d, 1200);
+    assert_eq!(group["learner"], "topic");
+    assert_eq!(group["strategy"], "one-vs-rest");
+    assert_eq!(group["classes"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(group["model"]["format"], "thresher-multiclass/1");
+    let members = group["members"].as_array().unwrap();
+    let models = group["model"]["models"].as_array().unwrap();
+    assert_eq!((members.len(), models.len()), (CLASSES, CLASSES));
+    // The group's certificate is the sum of the classes'.
+    let summed = models
+        .iter()
+        .map(certificate)
+        .fold((0.0, 0.0, 0.0), |a, c| (a.0 + c.0, a.1 + c.1, a.2 + c.2));
+    let (p, dual, gap) = certificate(&group);
+    assert!((p - summed.0).abs() < 1e-9 && (dual - summed.1).abs() < 1e-9);
+    assert!((gap - summed.2).abs() < 1e-9 && gap >= 0.0);
+    // The primary (`/v1/model`) is the multi-class learner of the first table.
+    assert_eq!(d.model().unwrap()["learner"], "topic");
+
+    // Each class's certificate against the offline fit of the same samples: one objective, so each
+    // dual is below the other's primal (weak duality across the two).
+    let train_path = write(dir.path(), "train.svm", &train);
+    let test_path = write(dir.path(), "test.svm", &test);
+    let fitted = dir.path().join("fit.json");
+    let fit = thresher(&[
+        "fit",
+        &train_path,
+        "--multiclass",
+        "ovr",
+        "--loss",
+        "logistic",
+        "-k",
+        "4",
+        "--lambda",
+        "0.01",
+        "--out",
+        fitted.to_str().unwrap(),
+    ]);
+    assert_succeeded(&fit, "fit --multiclass ovr");
+    let offline: Value = serde_json::from_str(&std::fs::read_to_string(&fitted).unwrap()).unwrap();
+    for (c, (daemon, fit)) in models
+        .iter()
+        .zip(offline["models"].as_array().unwrap())
+        .enumerate()
+    {
+        let (dp, dd, _) = certificate(daemon);
+        let (fp, fd, _) = certificate(fit);
+        let slack = 1e-9 * fp.abs().max(1.0);
+        assert!(dd <= fp + slack, "class {c}: daemon D {dd} > fit P {fp}");
+        assert!(fd <= dp + slack, "class {c}: fit D {fd} > daemon P {dp}");
+    }
+
+    // Predictions: the class of the highest score, the same as `thresher predict` on the served file.
+    let (status, answer, _) = d.post("/v1/predict?learner=topic", "text/plain", test.clone());
+    assert_eq!(status, 200, "{answer}");
+    let predicted: Vec<u64> = answer["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    for (p, scores) in predicted.iter().zip(answer["scores"].as_array().unwrap()) {
+        let scores: Vec<f64> = scores
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_f64().unwrap())
+            .collect();
+        assert_eq!(scores.len(), CLASSES);
+        let best = (0..CLASSES).fold(0, |b, c| if scores[c] > scores[b] { c } else { b });
+        assert_eq!(*p, best as u64);
+    }
+    let acc = accuracy(&predicted, &test);
+    assert!(acc > 0.85, "held-out accuracy {acc}");
+    let served = write(dir.path(), "served.json", &group["model"].to_string());
+    let offline_predict = thresher(&["predict", "--model", &served, &test_path]);
+    assert_succeeded(&offline_predict, "predict with the served model");
+    let lines: Vec<u64> = String::from_utf8(offline_predict.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse::<f64>().unwrap() as u64)
+        .collect();
+    assert_eq!(lines, predicted, "thresher predict reads the served model");
+
+    // A restart restores every class's learner from the checkpoint.
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    let d = Daemon::start(&serve_args(&config, &data));
+    let again = d.wait_for("the restored group", |d| d.learner_model("topic"));
+    assert_eq!(again["samples_seen"], 1200);
+    assert_eq!(again["classes"], group["classes"]);
+}
+
+#[test]
+fn a_multiclass_learner_learns_from_the_nats_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = NatsServer::start(&dir.path().join("nats"));
+    let config = format!(
+        "[snapshot]\ninterval_ms = 50\n[window]\ncapacity = 5000\n[checkpoint]\ninterval_s = 1\n\
+         [[learner]]\n{LEARNER}"
+    );
+    // Each node learns its own model (a cluster's global model is one binary model).
+    let own = [("THRESHER_NATS_GLOBAL_MODEL", "false")];
+    let d = start_node(dir.path(), &server.url(), "mc", &config, &own);
+    wait_pulling(&d);
+    let js = JetStream::connect(&server.url());
+    let train = four_classes(900, 3);
+    let lines: Vec<&str> = train.lines().collect();
+    for (b, part) in lines.chunks(100).enumerate() {
+        assert!(!js.publish_until_stored(&format!("mc{b}"), &(part.join("\n") + "\n")));
+    }
+    let group = settled_group(&d, 900);
+    let test = four_classes(300, 4);
+    let (status, answer, _) = d.post("/v1/predict", "text/plain", test.clone());
+    assert_eq!(status, 200, "{answer}");
+    let predicted: Vec<u64> = answer["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    let acc = accuracy(&predicted, &test);
+    assert!(acc > 0.85, "held-out accuracy {acc}: {group}");
+}
