@@ -606,11 +606,14 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
             }
         })
         .collect();
-    let labels = state.labels.config().capacity > 0;
-    Json(match labels {
-        true => json!({"models": models, "labels": state.labels.summary()}),
-        false => json!({"models": models}),
-    })
+    let mut out = json!({"models": models});
+    if state.labels.config().capacity > 0 {
+        out["labels"] = state.labels.summary();
+    }
+    if !state.groups.is_empty() {
+        out["multiclass"] = state.groups.iter().map(multiclass::entry).collect();
+    }
+    Json(out)
 }
 
 #[derive(serde::Deserialize)]

@@ -40,6 +40,12 @@ pub fn groups(config: &Config, cells: &[Arc<ModelCell>]) -> Vec<Group> {
     groups
 }
 
+/// The group's entry in `GET /v1/models`: its name and its classes' learners, in class order.
+pub fn entry(group: &Group) -> Value {
+    let members: Vec<&str> = group.cells.iter().map(|c| c.name.as_str()).collect();
+    json!({"learner": group.name, "classes": members.len(), "members": members})
+}
+
 /// The group's classes' latest snapshots, or 503 until every class has published.
 pub fn snapshots(group: &Group) -> Result<Vec<Arc<Snapshot>>, ApiError> {
     group

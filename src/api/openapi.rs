@@ -233,6 +233,10 @@ pub struct Models {
     /// `bytes` waiting, and `labels` received by outcome since the process started).
     #[schema(value_type = Option<Object>)]
     labels: Option<()>,
+    /// With multi-class learners (`classes = C`): each one's name, `classes` and `members` (its
+    /// classes' learners, `NAME-0` .. `NAME-{C-1}`, listed in `models`).
+    #[schema(value_type = Option<Vec<Object>>)]
+    multiclass: Option<()>,
 }
 
 /// `POST /v1/predict`: one prediction per sample, in order, and the model that made them.
@@ -251,6 +255,64 @@ pub struct Predictions {
     scores: Option<Vec<f64>>,
 }
 
+/// `POST /v1/predict` of a multi-class learner (`classes = C`): each sample's class, every class's
+/// score, and the version of each class's model that scored it.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct MulticlassPredictions {
+    /// Each sample's class: the one whose model scores it highest (the first on a tie).
+    predictions: Vec<u64>,
+    /// Each sample's scores `w_c.x + b_c`, one per class in class order.
+    scores: Vec<Vec<f64>>,
+    /// The classes, `0 .. C-1`.
+    classes: Vec<u64>,
+    /// The multi-class learner's name.
+    learner: String,
+    /// The published version of each class's model.
+    model_versions: Vec<u64>,
+    /// With ids (or `remember=true`): each sample's id (`null`: not kept).
+    ids: Option<Vec<Option<String>>>,
+}
+
+/// `GET /v1/models/NAME` of a multi-class learner (`classes = C`): its classes' models as one
+/// one-vs-rest model, with the sum of their certificates.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct MulticlassModelDoc {
+    learner: String,
+    #[schema(pattern = "^one-vs-rest$")]
+    strategy: String,
+    /// The classes, `0 .. C-1`.
+    classes: Vec<u64>,
+    /// The sums of the classes' primals, duals and gaps (the one-vs-rest objective is their sum, so
+    /// the summed gap bounds the model's suboptimality), and the summed gap over `max(1, |P|)`.
+    certificate: MulticlassCertificateDoc,
+    /// The fewest samples any class's learner has learned.
+    samples_seen: u64,
+    /// The published version of each class's model.
+    versions: Vec<u64>,
+    /// The `thresher-multiclass/1` model file (`thresher predict --model` reads it): `classes`, and one
+    /// binary model per class in `models`.
+    #[schema(value_type = Object)]
+    model: Value,
+    /// Each class's learner (`NAME-c`) as `GET /v1/models/NAME-c` shows it, without its weights and
+    /// intercept (they are in `model`).
+    #[schema(value_type = Vec<Object>)]
+    members: Vec<Value>,
+}
+
+/// The summed certificate of a multi-class learner.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct MulticlassCertificateDoc {
+    primal: f64,
+    dual: f64,
+    #[schema(minimum = 0)]
+    gap: f64,
+    #[schema(minimum = 0)]
+    relative_gap: f64,
+}
+
 /// One item of `POST /v1/labels`: the label of a sample predicted with `id`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
@@ -258,7 +320,8 @@ pub struct Predictions {
 pub struct LabelObject {
     /// The id the sample was predicted with (1 to `labels.id_max_bytes` bytes).
     id: String,
-    /// Its label, as a sample's (`-1`/`+1` for the classification losses).
+    /// Its label, as a sample's (`-1`/`+1` for the classification losses, a class index for
+    /// multi-class learners).
     label: f64,
     /// Its weight (finite, > 0; 1 if absent).
     weight: Option<f64>,
@@ -393,7 +456,7 @@ impl Modify for SecurityAddon {
         super::status::page,
         super::history,
     ),
-    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, Unpublished, Models, Cluster, Predictions, LabelObject, LabelResult, LabelsAccepted, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
+    components(schemas(ErrorBody, Accepted, ModelSnapshotDoc, MulticlassModelDoc, MulticlassCertificateDoc, MulticlassPredictions, Unpublished, Models, Cluster, Predictions, LabelObject, LabelResult, LabelsAccepted, Status, SampleObject, History, crate::learner::publish::GateView, crate::learner::publish::Withheld, crate::learner::drift::DriftRecord, crate::learner::drift::DriftEvent)),
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;
@@ -452,6 +515,10 @@ pub fn document(rules: &Rules, auth: bool) -> Value {
     ]});
     schemas["Models"]["properties"]["models"]["items"] =
         json!({"$ref": "#/components/schemas/ModelEntry"});
+    if rules.classes.is_some() {
+        multiclass_responses(&mut doc);
+    }
+    let schemas = &mut doc["components"]["schemas"];
     schemas["SampleObject"] = sample.clone();
     schemas["Libsvm"] = libsvm_schema(rules, &patterns, classification);
     schemas["PredictSampleObject"] = predict_sample_schema(sample);
@@ -486,10 +553,14 @@ impl LibsvmPatterns {
         let number = format!(
             r"[+-]?([0-9]{{1,{digits}}}(\.[0-9]{{0,9}})?|\.[0-9]{{1,9}})([eE]-[0-9]{{1,2}})?"
         );
-        let label = if classification {
-            r"[+-]?1(\.0{0,3})?".to_string()
-        } else {
-            number.to_string()
+        let label = match rules.classes {
+            // The class indices, each once (an exact pattern: no other label is taken).
+            Some(c) => format!(
+                r"({})(\.0{{0,3}})?",
+                (0..c).map(|i| i.to_string()).collect::<Vec<_>>().join("|")
+            ),
+            None if classification => r"[+-]?1(\.0{0,3})?".to_string(),
+            None => number.to_string(),
         };
         let index = format!(r"\+?[0-9]{{1,{}}}", index_digits(rules.max_dim));
         LibsvmPatterns {
@@ -517,7 +588,11 @@ fn libsvm_schema(rules: &Rules, patterns: &LibsvmPatterns, classification: bool)
              and labels at most {:e} in magnitude (ingest.max_abs_value).{}",
             rules.max_dim,
             rules.max_abs_value,
-            if classification { " Labels -1 or +1." } else { "" }
+            match rules.classes {
+                Some(c) => format!(" Labels the class indices 0 to {}.", c - 1),
+                None if classification => " Labels -1 or +1.".into(),
+                None => String::new(),
+            }
         ),
         "pattern": format!("^\n*{line}(\n+{line})*\n*$"),
         "example": "1 3:0.5 17:1\n-2.5 4:1\n",
@@ -528,10 +603,11 @@ fn libsvm_schema(rules: &Rules, patterns: &LibsvmPatterns, classification: bool)
 fn sample_schema(rules: &Rules, classification: bool) -> Value {
     let bound = rules.max_abs_value;
     let bounded = json!({"type": "number", "minimum": -bound, "maximum": bound});
-    let label_schema = if classification {
-        json!({"type": "number", "enum": [-1, 1]})
-    } else {
-        bounded.clone()
+    let label_schema = match rules.classes {
+        Some(c) => json!({"type": "integer", "minimum": 0, "maximum": c - 1,
+                          "description": "the class index (multi-class learners)"}),
+        None if classification => json!({"type": "number", "enum": [-1, 1]}),
+        None => bounded.clone(),
     };
     // `null` is the same as an absent field.
     let weight = json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": bound}, {"type": "null"}],
@@ -597,6 +673,35 @@ fn predict_bodies(doc: &mut Value, patterns: &LibsvmPatterns) {
         "description": "LIBSVM lines as for POST /v1/samples; a line may omit its label (`index:value ...`).",
         "pattern": format!("^\n*{predict_line}(\n+{predict_line})*\n*$"),
     });
+}
+
+/// A daemon with multi-class learners: `/v1/model`, `/v1/models/{name}` and `/v1/predict` answer a
+/// multi-class learner's model or classes, or (for a class's own learner) a binary one's.
+fn multiclass_responses(doc: &mut Value) {
+    let either = |one: &str, other: &str| {
+        json!({"oneOf": [
+            {"$ref": format!("#/components/schemas/{one}")},
+            {"$ref": format!("#/components/schemas/{other}")},
+        ]})
+    };
+    for (path, method, one, other) in [
+        ("/v1/model", "get", "ModelSnapshot", "MulticlassModelDoc"),
+        (
+            "/v1/models/{name}",
+            "get",
+            "ModelSnapshot",
+            "MulticlassModelDoc",
+        ),
+        (
+            "/v1/predict",
+            "post",
+            "Predictions",
+            "MulticlassPredictions",
+        ),
+    ] {
+        doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"] =
+            either(one, other);
+    }
 }
 
 /// A daemon without tokens: every security requirement also lists the empty one (no credentials).

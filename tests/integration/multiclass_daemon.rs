@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
 use crate::common::{
-    assert_succeeded, certificate, serve_args, test_config, thresher, write, Daemon,
+    assert_succeeded, certificate, post_json, serve_args, test_config, thresher, write, Daemon,
 };
 use crate::nats_fixture::{start_node, wait_pulling, JetStream, NatsServer};
 
@@ -175,12 +175,91 @@ fn a_multiclass_learner_serves_one_certified_model_and_predicts_the_class() {
         .collect();
     assert_eq!(lines, predicted, "thresher predict reads the served model");
 
+    // The OpenAPI document describes the class labels and the multi-class answers (every field it
+    // requires is in the daemon's).
+    let (_, doc) = d.get("/openapi.json");
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let label = &schemas["SampleObject"]["oneOf"][0]["properties"]["label"];
+    assert_eq!(
+        (label["minimum"].as_u64(), label["maximum"].as_u64()),
+        (Some(0), Some(3))
+    );
+    let pattern = schemas["Libsvm"]["pattern"].as_str().unwrap();
+    assert!(pattern.contains("(0|1|2|3)"), "{pattern}");
+    for (schema, answer) in [
+        ("MulticlassModelDoc", &group),
+        ("MulticlassPredictions", &answer),
+    ] {
+        for field in schemas[schema]["required"].as_array().unwrap() {
+            let field = field.as_str().unwrap();
+            assert!(answer.get(field).is_some(), "{schema}.{field} in {answer}");
+        }
+    }
+    let response = &doc["paths"]["/v1/predict"]["post"]["responses"]["200"]["content"];
+    assert!(
+        response.to_string().contains("MulticlassPredictions"),
+        "{response}"
+    );
+
+    // GET /v1/models lists the multi-class learner; the status page draws its weight per class.
+    let models: Value = serde_json::from_str(&d.get("/v1/models").1).unwrap();
+    assert_eq!(models["multiclass"][0]["learner"], "topic", "{models}");
+    assert_eq!(models["multiclass"][0]["members"][3], "topic-3", "{models}");
+    let dom = crate::status_page::browse(&format!("{}/", d.base), &["--dump-dom"]);
+    assert!(dom.contains(r#"data-multiclass="topic""#), "{dom}");
+    assert!(dom.contains("class 3</th>"), "{dom}");
+    // Feature 1 (class 0's) is in the table, with a weight in class 0's column.
+    let table = &dom[dom.find(r#"table class="weights multiclass""#).unwrap()..];
+    assert!(table.contains(r#"<tr data-index="1">"#), "{table}");
+
+    // Late labels: predicted with ids, the samples are learned by every class's learner once their
+    // class arrives.
+    let rows: Vec<Value> = test
+        .lines()
+        .take(10)
+        .enumerate()
+        .map(|(i, line)| {
+            let pairs: Vec<(u32, f64)> = line
+                .split(' ')
+                .skip(1)
+                .map(|p| {
+                    let (j, v) = p.split_once(':').unwrap();
+                    (j.parse().unwrap(), v.parse().unwrap())
+                })
+                .collect();
+            serde_json::json!({"id": format!("s{i}"),
+                "indices": pairs.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "values": pairs.iter().map(|p| p.1).collect::<Vec<_>>()})
+        })
+        .collect();
+    let (status, answer) = post_json(&d, "/v1/predict?learner=topic", &Value::from(rows));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["scores"][0].as_array().unwrap().len(),
+        CLASSES,
+        "{answer}"
+    );
+    let labels: Vec<Value> = test
+        .lines()
+        .take(10)
+        .enumerate()
+        .map(|(i, l)| serde_json::json!({"id": format!("s{i}"), "label": l[..1].parse::<u64>().unwrap()}))
+        .collect();
+    let (status, answer) = post_json(&d, "/v1/labels", &Value::from(labels));
+    assert_eq!(
+        (status, &answer["joined"]),
+        (202, &Value::from(10)),
+        "{answer}"
+    );
+    let group = settled_group(&d, 1210);
+
     // A restart restores every class's learner from the checkpoint.
     let (status, _) = d.terminate();
     assert!(status.success());
     let d = Daemon::start(&serve_args(&config, &data));
     let again = d.wait_for("the restored group", |d| d.learner_model("topic"));
-    assert_eq!(again["samples_seen"], 1200);
+    assert_eq!(again["samples_seen"], 1210);
     assert_eq!(again["classes"], group["classes"]);
 }
 

@@ -64,21 +64,37 @@ pub(crate) fn browse(url: &str, args: &[&str]) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start chromium");
+    // Read while it runs: a page's DOM can be larger than the pipe's buffer, and a full pipe would
+    // stop Chromium before it exits.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         if start.elapsed() > BROWSER_WAIT {
             let _ = child.kill();
             panic!("chromium did not finish within {BROWSER_WAIT:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
     assert!(
-        out.status.success(),
+        status.success(),
         "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&stderr)
     );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(stdout).unwrap()
 }
 
 /// The element of `dom` that starts with `open` (up to its first `>`), through its `</tag>`, parsed as

@@ -326,6 +326,55 @@
     }
   }
 
+  // A multi-class learner: the top features of its classes' models, one weight column per class
+  // (blank where a class's support leaves the feature out), and the summed gap.
+  function renderMulticlass(g) {
+    let section = main.querySelector('section[data-multiclass="' + CSS.escape(g.learner) + '"]');
+    if (!section) {
+      section = el("section", { class: "learner", "data-multiclass": g.learner });
+      section.appendChild(el("h2", {}, g.learner + " · " + g.classes + " classes, one vs rest"));
+      section.appendChild(el("div", { class: "facts" }));
+      const table = el("table", { class: "weights multiclass", "data-learner": g.learner });
+      section.appendChild(table);
+      const first = learners.get(g.members[0]);
+      main.insertBefore(section, first ? first.table.closest("section") : null);
+    }
+    const models = g.members.map((n) => (learners.get(n) || {}).model);
+    const facts = section.querySelector(".facts");
+    facts.replaceChildren();
+    if (models.some((m) => !m)) {
+      fact(facts, "classes published", models.filter((m) => m).length + " of " + g.classes);
+    } else {
+      fact(facts, "gap (sum over classes)", fmt(models.reduce((s, m) => s + m.certificate.gap, 0)));
+      fact(facts, "samples seen", String(Math.min(...models.map((m) => m.samples_seen))));
+    }
+    const rows = new Map();
+    models.forEach((m, c) => {
+      if (!m) return;
+      const names = m.feature_names || [];
+      m.support.forEach((j, i) => {
+        const r = rows.get(j) || { index: j, name: names[i], w: new Array(g.classes).fill(null), top: 0 };
+        r.w[c] = m.weights[i];
+        r.top = Math.max(r.top, Math.abs(m.weights[i]));
+        rows.set(j, r);
+      });
+    });
+    const t = section.querySelector("table");
+    t.replaceChildren();
+    const head = el("tr");
+    for (const h of ["feature", "index"]) head.appendChild(el("th", {}, h));
+    for (let c = 0; c < g.classes; c++) head.appendChild(el("th", { class: "num" }, "class " + c));
+    t.appendChild(head);
+    const top = [...rows.values()].sort((a, b) => b.top - a.top).slice(0, TOP_WEIGHTS);
+    for (const r of top) {
+      const tr = el("tr", { "data-index": r.index });
+      tr.appendChild(el("td", { class: "feature" }, r.name == null ? "x" + r.index : r.name));
+      tr.appendChild(el("td", { class: "num" }, String(r.index)));
+      r.w.forEach((w) => tr.appendChild(el("td", { class: "num" }, w === null ? "" : fmt(w))));
+      t.appendChild(tr);
+    }
+  }
+
   // The late-label store (daemon-wide): what waits for a label and what the labels found.
   function renderLabels(s) {
     labelsLine.hidden = !s;
@@ -361,6 +410,7 @@
         l.now = h.now;
         render(l);
       }
+      for (const g of all.multiclass || []) renderMulticlass(g);
       authForm.hidden = true;
       setStatus("updated " + new Date().toLocaleTimeString([], { hour12: false }) + " · every " + interval + " ms");
       document.body.setAttribute("data-ready", "1");
