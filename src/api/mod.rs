@@ -4,8 +4,8 @@
 //! | --- | --- |
 //! | `POST /v1/samples` | LIBSVM (`text/plain`), JSON lines (`application/x-ndjson`) or a JSON array (`application/json`) → `202 {"accepted": n}` |
 //! | `GET /v1/model` | the primary learner's snapshot |
-//! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one |
-//! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}` |
+//! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one, or a multi-class learner's ([`multiclass`]) |
+//! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}`, or classes and scores ([`predict`]) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published (and passed the publish gate) or restored and while checkpoints succeed |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
@@ -46,6 +46,7 @@ use crate::metrics::Metrics;
 pub mod auth;
 mod labels;
 pub mod multiclass;
+mod predict;
 pub mod status;
 
 /// Seconds a client should wait after a 503 for a full queue.
@@ -303,7 +304,7 @@ pub fn router(state: Arc<AppState>, body_limit: usize, authenticated: bool) -> R
         .route("/v1/models", get(get_models))
         .route("/v1/models/:name", get(get_named_model))
         .route("/v1/cluster", get(get_cluster))
-        .route("/v1/predict", post(predict))
+        .route("/v1/predict", post(predict::predict))
         .route("/v1/labels", post(labels::post_labels))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -470,27 +471,6 @@ fn node_of(state: &AppState) -> Option<&str> {
     state.cluster.as_ref().map(|c| c.node.as_str())
 }
 
-/// What a request names: one learner, or a multi-class learner (its classes' learners). Unnamed,
-/// the first table's: the first learner, or the multi-class learner it is a class of.
-enum Target<'a> {
-    Cell(&'a Arc<ModelCell>),
-    Group(&'a multiclass::Group),
-}
-
-fn find_target<'a>(state: &'a AppState, name: Option<&str>) -> Result<Target<'a>, ApiError> {
-    let group = match name {
-        None => state
-            .groups
-            .first()
-            .filter(|g| Arc::ptr_eq(&g.cells[0], &state.cells[0])),
-        Some(n) => state.groups.iter().find(|g| g.name == n),
-    };
-    match group {
-        Some(g) => Ok(Target::Group(g)),
-        None => find_cell(state, name).map(Target::Cell),
-    }
-}
-
 fn find_cell<'a>(state: &'a AppState, name: Option<&str>) -> Result<&'a Arc<ModelCell>, ApiError> {
     match name {
         None => Ok(&state.cells[0]),
@@ -525,15 +505,7 @@ fn model_response(state: &AppState, cell: &ModelCell) -> Result<Response, ApiErr
     security(("bearer" = ["read"])),
 )]
 async fn get_model(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
-    target_response(&state, find_target(&state, None)?)
-}
-
-/// A learner's model, or a multi-class learner's ([`multiclass::group_json`]).
-fn target_response(state: &AppState, target: Target<'_>) -> Result<Response, ApiError> {
-    match target {
-        Target::Cell(cell) => model_response(state, cell),
-        Target::Group(g) => Ok(Json(multiclass::group_json(state, g)?).into_response()),
-    }
+    multiclass::target_response(&state, multiclass::find_target(&state, None)?)
 }
 
 /// One learner's model.
@@ -552,7 +524,7 @@ async fn get_named_model(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    target_response(&state, find_target(&state, Some(&name))?)
+    multiclass::target_response(&state, multiclass::find_target(&state, Some(&name))?)
 }
 
 /// The nodes sharing this daemon's NATS stream: each live member's learners (published version,
@@ -614,72 +586,6 @@ async fn get_models(State(state): State<Arc<AppState>>) -> Json<Value> {
         out["multiclass"] = state.groups.iter().map(multiclass::entry).collect();
     }
     Json(out)
-}
-
-#[derive(serde::Deserialize)]
-struct PredictQuery {
-    learner: Option<String>,
-    /// Keep every sample for a late label, making an id for each without one.
-    #[serde(default)]
-    remember: bool,
-}
-
-/// Predictions of a learner's current model; labels are optional and unknown feature names are ignored.
-#[utoipa::path(post, path = "/v1/predict", tag = "models",
-    params(("learner" = Option<String>, Query, description = "a learner's name; the primary learner if absent"),
-           ("remember" = Option<bool>, Query, description = "keep every sample for a late label, making an id for each without one")),
-    request_body(description = "Samples to predict, labels optional", content(
-        (String = "text/plain"),
-        (Vec<openapi::SampleObject> = "application/json"),
-        (Vec<openapi::SampleObject> = "application/x-ndjson"),
-    )),
-    responses(
-        (status = 200, description = "One prediction per sample, in order", body = openapi::Predictions),
-        (status = 400, description = "An invalid sample (its `line`) or an unreadable body; nothing from the body is kept", body = openapi::ErrorBody),
-        (status = 413, description = "Body over `server.body_limit_bytes`", body = openapi::ErrorBody),
-        (status = 415, description = "Content-Type not one of the three formats", body = openapi::ErrorBody),
-        openapi::ReadAuth,
-        (status = 404, description = "No learner has this name", body = openapi::ErrorBody),
-        (status = 503, description = "The learner has not published yet", body = openapi::ErrorBody),
-    ),
-    security(("bearer" = ["read"])),
-)]
-async fn predict(
-    State(state): State<Arc<AppState>>,
-    Query(q): Query<PredictQuery>,
-    Extension(BodyLimit(limit)): Extension<BodyLimit>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let format = HttpSource::format(&headers)?;
-    let mut body = state.ingest.read(&headers, body, limit, format).await?;
-    let target = find_target(&state, q.learner.as_deref())?;
-    let ids = labels::ids_of(&state, format, &mut body, q.remember)?;
-    // The rows hold their reservation of the in-flight sample budget until the answer is built.
-    let (samples, _claim, _reserved) = state.ingest.parse(format, body, true).await?;
-    let (s, mut out) = match target {
-        Target::Cell(cell) => {
-            let s = cell.get().ok_or(ApiError::NoModel)?;
-            let predictions: Vec<f64> = samples.rows().map(|x| s.model.predict(x)).collect();
-            let out = json!({"predictions": predictions, "model_version": s.version, "learner": s.learner});
-            (s, out)
-        }
-        Target::Group(g) => {
-            let snaps = multiclass::snapshots(g)?;
-            let out = multiclass::predict_json(g, &snaps, &samples);
-            (snaps[0].clone(), out)
-        }
-    };
-    if let Some(ids) = ids {
-        // The store keeps every learner's served score (each class's, for a multi-class learner);
-        // the answer's `scores` stay the ones it was given.
-        let scores = out.get("scores").cloned();
-        labels::remember(&state, &samples, ids, q.remember, &s, &mut out)?;
-        if let Some(scores) = scores {
-            out["scores"] = scores;
-        }
-    }
-    Ok(Json(out))
 }
 
 #[derive(serde::Deserialize, utoipa::IntoParams)]

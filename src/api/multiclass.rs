@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{node_of, snapshot_json, ApiError, AppState};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::{find_cell, model_response, node_of, snapshot_json, ApiError, AppState};
 use crate::config::Config;
 use crate::learner::publish::{ModelCell, Snapshot};
 use crate::model::multiclass::MulticlassModel;
@@ -38,6 +41,38 @@ pub fn groups(config: &Config, cells: &[Arc<ModelCell>]) -> Vec<Group> {
         }
     }
     groups
+}
+
+/// What a request names: one learner, or a multi-class learner (its classes' learners). Unnamed,
+/// the first table's: the first learner, or the multi-class learner it is a class of.
+pub(super) enum Target<'a> {
+    Cell(&'a Arc<ModelCell>),
+    Group(&'a Group),
+}
+
+pub(super) fn find_target<'a>(
+    state: &'a AppState,
+    name: Option<&str>,
+) -> Result<Target<'a>, ApiError> {
+    let group = match name {
+        None => state
+            .groups
+            .first()
+            .filter(|g| Arc::ptr_eq(&g.cells[0], &state.cells[0])),
+        Some(n) => state.groups.iter().find(|g| g.name == n),
+    };
+    match group {
+        Some(g) => Ok(Target::Group(g)),
+        None => find_cell(state, name).map(Target::Cell),
+    }
+}
+
+/// A learner's model, or a multi-class learner's ([`group_json`]).
+pub(super) fn target_response(state: &AppState, target: Target<'_>) -> Result<Response, ApiError> {
+    match target {
+        Target::Cell(cell) => model_response(state, cell),
+        Target::Group(g) => Ok(Json(group_json(state, g)?).into_response()),
+    }
 }
 
 /// The group's entry in `GET /v1/models`: its name and its classes' learners, in class order.

@@ -447,7 +447,7 @@ impl Modify for SecurityAddon {
         super::get_models,
         super::get_named_model,
         super::get_cluster,
-        super::predict,
+        super::predict::predict,
         labels_doc,
         super::metrics,
         super::healthz,

@@ -27,16 +27,7 @@ impl RawConfig {
         let data_dir = path_key(&self.checkpoint.data_dir, "checkpoint.data_dir")?;
         let mut learners = read_learners(&self.learner, max_dim)?;
         let nats = read_nats(&self.nats, data_dir.is_some())?;
-        if let (Some(c), Some(_)) = (
-            learners[0].class.as_ref(),
-            nats.as_ref().filter(|n| n.global_model),
-        ) {
-            return Err(range(
-                "learner[0].classes",
-                &c.classes.to_string(),
-                "a multi-class learner does not run a cluster's global model: set nats.global_model = false (each node then learns from the messages it pulls)",
-            ));
-        }
+        check_classes(&learners, nats.as_ref())?;
         let (snapshot, checkpoint) = (&self.snapshot, &self.checkpoint);
         let window_capacity = count(&self.window.capacity, "window.capacity", 1, 100_000_000)?;
         let half_life_samples = read_half_life(&self.window, window_capacity, nats.as_ref())?;
@@ -145,6 +136,21 @@ impl RawConfig {
             limits: read_limits(server)?,
             nats,
         })
+    }
+}
+
+/// Multi-class learners learn on each node alone: a cluster's global model is one binary model.
+fn check_classes(
+    learners: &[crate::learner::params::LearnerConfig],
+    nats: Option<&super::NatsConfig>,
+) -> Result<(), ConfigError> {
+    match (learners[0].class.as_ref(), nats.filter(|n| n.global_model)) {
+        (Some(c), Some(_)) => Err(range(
+            "learner[0].classes",
+            &c.classes.to_string(),
+            "a multi-class learner does not run a cluster's global model: set nats.global_model = false (each node then learns from the messages it pulls)",
+        )),
+        _ => Ok(()),
     }
 }
 
