@@ -5,7 +5,7 @@
 //! | `POST /v1/samples` | LIBSVM (`text/plain`), JSON lines (`application/x-ndjson`) or a JSON array (`application/json`) → `202 {"accepted": n}` |
 //! | `GET /v1/model` | the primary learner's snapshot |
 //! | `GET /v1/models`, `GET /v1/models/{name}` | every learner's snapshot / one, or a multi-class learner's ([`multiclass`]) |
-//! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}`, or classes and scores ([`predict`]) |
+//! | `POST /v1/predict[?learner=name]` | same bodies, label optional → `{"predictions": [...], "model_version": v}`, or classes and scores (`predict.rs`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz`, `GET /readyz` | alive / ready once a model is published (and passed the publish gate) or restored and while checkpoints succeed |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document of all of these ([`openapi`]) |
