@@ -456,13 +456,17 @@ pub fn snapshot_json(
     v
 }
 
-/// The cell's publish gate (`publish`) and drift alarms (`drift`), when it has them.
+/// The cell's publish gate (`publish`), drift alarms (`drift`) and forgetting (`forgetting`), when it
+/// has them.
 fn events_json(o: &mut serde_json::Map<String, Value>, cell: &ModelCell) {
     if let Some(g) = cell.gate() {
         o.insert("publish".into(), json!(g));
     }
     if let Some(d) = cell.drift() {
         o.insert("drift".into(), json!(d));
+    }
+    if let Some(h) = cell.half_life_samples() {
+        o.insert("forgetting".into(), json!({ "half_life_samples": h }));
     }
 }
 

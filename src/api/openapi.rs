@@ -134,6 +134,17 @@ pub struct ModelSnapshotDoc {
     publish: Option<crate::learner::publish::GateView>,
     /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
     drift: Option<crate::learner::drift::DriftRecord>,
+    /// With forgetting (`window.half_life_samples`): the samples over which a sample's weight halves;
+    /// the certificate is the weighted objective's.
+    forgetting: Option<ForgettingDoc>,
+}
+
+/// Forgetting: a sample's weight halves with every `half_life_samples` newer samples.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ForgettingDoc {
+    #[schema(minimum = 1)]
+    half_life_samples: u64,
 }
 
 /// How hashed feature names get their indices: the low `bits` bits of XXH3-64 of the name with `seed`.
@@ -219,6 +230,9 @@ pub struct Unpublished {
     publish: Option<crate::learner::publish::GateView>,
     /// With a drift test (`drift.action` not `"off"`): the action, the alarms so far and the latest.
     drift: Option<crate::learner::drift::DriftRecord>,
+    /// With forgetting (`window.half_life_samples`): the samples over which a sample's weight halves;
+    /// the certificate is the weighted objective's.
+    forgetting: Option<ForgettingDoc>,
 }
 
 /// `GET /v1/models`: every learner, in configuration order.

@@ -224,6 +224,7 @@ fn build_learner(
         ModelCell::new(&lc.name, saved.and_then(|s| s.snapshot.clone()))
             .with_history(config.history_points, config.window_capacity, metrics)
             .with_gate(config.max_relative_gap)
+            .with_forgetting(config.half_life_samples)
             .with_drift(config.drift.action),
     );
     if let Some(a) = learner.lambda_auto() {

@@ -246,6 +246,8 @@ pub struct ModelCell {
     withheld: Mutex<Option<Withheld>>,
     /// Drift alarms (`None` without a drift test).
     drift: Option<Mutex<DriftRecord>>,
+    /// `window.half_life_samples` (`None`: no forgetting), shown with the served model.
+    half_life_samples: Option<u64>,
 }
 
 impl ModelCell {
@@ -262,7 +264,19 @@ impl ModelCell {
             max_relative_gap: None,
             withheld: Mutex::new(None),
             drift: None,
+            half_life_samples: None,
         }
+    }
+
+    /// Shows the learner's forgetting (`window.half_life_samples`) with its model.
+    pub fn with_forgetting(mut self, half_life_samples: Option<u64>) -> ModelCell {
+        self.half_life_samples = half_life_samples;
+        self
+    }
+
+    /// The samples over which a sample's weight halves (`None`: no forgetting).
+    pub fn half_life_samples(&self) -> Option<u64> {
+        self.half_life_samples
     }
 
     /// Keeps the drift alarms of a learner whose test runs with `action` (none with `Off`).

@@ -114,10 +114,19 @@ fn a_half_life_serves_the_new_regime_where_the_whole_window_mixes_both() {
         ef < 0.05 && ep > 10.0 * ef,
         "error on the new regime: forgetting {ef}, without {ep}\n{forgetting}\n{plain}"
     );
-    // The progressive loss is at the samples' own weights (no factor 2^{s/h} in it).
+    // The progressive loss is at the samples' own weights: a factor 2^{s/h} in it would reach 2^32
+    // within one period (at least 32 half-lives). Its size otherwise depends on how far the learner
+    // got between requests (13.7 on a loaded machine, under 10 alone), so the bound is loose.
     let loss = forgetting["progressive_loss"].as_f64().unwrap();
-    assert!(loss.is_finite() && loss < 10.0, "{forgetting}");
-    drop(d);
+    assert!(loss.is_finite() && loss < 1e3, "{forgetting}");
+    // The model says it forgets, and so does the status page; the plain learner says nothing.
+    assert_eq!(
+        forgetting["forgetting"]["half_life_samples"], 50,
+        "{forgetting}"
+    );
+    assert!(plain.get("forgetting").is_none(), "{plain}");
+    let dom = crate::status_page::browse(&format!("{}/", d.base), &["--dump-dom"]);
+    assert!(dom.contains(r#"data-half-life="50""#), "{dom}");
 }
 
 #[test]

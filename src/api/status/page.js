@@ -264,6 +264,14 @@
       l.facts.appendChild(b);
       l.facts.appendChild(document.createTextNode("  ·  "));
     }
+    // Forgetting: older samples weigh less.
+    const forgetting = l.entry && l.entry.forgetting;
+    if (forgetting) {
+      l.facts.appendChild(document.createTextNode("forgetting "));
+      l.facts.appendChild(el("b", { "data-half-life": String(forgetting.half_life_samples) },
+        "half-life " + forgetting.half_life_samples + " samples"));
+      l.facts.appendChild(document.createTextNode("  ·  "));
+    }
     if (last) l.facts.appendChild(document.createTextNode(p.length + " snapshots shown"));
     const series = (name, f, from) => ({
       name: name, color: COLORS[name], pts: p.slice(from || 0).map((q, i) => [q.updated_at, f(q, i + (from || 0))]),
