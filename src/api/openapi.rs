@@ -461,7 +461,7 @@ impl Modify for SecurityAddon {
         super::get_models,
         super::get_named_model,
         super::get_cluster,
-        super::predict::predict,
+        predict_doc,
         labels_doc,
         super::metrics,
         super::healthz,
@@ -474,6 +474,30 @@ impl Modify for SecurityAddon {
     modifiers(&SecurityAddon),
 )]
 struct ApiDoc;
+
+/// Predictions of a learner's current model, or a multi-class learner's classes and scores; labels
+/// are optional and unknown feature names are ignored.
+#[utoipa::path(post, path = "/v1/predict", tag = "models",
+    params(("learner" = Option<String>, Query, description = "a learner's or a multi-class learner's name; the first table's if absent"),
+           ("remember" = Option<bool>, Query, description = "keep every sample for a late label, making an id for each without one")),
+    request_body(description = "Samples to predict, labels optional", content(
+        (String = "text/plain"),
+        (Vec<SampleObject> = "application/json"),
+        (Vec<SampleObject> = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 200, description = "One prediction per sample, in order", body = Predictions),
+        (status = 400, description = "An invalid sample (its `line`) or an unreadable body; nothing from the body is kept", body = ErrorBody),
+        (status = 413, description = "Body over `server.body_limit_bytes`", body = ErrorBody),
+        (status = 415, description = "Content-Type not one of the three formats", body = ErrorBody),
+        ReadAuth,
+        (status = 404, description = "No learner has this name", body = ErrorBody),
+        (status = 503, description = "The learner has not published yet", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
+#[allow(dead_code)]
+fn predict_doc() {}
 
 /// `POST /v1/labels`'s description (the handler is `super::labels`' `post_labels`).
 #[utoipa::path(post, path = "/v1/labels", tag = "ingest",

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use super::{labels, multiclass, openapi, ApiError, AppState, BodyLimit};
+use super::{labels, multiclass, ApiError, AppState, BodyLimit};
 use crate::ingest::source::http::HttpSource;
 
 #[derive(serde::Deserialize)]
@@ -21,26 +21,9 @@ pub(super) struct PredictQuery {
     remember: bool,
 }
 
-/// Predictions of a learner's current model; labels are optional and unknown feature names are ignored.
-#[utoipa::path(post, path = "/v1/predict", tag = "models",
-    params(("learner" = Option<String>, Query, description = "a learner's name; the primary learner if absent"),
-           ("remember" = Option<bool>, Query, description = "keep every sample for a late label, making an id for each without one")),
-    request_body(description = "Samples to predict, labels optional", content(
-        (String = "text/plain"),
-        (Vec<openapi::SampleObject> = "application/json"),
-        (Vec<openapi::SampleObject> = "application/x-ndjson"),
-    )),
-    responses(
-        (status = 200, description = "One prediction per sample, in order", body = openapi::Predictions),
-        (status = 400, description = "An invalid sample (its `line`) or an unreadable body; nothing from the body is kept", body = openapi::ErrorBody),
-        (status = 413, description = "Body over `server.body_limit_bytes`", body = openapi::ErrorBody),
-        (status = 415, description = "Content-Type not one of the three formats", body = openapi::ErrorBody),
-        openapi::ReadAuth,
-        (status = 404, description = "No learner has this name", body = openapi::ErrorBody),
-        (status = 503, description = "The learner has not published yet", body = openapi::ErrorBody),
-    ),
-    security(("bearer" = ["read"])),
-)]
+/// Predictions of a learner's current model, or a multi-class learner's classes. Its OpenAPI
+/// description is [`super::openapi`]'s `predict_doc` (the document names this module's route, this
+/// module does not name the document: no file cycle).
 pub(super) async fn predict(
     State(state): State<Arc<AppState>>,
     Query(q): Query<PredictQuery>,
