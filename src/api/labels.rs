@@ -138,6 +138,7 @@ pub(super) async fn post_labels(
         format,
         &body.joined(),
         state.labels.config().id_max_bytes,
+        |name| rules.class_index(name),
         check,
     )
     .map_err(ApiError::Invalid)?;

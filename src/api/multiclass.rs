@@ -21,10 +21,30 @@ use crate::learner::publish::{ModelCell, Snapshot};
 use crate::model::multiclass::MulticlassModel;
 use crate::sample::SampleBlock;
 
-/// One multi-class learner: its name and its classes' cells, in class order.
+/// One multi-class learner: its name, its classes' cells in class order, and their names if the
+/// config gives them.
 pub struct Group {
     pub name: String,
     pub cells: Vec<Arc<ModelCell>>,
+    pub names: Option<Arc<[String]>>,
+}
+
+impl Group {
+    /// The classes as the API shows them: their names, or their indices `0..C`.
+    fn classes(&self) -> Value {
+        match &self.names {
+            Some(names) => json!(names.as_ref()),
+            None => json!((0..self.cells.len()).collect::<Vec<_>>()),
+        }
+    }
+
+    /// Class `c` as the API shows it: its name, or its index.
+    fn class(&self, c: usize) -> Value {
+        match &self.names {
+            Some(names) => json!(names[c]),
+            None => json!(c),
+        }
+    }
 }
 
 /// The multi-class learners of `config`, over the learners' `cells` (in configuration order).
@@ -37,6 +57,7 @@ pub fn groups(config: &Config, cells: &[Arc<ModelCell>]) -> Vec<Group> {
             _ => groups.push(Group {
                 name: of.group.clone(),
                 cells: vec![cell.clone()],
+                names: of.names.clone(),
             }),
         }
     }
@@ -78,7 +99,7 @@ pub(super) fn target_response(state: &AppState, target: Target<'_>) -> Result<Re
 /// The group's entry in `GET /v1/models`: its name and its classes' learners, in class order.
 pub fn entry(group: &Group) -> Value {
     let members: Vec<&str> = group.cells.iter().map(|c| c.name.as_str()).collect();
-    json!({"learner": group.name, "classes": members.len(), "members": members})
+    json!({"learner": group.name, "classes": group.classes(), "members": members})
 }
 
 /// The group's classes' latest snapshots, or 503 until every class has published.
@@ -124,7 +145,7 @@ pub fn group_json(state: &AppState, group: &Group) -> Result<Value, ApiError> {
     Ok(json!({
         "learner": group.name,
         "strategy": model.strategy,
-        "classes": (0..snaps.len()).collect::<Vec<_>>(),
+        "classes": group.classes(),
         "certificate": {
             "primal": primal,
             "dual": dual,
@@ -143,12 +164,15 @@ pub fn group_json(state: &AppState, group: &Group) -> Result<Value, ApiError> {
 pub fn predict_json(group: &Group, snaps: &[Arc<Snapshot>], samples: &SampleBlock) -> Value {
     let model = model_of(snaps);
     let scores: Vec<Vec<f64>> = samples.rows().map(|x| model.scores(x)).collect();
-    // The classes are `0..C`: the model's labels as integers.
-    let predictions: Vec<u64> = samples.rows().map(|x| model.predict(x) as u64).collect();
+    // The model's labels are the indices `0..C`: shown as the API shows a class.
+    let predictions: Vec<Value> = samples
+        .rows()
+        .map(|x| group.class(model.predict(x) as usize))
+        .collect();
     json!({
         "predictions": predictions,
         "scores": scores,
-        "classes": (0..snaps.len()).collect::<Vec<_>>(),
+        "classes": group.classes(),
         "learner": group.name,
         "model_versions": snaps.iter().map(|s| s.version).collect::<Vec<_>>(),
     })

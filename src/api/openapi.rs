@@ -247,8 +247,9 @@ pub struct Models {
     /// `bytes` waiting, and `labels` received by outcome since the process started).
     #[schema(value_type = Option<Object>)]
     labels: Option<()>,
-    /// With multi-class learners (`classes = C`): each one's name, `classes` and `members` (its
-    /// classes' learners, `NAME-0` .. `NAME-{C-1}`, listed in `models`).
+    /// With multi-class learners (`classes = C`): each one's name, `classes` (their names, or the
+    /// indices `0 .. C-1`) and `members` (its classes' learners, `NAME-0` .. `NAME-{C-1}`, listed in
+    /// `models`).
     #[schema(value_type = Option<Vec<Object>>)]
     multiclass: Option<()>,
 }
@@ -274,12 +275,13 @@ pub struct Predictions {
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct MulticlassPredictions {
-    /// Each sample's class: the one whose model scores it highest (the first on a tie).
-    predictions: Vec<u64>,
+    /// Each sample's class (its name when the config names the classes, else its index): the one
+    /// whose model scores it highest (the first on a tie).
+    predictions: Vec<Value>,
     /// Each sample's scores `w_c.x + b_c`, one per class in class order.
     scores: Vec<Vec<f64>>,
-    /// The classes, `0 .. C-1`.
-    classes: Vec<u64>,
+    /// The classes: their names (`classes = ["a", ...]`), or the indices `0 .. C-1`.
+    classes: Vec<Value>,
     /// The multi-class learner's name.
     learner: String,
     /// The published version of each class's model.
@@ -296,8 +298,8 @@ pub struct MulticlassModelDoc {
     learner: String,
     #[schema(pattern = "^one-vs-rest$")]
     strategy: String,
-    /// The classes, `0 .. C-1`.
-    classes: Vec<u64>,
+    /// The classes: their names (`classes = ["a", ...]`), or the indices `0 .. C-1`.
+    classes: Vec<Value>,
     /// The sums of the classes' primals, duals and gaps (the one-vs-rest objective is their sum, so
     /// the summed gap bounds the model's suboptimality), and the summed gap over `max(1, |P|)`.
     certificate: MulticlassCertificateDoc,
@@ -641,11 +643,15 @@ fn libsvm_schema(rules: &Rules, patterns: &LibsvmPatterns, classification: bool)
 fn sample_schema(rules: &Rules, classification: bool) -> Value {
     let bound = rules.max_abs_value;
     let bounded = json!({"type": "number", "minimum": -bound, "maximum": bound});
-    let label_schema = match rules.classes {
-        Some(c) => json!({"type": "integer", "minimum": 0, "maximum": c - 1,
+    let label_schema = match (rules.classes, &rules.class_names) {
+        (Some(c), Some(names)) => json!({"anyOf": [
+            {"type": "integer", "minimum": 0, "maximum": c - 1},
+            {"type": "string", "enum": names.as_ref()},
+        ], "description": "the class: its index or its name (multi-class learners)"}),
+        (Some(c), None) => json!({"type": "integer", "minimum": 0, "maximum": c - 1,
                           "description": "the class index (multi-class learners)"}),
-        None if classification => json!({"type": "number", "enum": [-1, 1]}),
-        None => bounded.clone(),
+        (None, _) if classification => json!({"type": "number", "enum": [-1, 1]}),
+        (None, _) => bounded.clone(),
     };
     // `null` is the same as an absent field.
     let weight = json!({"anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": bound}, {"type": "null"}],

@@ -6,8 +6,9 @@
 
 use super::error::{secret_hint, ConfigError};
 use super::raw::{
-    CheckpointLayer, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LabelsLayer, LambdaValue,
-    LearnerLayer, NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer, WindowLayer,
+    CheckpointLayer, ClassesValue, DriftLayer, DurabilityLayer, FromEnv, IngestLayer, LabelsLayer,
+    LambdaValue, LearnerLayer, NatsLayer, PublishLayer, RawConfig, ServerLayer, SnapshotLayer,
+    WindowLayer,
 };
 
 /// Prefix of every environment override.
@@ -88,6 +89,16 @@ impl FromEnv for LambdaValue {
         Ok(match text.trim().parse::<f64>() {
             Ok(v) => LambdaValue::Number(v),
             Err(_) => LambdaValue::Text(text.trim().to_string()),
+        })
+    }
+}
+
+/// A number, or comma-separated class names (`THRESHER_LEARNER_CLASSES=spam,ham,promo`).
+impl FromEnv for ClassesValue {
+    fn from_env(_: &str, text: &str) -> Result<Self, ConfigError> {
+        Ok(match text.trim().parse::<i64>() {
+            Ok(v) => ClassesValue::Count(v),
+            Err(_) => ClassesValue::Names(text.split(',').map(|n| n.trim().to_string()).collect()),
         })
     }
 }

@@ -6,7 +6,9 @@
 
 use super::check::{count, int, is_name, need, positive, range};
 use super::error::ConfigError;
-use super::raw::{LambdaValue, LearnerLayer, RawConfig};
+use std::sync::Arc;
+
+use super::raw::{ClassesValue, LambdaValue, LearnerLayer, RawConfig};
 use super::solvers;
 use crate::learner::params::{
     log_grid, AutoLambda, ClassOf, Criterion, LearnerConfig, StreamSolverKind,
@@ -65,13 +67,15 @@ pub(super) fn read_learners(
         if i > 0 && classes != daemon_classes {
             return Err(range(
                 &LearnerLayer::key(i, "classes"),
-                &classes.map_or("unset".into(), |c| c.to_string()),
-                "every [[learner]] of a daemon with a multi-class learner sets the same classes (the stream's labels are class indices)",
+                &classes
+                    .as_ref()
+                    .map_or("unset".into(), |(c, _)| c.to_string()),
+                "every [[learner]] of a daemon with a multi-class learner sets the same classes (count and names) (the stream's labels are class indices)",
             ));
         }
-        daemon_classes = classes;
+        daemon_classes = classes.clone();
         let tables = match classes {
-            Some(c) => class_members(learner, c),
+            Some((c, names)) => class_members(learner, c, names),
             None => vec![learner],
         };
         for mut learner in tables {
@@ -149,14 +153,41 @@ fn read_learner(
     })
 }
 
-/// `classes`: unset for a binary or regression learner; 3 ..= [`MAX_CLASSES`] for a multi-class one,
-/// whose loss must be a classification loss (each class is learned as `+1` against the rest).
-fn read_classes(t: &LearnerLayer, i: usize, loss: Loss) -> Result<Option<usize>, ConfigError> {
+/// A multi-class table's classes: their number, and their names if given.
+type Classes = (usize, Option<Arc<[String]>>);
+
+/// `classes`: unset for a binary or regression learner; for a multi-class one, the number of classes
+/// (3 ..= [`MAX_CLASSES`]) or their names (as many, each 1 to [`MAX_CLASS_NAME_BYTES`] bytes of printable
+/// text, no two alike, none a number: a number is a class index). Its loss must be a classification loss
+/// (each class is learned as `+1` against the rest).
+fn read_classes(t: &LearnerLayer, i: usize, loss: Loss) -> Result<Option<Classes>, ConfigError> {
     let key = LearnerLayer::key(i, "classes");
-    if t.classes.is_none() {
-        return Ok(None);
-    }
-    let classes = count(&t.classes, &key, 3, MAX_CLASSES as i64)?;
+    let (classes, names) = match &t.classes {
+        None => return Ok(None),
+        Some(ClassesValue::Count(c)) => (count(&Some(*c), &key, 3, MAX_CLASSES as i64)?, None),
+        Some(ClassesValue::Names(names)) => {
+            let shown = format!("{names:?}");
+            count(&Some(names.len() as i64), &key, 3, MAX_CLASSES as i64)
+                .map_err(|_| range(&key, &shown, "give 3 to 1000 class names"))?;
+            for (c, name) in names.iter().enumerate() {
+                let bad = name.is_empty()
+                    || name.len() > MAX_CLASS_NAME_BYTES
+                    || name.chars().any(char::is_control)
+                    || name.trim().parse::<f64>().is_ok()
+                    || names[..c].contains(name);
+                if bad {
+                    return Err(range(
+                        &key,
+                        &shown,
+                        &format!(
+                            "class name {name:?}: each name is 1 to {MAX_CLASS_NAME_BYTES} bytes of printable text, not a number, and unique"
+                        ),
+                    ));
+                }
+            }
+            (names.len(), Some(names.clone().into()))
+        }
+    };
     if !loss.is_classification() {
         return Err(range(
             &key,
@@ -164,8 +195,11 @@ fn read_classes(t: &LearnerLayer, i: usize, loss: Loss) -> Result<Option<usize>,
             "a multi-class learner needs a classification loss (logistic, hinge or huber)",
         ));
     }
-    Ok(Some(classes))
+    Ok(Some((classes, names)))
 }
+
+/// The longest class name, in bytes.
+pub const MAX_CLASS_NAME_BYTES: usize = 256;
 
 /// Whether `new` takes a name already taken: a learner's, or a multi-class learner's, whose name
 /// names its model too (`/v1/models/NAME`).
@@ -180,7 +214,11 @@ fn clashes(learners: &[LearnerConfig], new: &LearnerConfig) -> bool {
 
 /// A `classes = C` table as the `C` binary learners it runs: `NAME-c` learns class `c` as `+1`
 /// against the others (one-vs-rest, `crate::learner::multiclass`).
-fn class_members(learner: LearnerConfig, classes: usize) -> Vec<LearnerConfig> {
+fn class_members(
+    learner: LearnerConfig,
+    classes: usize,
+    names: Option<Arc<[String]>>,
+) -> Vec<LearnerConfig> {
     (0..classes)
         .map(|class| LearnerConfig {
             name: format!("{}-{class}", learner.name),
@@ -188,6 +226,7 @@ fn class_members(learner: LearnerConfig, classes: usize) -> Vec<LearnerConfig> {
                 group: learner.name.clone(),
                 class,
                 classes,
+                names: names.clone(),
             }),
             ..learner.clone()
         })

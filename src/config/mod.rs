@@ -200,6 +200,11 @@ impl Config {
     pub fn classes(&self) -> Option<usize> {
         self.learners[0].class.as_ref().map(|c| c.classes)
     }
+
+    /// The classes' names, when the multi-class learners' config gives them (`classes = [...]`).
+    pub fn class_names(&self) -> Option<std::sync::Arc<[String]>> {
+        self.learners[0].class.as_ref()?.names.clone()
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +270,35 @@ mod tests {
             &[("THRESHER_LEARNER_CLASSES", "5")],
         );
         assert_eq!(c.unwrap().classes(), Some(5), "from the environment");
+        let named = load_text(
+            "[[learner]]\nloss = \"logistic\"\nclasses = [\"a\", \"b\", \"c\"]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(named.classes(), Some(3));
+        assert_eq!(named.class_names().unwrap().as_ref(), ["a", "b", "c"]);
+        let env = load_text(
+            "[[learner]]\nloss = \"logistic\"\n",
+            &[("THRESHER_LEARNER_CLASSES", "x, y, z")],
+        );
+        assert_eq!(
+            env.unwrap().class_names().unwrap().as_ref(),
+            ["x", "y", "z"]
+        );
+        for bad in [
+            "[\"a\", \"b\", \"a\"]",
+            "[\"a\", \"b\", \"7\"]",
+            "[\"a\", \"\", \"c\"]",
+            "[\"a\", \"b\"]",
+        ] {
+            let e = load_text(
+                &format!("[[learner]]\nloss = \"logistic\"\nclasses = {bad}\n"),
+                &[],
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("`learner[0].classes`"), "{bad}: {e}");
+        }
         let msg = |t: &str| load_text(t, &[]).unwrap_err().to_string();
         let e = msg("[[learner]]\nloss = \"squared\"\nclasses = 3\n");
         assert!(

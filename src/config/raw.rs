@@ -42,6 +42,18 @@ pub enum LambdaValue {
     Text(String),
 }
 
+/// `learner.classes` as a layer gives it: the number of classes, or their names (JSON labels may then
+/// be the names).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a number of classes (3 ..= 1000) or a list of class names"
+)]
+pub enum ClassesValue {
+    Count(i64),
+    Names(Vec<String>),
+}
+
 /// Declares one table of a layer: a serde struct whose every key is an `Option` (unset = not given by
 /// this layer) and that refuses unknown keys, with `KEYS`, `overlay` (the keys another layer sets
 /// replace these) and `set_env` (one key from environment text).
@@ -229,7 +241,7 @@ layer! {
         tol: f64,
         seed: i64,
         intercept: bool,
-        classes: i64,
+        classes: ClassesValue,
         mirror: String,
         beta: f64,
         p: f64,

@@ -36,6 +36,7 @@ pub fn app_state(
         max_name_bytes: config.max_feature_name_bytes,
         max_new_names: config.max_new_names_per_request,
         classes: config.classes(),
+        class_names: config.class_names(),
         ..Rules::new(losses, config.max_dim, false)
     };
     let cells = restored.learners.iter().map(|(_, c)| c.clone()).collect();

@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 
 pub use super::dictionary::{check_name, Claim, FeatureDictionary, FeatureKind, GrantError};
-use super::json::{plain, Item, WireSample};
+use super::json::{plain, Item, WireLabel, WireSample};
 use super::libsvm::{parse_libsvm_append, parse_libsvm_general, parse_libsvm_line};
 use super::lines::is_skippable;
 use super::simd::count_byte;
@@ -71,6 +71,8 @@ pub struct Rules {
     /// Multi-class learners (`classes = C`): a label is a class index `0..C`, which replaces the
     /// losses' `+-1` rule.
     pub classes: Option<usize>,
+    /// The classes' names, when the config gives them: a JSON label may be one (read as its index).
+    pub class_names: Option<std::sync::Arc<[String]>>,
 }
 
 impl Rules {
@@ -84,7 +86,29 @@ impl Rules {
             max_name_bytes: DEFAULT_MAX_NAME_BYTES,
             max_new_names: DEFAULT_MAX_NEW_NAMES,
             classes: None,
+            class_names: None,
         }
+    }
+
+    /// The index of the class named `name` (a JSON label given as text), or why it is none.
+    pub fn class_index(&self, name: &str) -> Result<f64, String> {
+        let Some(names) = &self.class_names else {
+            return Err(format!(
+                "label {name:?} is text: a label is a number here (class names need classes = [...] in the config)"
+            ));
+        };
+        names
+            .iter()
+            .position(|n| n == name)
+            .map(|c| c as f64)
+            .ok_or_else(|| {
+                let shown: Vec<&str> = names.iter().take(10).map(String::as_str).collect();
+                format!(
+                    "label {name:?} is not a class name (the classes: {}{})",
+                    shown.join(", "),
+                    if names.len() > 10 { ", ..." } else { "" }
+                )
+            })
     }
 
     /// Whether `label` suits every learner: a class index with multi-class learners, else a label
@@ -478,7 +502,7 @@ fn read_line(
         // The plain shape was read above (when `fast`); anything else, and every error, by serde.
         serde_json::from_str::<WireSample>(line)
             .map_err(|e| LineError::Json(e.to_string()))
-            .and_then(|w| wire_to_pending(w, rules.predict))
+            .and_then(|w| wire_to_pending(w, rules))
     };
     parsed.push(number, pending?);
     Ok(())
@@ -526,7 +550,7 @@ fn read_array(
         }
         let p = serde_json::from_value::<WireSample>(value)
             .map_err(|e| LineError::Json(e.to_string()))
-            .and_then(|w| wire_to_pending(w, rules.predict))
+            .and_then(|w| wire_to_pending(w, rules))
             .map_err(|e| fail(n + 1, e.to_string(), total))?;
         parsed.push(n + 1, p);
     }
@@ -673,10 +697,13 @@ fn first_has_colon(line: &str) -> bool {
     first.contains(':')
 }
 
-fn wire_to_pending(w: WireSample, predict: bool) -> Result<Pending, LineError> {
+fn wire_to_pending(w: WireSample, rules: &Rules) -> Result<Pending, LineError> {
     let label = match w.label {
-        Some(l) => l,
-        None if predict => 0.0,
+        Some(WireLabel::Number(l)) => l,
+        // A class name; in a prediction body a label is not used, so any text is taken.
+        Some(WireLabel::Name(_)) if rules.predict => 0.0,
+        Some(WireLabel::Name(name)) => rules.class_index(&name).map_err(LineError::Label)?,
+        None if rules.predict => 0.0,
         None => return Err(LineError::MissingLabel),
     };
     match w.features {

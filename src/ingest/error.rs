@@ -29,6 +29,9 @@ pub enum LineError {
     RepeatedCost,
     #[error("invalid JSON sample: {0}")]
     Json(String),
+    /// A label that is neither a number nor one of the classes' names.
+    #[error("{0}")]
+    Label(String),
     #[error("line is not UTF-8 (byte {byte} of the line)")]
     NotUtf8 { byte: usize },
     #[error("{what} {value:e} is larger in magnitude than ingest.max_abs_value ({limit:e})")]

@@ -77,6 +77,9 @@ pub struct ClassOf {
     pub class: usize,
     /// The number of classes.
     pub classes: usize,
+    /// The classes' names (`classes = ["a", "b", ...]`; JSON labels may be the names), or `None`
+    /// when the classes are numbered only.
+    pub names: Option<std::sync::Arc<[String]>>,
 }
 
 /// `lambda = "auto"`, validated: the grid of lambdas the learner runs side by side and the rule that

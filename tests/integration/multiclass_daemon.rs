@@ -294,3 +294,86 @@ fn a_multiclass_learner_learns_from_the_nats_source() {
     let acc = accuracy(&predicted, &test);
     assert!(acc > 0.85, "held-out accuracy {acc}: {group}");
 }
+
+/// `four_classes` as JSON lines, every other label given by its class's name.
+fn named_json(text: &str, names: &[&str]) -> String {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let mut tokens = line.split(' ');
+            let class: usize = tokens.next().unwrap().parse().unwrap();
+            let (indices, values): (Vec<u32>, Vec<f64>) = tokens
+                .map(|p| {
+                    let (j, v) = p.split_once(':').unwrap();
+                    (j.parse::<u32>().unwrap(), v.parse::<f64>().unwrap())
+                })
+                .unzip();
+            let label = match i % 2 {
+                0 => Value::from(names[class]),
+                _ => Value::from(class),
+            };
+            let sample = serde_json::json!({"label": label, "indices": indices, "values": values});
+            format!("{sample}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn named_classes_are_taken_by_name_and_answered_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["north", "east", "south", "west"];
+    let learner = LEARNER.replace(
+        "classes = 4",
+        "classes = [\"north\", \"east\", \"south\", \"west\"]",
+    );
+    let config = test_config(dir.path(), &learner, "");
+    let d = Daemon::start(&["--config", config.to_str().unwrap()]);
+    // A name that is not a class's refuses the body, naming its line; nothing is learned.
+    let bad = "{\"label\": 0, \"indices\": [1], \"values\": [1.0]}\n\
+               {\"label\": \"up\", \"indices\": [1], \"values\": [1.0]}\n";
+    let (status, body, _) = d.post("/v1/samples", "application/x-ndjson", bad);
+    assert_eq!((status, &body["line"]), (400, &Value::from(2)), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("not a class name"),
+        "{body}"
+    );
+    let (status, body, _) = d.post(
+        "/v1/samples",
+        "application/x-ndjson",
+        named_json(&four_classes(1200, 5), &names),
+    );
+    assert_eq!(status, 202, "{body}");
+    let group = settled_group(&d, 1200);
+    assert_eq!(group["classes"], serde_json::json!(names));
+    let test = four_classes(300, 6);
+    let (status, answer, _) = d.post("/v1/predict", "text/plain", test.clone());
+    assert_eq!(status, 200, "{answer}");
+    let predicted: Vec<u64> = answer["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| names.iter().position(|n| p == n).expect("a class name") as u64)
+        .collect();
+    let acc = accuracy(&predicted, &test);
+    assert!(acc > 0.85, "held-out accuracy {acc}");
+    // A late label may be a name.
+    let (status, answer) = post_json(
+        &d,
+        "/v1/predict",
+        &serde_json::json!([{"id": "q", "indices": [1, 2], "values": [1.5, 1.5]}]),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = post_json(
+        &d,
+        "/v1/labels",
+        &serde_json::json!([{"id": "q", "label": "north"}]),
+    );
+    assert_eq!(
+        (status, &answer["joined"]),
+        (202, &Value::from(1)),
+        "{answer}"
+    );
+    settled_group(&d, 1201);
+    let dom = crate::status_page::browse(&format!("{}/", d.base), &["--dump-dom"]);
+    assert!(dom.contains("class west</th>"), "{dom}");
+}

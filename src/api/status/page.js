@@ -340,7 +340,7 @@
     let section = main.querySelector('section[data-multiclass="' + CSS.escape(g.learner) + '"]');
     if (!section) {
       section = el("section", { class: "learner", "data-multiclass": g.learner });
-      section.appendChild(el("h2", {}, g.learner + " · " + g.classes + " classes, one vs rest"));
+      section.appendChild(el("h2", {}, g.learner + " · " + g.members.length + " classes, one vs rest"));
       section.appendChild(el("div", { class: "facts" }));
       const table = el("table", { class: "weights multiclass", "data-learner": g.learner });
       section.appendChild(table);
@@ -351,7 +351,7 @@
     const facts = section.querySelector(".facts");
     facts.replaceChildren();
     if (models.some((m) => !m)) {
-      fact(facts, "classes published", models.filter((m) => m).length + " of " + g.classes);
+      fact(facts, "classes published", models.filter((m) => m).length + " of " + g.members.length);
     } else {
       fact(facts, "gap (sum over classes)", fmt(models.reduce((s, m) => s + m.certificate.gap, 0)));
       fact(facts, "samples seen", String(Math.min(...models.map((m) => m.samples_seen))));
@@ -361,7 +361,7 @@
       if (!m) return;
       const names = m.feature_names || [];
       m.support.forEach((j, i) => {
-        const r = rows.get(j) || { index: j, name: names[i], w: new Array(g.classes).fill(null), top: 0 };
+        const r = rows.get(j) || { index: j, name: names[i], w: new Array(g.members.length).fill(null), top: 0 };
         r.w[c] = m.weights[i];
         r.top = Math.max(r.top, Math.abs(m.weights[i]));
         rows.set(j, r);
@@ -371,7 +371,8 @@
     t.replaceChildren();
     const head = el("tr");
     for (const h of ["feature", "index"]) head.appendChild(el("th", {}, h));
-    for (let c = 0; c < g.classes; c++) head.appendChild(el("th", { class: "num" }, "class " + c));
+    // The classes' names (or indices), as text.
+    for (const c of g.classes) head.appendChild(el("th", { class: "num" }, "class " + c));
     t.appendChild(head);
     const top = [...rows.values()].sort((a, b) => b.top - a.top).slice(0, TOP_WEIGHTS);
     for (const r of top) {

@@ -55,11 +55,20 @@ pub fn parse_json_line(line: &str) -> Result<Sample, LineError> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WireSample {
-    pub(super) label: Option<f64>,
+    pub(super) label: Option<WireLabel>,
     pub(super) indices: Option<Vec<u32>>,
     pub(super) values: Option<Vec<f64>>,
     pub(super) features: Option<FeatureMap>,
     pub(super) weight: Option<f64>,
+}
+
+/// A sample's label as a body gives it: a number, or the name of a class (multi-class learners whose
+/// config names their classes).
+#[derive(Debug, Deserialize)]
+#[serde(untagged, expecting = "a number, or a class name")]
+pub(crate) enum WireLabel {
+    Number(f64),
+    Name(String),
 }
 
 /// A `"features"` object's `(name, value)` pairs, sorted by name (the order in which a sample's new

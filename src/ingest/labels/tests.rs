@@ -57,6 +57,11 @@ fn dropped(m: &Metrics, reason: &str) -> u64 {
     m.labels.dropped.with_label_values(&[reason]).get()
 }
 
+/// Class names for labels given as text: none (every such label is refused).
+fn no_names(name: &str) -> Result<f64, String> {
+    Err(format!("label {name:?} is text"))
+}
+
 #[test]
 fn the_oldest_leaves_past_the_capacity_and_is_answered_evicted() {
     let clock = Clock::new();
@@ -208,6 +213,7 @@ fn a_malformed_label_names_its_item() {
         BodyFormat::JsonArray,
         br#"[{"id": "a", "label": 1}, {"id": "b", "label": -1, "weight": 2.5}]"#,
         16,
+        no_names,
         ok,
     )
     .unwrap();
@@ -218,8 +224,9 @@ fn a_malformed_label_names_its_item() {
             2,
             "missing \"id\"",
         ),
+        (br#"[{"id": "a", "label": "x"}]"#, 1, "label \"x\" is text"),
         (
-            br#"[{"id": "a", "label": "x"}]"#,
+            br#"[{"id": "a", "label": true}]"#,
             1,
             "label must be a number",
         ),
@@ -231,7 +238,7 @@ fn a_malformed_label_names_its_item() {
         ),
         (br#"[1]"#, 1, "a label is an object"),
     ] {
-        let e = parse_labels(BodyFormat::JsonArray, body, 16, ok).unwrap_err();
+        let e = parse_labels(BodyFormat::JsonArray, body, 16, no_names, ok).unwrap_err();
         assert_eq!(e.line, Some(item), "{}", e.message);
         assert!(e.message.contains(says), "{}", e.message);
     }
@@ -239,6 +246,7 @@ fn a_malformed_label_names_its_item() {
         BodyFormat::JsonArray,
         br#"[{"id": "a", "label": 2}]"#,
         16,
+        no_names,
         |l, _| {
             if l == 2.0 {
                 Err("label 2 is not -1 or +1".into())
@@ -249,5 +257,5 @@ fn a_malformed_label_names_its_item() {
     )
     .unwrap_err();
     assert_eq!(e.line, Some(1));
-    assert!(parse_labels(BodyFormat::JsonArray, b"[]", 16, ok).is_err());
+    assert!(parse_labels(BodyFormat::JsonArray, b"[]", 16, no_names, ok).is_err());
 }

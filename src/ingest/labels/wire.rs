@@ -130,12 +130,14 @@ pub fn take_ids(
 }
 
 /// The items of a `POST /v1/labels` body (a JSON array or JSON lines of `{"id", "label", "weight"?}`),
-/// all valid or an error naming the first bad item. A label or weight is checked as any sample's
+/// all valid or an error naming the first bad item. A label given as text is a class's name (`class`
+/// gives its index, or why it is none). A label or weight is checked as any sample's
 /// (`check` says what is wrong with a label and weight, e.g. for the learners' losses).
 pub fn parse_labels(
     format: BodyFormat,
     body: &[u8],
     max_id_bytes: usize,
+    class: impl Fn(&str) -> Result<f64, String>,
     check: impl Fn(f64, Option<f64>) -> Result<(), String>,
 ) -> Result<Vec<LabelItem>, BatchError> {
     let whole = |message: String| BatchError {
@@ -180,7 +182,7 @@ pub fn parse_labels(
             let Value::Object(o) = v else {
                 return Err(fail(item, format!("a label is an object, not {v}"), n));
             };
-            read_item(o, item, max_id_bytes, n, &check)
+            read_item(o, item, max_id_bytes, n, &class, &check)
         })
         .collect()
 }
@@ -190,6 +192,7 @@ fn read_item(
     item: usize,
     max_id_bytes: usize,
     n: usize,
+    class: &impl Fn(&str) -> Result<f64, String>,
     check: &impl Fn(f64, Option<f64>) -> Result<(), String>,
 ) -> Result<LabelItem, BatchError> {
     let id = o
@@ -203,7 +206,10 @@ fn read_item(
     let label = o
         .remove("label")
         .ok_or_else(|| fail(item, "missing \"label\"".into(), n))?;
-    let label = number("label", label)?;
+    let label = match label {
+        Value::String(name) => class(&name).map_err(|e| fail(item, e, n))?,
+        v => number("label", v)?,
+    };
     let weight = o
         .remove("weight")
         .map(|w| number("weight", w))

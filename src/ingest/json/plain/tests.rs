@@ -68,7 +68,11 @@ fn of_plain(p: &PlainJsonSample) -> String {
 
 fn of_wire(w: &WireSample) -> String {
     assert!(w.features.is_none());
-    fingerprint(w.label, &w.indices, &w.values, w.weight)
+    let label = w.label.as_ref().map(|l| match l {
+        crate::ingest::json::WireLabel::Number(y) => *y,
+        crate::ingest::json::WireLabel::Name(name) => panic!("a text label {name:?}"),
+    });
+    fingerprint(label, &w.indices, &w.values, w.weight)
 }
 
 fn number(rng: &mut impl Rng) -> String {
