@@ -50,6 +50,16 @@ fn settled_group(d: &Daemon, n: u64) -> Value {
     d.learner_model("topic").expect("the group's model")
 }
 
+/// The classes a `POST /v1/predict` answer gives, as indices.
+fn classes_of(answer: &Value) -> Vec<u64> {
+    answer["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect()
+}
+
 fn accuracy(predicted: &[u64], data: &str) -> f64 {
     let truth: Vec<u64> = data
         .lines()
@@ -146,12 +156,7 @@ fn a_multiclass_learner_serves_one_certified_model_and_predicts_the_class() {
     // Predictions: the class of the highest score, the same as `thresher predict` on the served file.
     let (status, answer, _) = d.post("/v1/predict?learner=topic", "text/plain", test.clone());
     assert_eq!(status, 200, "{answer}");
-    let predicted: Vec<u64> = answer["predictions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_u64().unwrap())
-        .collect();
+    let predicted = classes_of(&answer);
     for (p, scores) in predicted.iter().zip(answer["scores"].as_array().unwrap()) {
         let scores: Vec<f64> = scores
             .as_array()
@@ -285,12 +290,7 @@ fn a_multiclass_learner_learns_from_the_nats_source() {
     let test = four_classes(300, 4);
     let (status, answer, _) = d.post("/v1/predict", "text/plain", test.clone());
     assert_eq!(status, 200, "{answer}");
-    let predicted: Vec<u64> = answer["predictions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_u64().unwrap())
-        .collect();
+    let predicted = classes_of(&answer);
     let acc = accuracy(&predicted, &test);
     assert!(acc > 0.85, "held-out accuracy {acc}: {group}");
 }
