@@ -180,6 +180,37 @@ pub struct LambdaAuto {
     /// are in `grid` too); empty when the grid as configured held its minimum.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extended: Vec<f64>,
+    /// `fit`: which start the final refit on all the data kept — the chosen member's duals or zero
+    /// duals — and both runs' primal after the polish (the lower is kept); absent in the daemon's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refit: Option<RefitRecord>,
+}
+
+/// Where `fit --lambda auto`'s refit started from: the grid member's duals (`warm`) or zero (`cold`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefitStart {
+    Warm,
+    Cold,
+}
+
+impl RefitStart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefitStart::Warm => "warm",
+            RefitStart::Cold => "cold",
+        }
+    }
+}
+
+/// The two refits of `fit --lambda auto` and the one kept ([`LambdaAuto::refit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RefitRecord {
+    pub kept: RefitStart,
+    /// `P` of the refit from the chosen member's duals, after the polish.
+    pub warm_primal: f64,
+    /// `P` of the refit from zero duals, after the polish.
+    pub cold_primal: f64,
 }
 
 #[derive(Debug, Error)]

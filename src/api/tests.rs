@@ -700,6 +700,7 @@ async fn every_field_of_a_served_model_is_in_its_schema() {
         validation: None,
         folds: None,
         extended: Vec::new(),
+        refit: None,
     });
     snapshot.model.cluster = Some(crate::model::ClusterCut {
         cut: 1,

@@ -17,10 +17,11 @@ use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, Solve
 use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
 use crate::loss::{Loss, LossKind};
-use crate::model::{Convergence, Model};
+use crate::model::{Convergence, Model, RefitRecord, RefitStart};
 use crate::sample::{Dataset, Sample, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
+use crate::solver::polish::PolishRecord;
 use crate::solver::primal::{Htp, Iht};
 use crate::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
@@ -168,6 +169,16 @@ pub(super) struct Fitted {
     pub(super) rows: Vec<TraceRow>,
 }
 
+/// One search of `fit_model` on the whole file, polished: its report, the solver's name, the polish's
+/// record, and its trace (CSV and rows).
+struct Run {
+    report: FitReport,
+    solver_name: &'static str,
+    polish: PolishRecord,
+    trace: String,
+    rows: Vec<TraceRow>,
+}
+
 /// Reads `args.data` and fits it as `args` ask. `one_vs_rest`: the labels become `+1` for samples of
 /// that class and `-1` for the rest (one class of a `--multiclass ovr` fit).
 pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitted, CliError> {
@@ -218,37 +229,39 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         }
     };
 
-    let mut trace = String::from(TraceRow::CSV_HEADER);
-    trace.push('\n');
-    let mut rows = Vec::new();
-    let progress = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(stop.max_epochs as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} epochs {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    let warm = fit.refit(&data, lambda, start.as_ref())?;
+    let mut run = warm;
+    let mut refit = None;
+    if start.is_some() {
+        // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The refit").
+        let cold = fit.refit(&data, lambda, None)?;
+        let (warm_primal, cold_primal) = (
+            run.report.certificate.primal,
+            cold.report.certificate.primal,
         );
-        bar
-    });
-    let (mut report, solver_name, _) =
-        fit.solve(&data, lambda, start.as_ref(), &stop, &mut |row| {
-            if let Some(bar) = &progress {
-                bar.set_position(row.epoch as u64);
-                bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
-            }
-            trace.push_str(&row.csv());
-            trace.push('\n');
-            rows.push(*row);
-        })?;
-    if let Some(bar) = progress {
-        bar.finish_and_clear();
-    }
-    if report.stop_reason == driver::StopReason::Diverged {
-        return Err(CliError::Diverged {
-            solver: solver_name.to_string(),
-            epoch: report.epochs,
+        let kept = if cold_primal < warm_primal {
+            run = cold;
+            RefitStart::Cold
+        } else {
+            RefitStart::Warm
+        };
+        eprintln!(
+            "refit: warm primal {warm_primal:.9e}, cold primal {cold_primal:.9e}: kept {}",
+            kept.as_str()
+        );
+        refit = Some(RefitRecord {
+            kept,
+            warm_primal,
+            cold_primal,
         });
     }
-    let polish = fit.polish(&data, lambda, &mut report)?;
+    let Run {
+        report,
+        solver_name,
+        polish,
+        trace,
+        rows,
+    } = run;
     let mut model = Model::from_sparse(
         &report.model,
         loss_kind,
@@ -258,7 +271,10 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         lambda,
         report.certificate,
     );
-    model.lambda_auto = lambda_auto;
+    model.lambda_auto = lambda_auto.map(|mut record| {
+        record.refit = refit;
+        record
+    });
     model.convergence = Some(convergence_of(&report, stop.tol));
     model.polish = Some(polish);
     if let Some(scales) = &scales {
@@ -280,6 +296,56 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
     );
     super::warn_if_unconverged(&model);
     Ok(Fitted { model, trace, rows })
+}
+
+impl Fit<'_> {
+    /// Searches `data` at `lambda` from `start` (or from zero duals) with a progress bar on a
+    /// terminal, then polishes the result; a diverged search is an error.
+    fn refit(
+        &self,
+        data: &Dataset,
+        lambda: f64,
+        start: Option<&WarmStart>,
+    ) -> Result<Run, CliError> {
+        let mut trace = String::from(TraceRow::CSV_HEADER);
+        trace.push('\n');
+        let mut rows = Vec::new();
+        let progress = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(self.stop.max_epochs as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} epochs {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let (mut report, solver_name, _) =
+            self.solve(data, lambda, start, &self.stop, &mut |row| {
+                if let Some(bar) = &progress {
+                    bar.set_position(row.epoch as u64);
+                    bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
+                }
+                trace.push_str(&row.csv());
+                trace.push('\n');
+                rows.push(*row);
+            })?;
+        if let Some(bar) = progress {
+            bar.finish_and_clear();
+        }
+        if report.stop_reason == driver::StopReason::Diverged {
+            return Err(CliError::Diverged {
+                solver: solver_name.to_string(),
+                epoch: report.epochs,
+            });
+        }
+        let polish = self.polish(data, lambda, &mut report)?;
+        Ok(Run {
+            report,
+            solver_name,
+            polish,
+            trace,
+            rows,
+        })
+    }
 }
 
 /// The model file's record of how `report` ended against `tol` ([`Convergence`]).

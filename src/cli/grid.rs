@@ -17,6 +17,12 @@
 //! the ceiling is `lambda_max * `[`CEILING`]). The model's `lambda_auto.grid` is the grid actually
 //! tried (largest first), `extended` lists the lambdas added past the configured grid,
 //! `validation` says `"holdout"` or `"cv"`, and `folds` the K.
+//!
+//! **The refit.** The chosen lambda is fitted again on every sample twice, from the chosen member's
+//! duals (in file order, the held-out rows at zero) and from zero duals, each polished; the model is
+//! the one with the lower primal (`lambda_auto.refit` records both and which was kept). The k-sparse
+//! problem is not convex, and on ames the warm start ended at primal 4.16e-3 (R² 0.902) where the
+//! cold one reached 3.79e-3 (R² 0.910); the second run costs one more fit at one lambda.
 
 use super::fit::{
     holdout_error, holdout_loss, holdout_split, in_file_order, ranks_by_errors, Fit, GRID_PATIENCE,
@@ -250,6 +256,7 @@ impl Fit<'_> {
             validation: Some(validation.into()),
             folds: (parts.len() > 1).then_some(parts.len() as u64),
             extended,
+            refit: None,
         };
         Ok((record, start))
     }

@@ -339,6 +339,7 @@ fn choose_lambda(
         validation: Some(if cv { "cv" } else { "holdout" }.into()),
         folds: cv.then_some(folds as u64),
         extended: Vec::new(),
+        refit: None,
     };
     Ok((grid[live], record))
 }

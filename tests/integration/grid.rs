@@ -2,6 +2,7 @@
 //! extended until the held-out score turns up, small files are ranked by K-fold cross-validation, and the
 //! model JSON and stderr say which validation ran over which grid.
 
+use thresher::model::RefitStart;
 use thresher::synth::sparse_stream;
 
 use crate::common::{assert_failed_with, assert_succeeded, thresher, FitFiles};
@@ -77,6 +78,20 @@ fn fit_lambda_auto_extends_the_grid_past_its_smallest_end_and_ranks_small_files_
         "{stderr}"
     );
     assert!(stderr.contains("cv5_loss="), "{stderr}");
+    // The refit ran from the chosen member's duals and from zero; the model is the lower primal's.
+    let refit = auto.refit.expect("the refit is recorded");
+    let kept = refit.warm_primal.min(refit.cold_primal);
+    assert_eq!(model.certificate.primal, kept, "{refit:?}\n{stderr}");
+    let expected = if refit.cold_primal < refit.warm_primal {
+        RefitStart::Cold
+    } else {
+        RefitStart::Warm
+    };
+    assert_eq!(refit.kept, expected);
+    assert!(
+        stderr.contains(&format!("kept {}", expected.as_str())),
+        "{stderr}"
+    );
 
     // The same file with cross-validation off and no extension: one held-out part, the grid as given.
     let stderr = fit_auto(&files, &["--cv-below", "0", "--lambda-extend", "0"]);

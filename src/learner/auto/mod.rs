@@ -274,6 +274,7 @@ impl AutoLambdaLearner {
             validation: None,
             folds: None,
             extended: Vec::new(),
+            refit: None,
         }
     }
 }

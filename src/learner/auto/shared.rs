@@ -320,6 +320,7 @@ impl SharedGrid {
             validation: None,
             folds: None,
             extended: s.grid.get(self.configured()..).unwrap_or(&[]).to_vec(),
+            refit: None,
         }
     }
 }
