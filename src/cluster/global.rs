@@ -1,6 +1,7 @@
 //! The exchange behind a cluster's one exact SDIHT model (`nats.global_model`): cuts proposed on core
-//! NATS, each node's partial sums in chunks, and the merge every node makes of a complete cut
-//! ([`crate::learner::global`] has the mathematics; `docs/cluster.md` the protocol).
+//! NATS, each node's partial sums sent to the proposer, and the proposer's sum of a complete cut sent
+//! back to every node ([`crate::learner::global`] has the mathematics; `docs/cluster.md` the protocol;
+//! [`super::wire`] the chunks).
 //!
 //! Per learner, every node runs one [`GlobalModel`] task:
 //!
@@ -9,66 +10,60 @@
 //!    `thresher.cluster.<stream>.<learner>.cut`: a cut number (its clock, ms), the live members' names,
 //!    and its current model `(w, b)`.
 //! 2. **Answer.** Every listed node, on receiving it, takes its [`PartialSums`] at that model under its
-//!    learner lock (one instant, so its part is consistent) and publishes them on
-//!    `thresher.cluster.<stream>.<learner>.part.<node>` in chunks below the server's `max_payload`:
-//!    headers name the cut, the chunk (`i/n`) and the scalar sums (`samples loss conj mass`, the sums
-//!    as `f64` bits, exactly; a part of an older version without the mass is refused); the
-//!    payload is `(u32 index, f64 value)` pairs, little-endian, ascending.
-//! 3. **Merge.** Every node (listed or not) collects the latest complete part of each node; once every
-//!    node the proposal lists has answered that cut, it computes the cut's certificate from the parts
-//!    in name order (the same bits on every node), publishes the proposal's model with it (the same
-//!    model on every node: `"scope": "global"`), and replaces its view of the other nodes' part by
-//!    their sum ([`RemoteSums`]) with CoCoA's `sigma' =` the number of nodes.
+//!    learner lock (one instant, so its part is consistent), keeps it, and publishes it to the proposer
+//!    on `thresher.cluster.<stream>.<learner>.part.<proposer>.<node>` (each node subscribes only to the
+//!    parts addressed to it); the proposer keeps its own part without sending it.
+//! 3. **Reduce.** Once every listed node's part of the cut is in, the proposer adds them in name order
+//!    ([`cut_total`]), certifies the proposal's model on the sum, and publishes the sum with the
+//!    certificate and each node's sample count on `thresher.cluster.<stream>.<learner>.sum`.
+//! 4. **Install.** Every node (the proposer at once, the others on the sum) publishes the proposal's
+//!    model with that certificate (the proposer's bits: the same model and certificate on every node,
+//!    `"scope": "global"`) and replaces its view of the other nodes' part by the sum less its own part
+//!    ([`RemoteSums::without`]) with CoCoA's `sigma' =` the number of nodes.
+//!
+//! Why a reduction: when every node sent its part to every node, the server sent `N^2` parts per cut
+//! and every node merged `N` of them (`docs/benchmarks/cluster.md`); now the server sends `N - 1` parts
+//! to one node and one sum to `N` nodes, and every node but the proposer subtracts one part.
 //!
 //! The proposer proposes the next cut only once the last one completed, or after `10 x` the interval
 //! (at least 2 s) without completing: then the newer proposal abandons it (a node that died mid-cut
-//! leaves the members after the TTL and the next proposals do not wait for it). So under load the cut
-//! cadence is the time a cut takes, not the interval. Everything held is bounded: one proposal, one
-//! assembly and one complete part per node, at most [`MAX_NODES`] nodes and [`MAX_CHUNKS`] chunks per
-//! part; a malformed message is dropped and counted (`thresher_cluster_cuts_total{outcome="invalid"}`).
-//! Core NATS delivers at most once: a lost chunk only leaves that cut incomplete.
+//! leaves the members after the TTL and the next proposals do not wait for it; a proposer that died
+//! mid-cut is replaced by the next lowest name). So under load the cut cadence is the time a cut
+//! takes, not the interval. Everything held is bounded: one proposal, one own part, one assembly and
+//! one complete part per node (the proposer), one sum being assembled and one waiting for its
+//! proposal, at most [`MAX_NODES`] nodes and [`super::wire::MAX_CHUNKS`] chunks per part; a malformed message
+//! is dropped and counted (`thresher_cluster_cuts_total{outcome="invalid"}`). Core NATS delivers at
+//! most once: a lost chunk only leaves that cut incomplete.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use super::wire::{
+    decode_chunk, decode_sum_extras, encode_part, encode_sum, from_older_version, Assembly,
+    SumExtras, HEADER_ROOM, PAIR_BYTES,
+};
 use super::ClusterView;
-use crate::learner::global::{cut_certificate, PartialSums, RemoteSums};
+use crate::learner::global::{cut_total, total_certificate, PartialSums, RemoteSums};
 use crate::learner::model_of;
 use crate::learner::params::LearnerConfig;
 use crate::learner::publish::SharedLearner;
 use crate::metrics::Metrics;
 use crate::model::ClusterCut;
 use crate::solver::driver::SparseModel;
+use crate::solver::Certificate;
 use crate::sparse::ThresholdScratch;
 
 /// Nodes a cut may list, and nodes whose parts a node keeps.
 pub const MAX_NODES: usize = 64;
-/// Chunks one part may have (at 1 MB each, 4 GB: far above any window).
-pub const MAX_CHUNKS: usize = 4096;
 /// A proposer waits this many intervals (and at least [`MIN_PATIENCE`]) for its cut to complete
 /// before it proposes the next one.
 const PATIENCE_INTERVALS: u32 = 10;
 const MIN_PATIENCE: Duration = Duration::from_secs(2);
-/// Bytes of one `(index, value)` pair on the wire.
-const PAIR_BYTES: usize = 12;
-/// Room left in a chunk for the headers.
-const HEADER_ROOM: usize = 4096;
-
-const CUT_HEADER: &str = "Thresher-Cut";
-const CHUNK_HEADER: &str = "Thresher-Chunk";
-/// The scalar sums of a part, `"samples loss conj mass"` (the sums as `f64` bits). Named apart
-/// from [`OLD_SUMS_HEADER`], the header of the nodes that divided by the sample count and sent no
-/// mass: a mixed cluster would certify another objective on each side, so each side refuses the
-/// other's parts (counted as invalid, and logged here).
-const SUMS_HEADER: &str = "Thresher-Sums-2";
-/// The sums header of the versions before the mass, `"samples loss conj"`: refused.
-const OLD_SUMS_HEADER: &str = "Thresher-Sums";
 
 /// A cut as proposed: its number, the nodes it waits for, and the model it certifies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,8 +103,10 @@ impl Proposal {
 #[derive(Debug, Clone)]
 pub struct Subjects {
     pub cut: String,
-    /// `<prefix>.<node>` for a node's parts.
+    /// `<prefix>.<proposer>.<node>` for a node's part sent to a cut's proposer.
     pub part_prefix: String,
+    /// The proposer's sum of each complete cut.
+    pub sum: String,
 }
 
 impl Subjects {
@@ -118,161 +115,18 @@ impl Subjects {
         Subjects {
             cut: format!("{base}.cut"),
             part_prefix: format!("{base}.part"),
-        }
-    }
-}
-
-/// A part's chunks: `(headers, payload)` each, `pairs_per_chunk` pairs at most per payload.
-pub fn encode_part(
-    cut: u64,
-    part: &PartialSums,
-    pairs_per_chunk: usize,
-) -> Vec<(HeaderMap, Bytes)> {
-    let pairs_per_chunk = pairs_per_chunk.max(1);
-    let chunks: Vec<&[(u32, f64)]> = if part.z.is_empty() {
-        vec![&[]]
-    } else {
-        part.z.chunks(pairs_per_chunk).collect()
-    };
-    let sums = format!(
-        "{} {:016x} {:016x} {:016x}",
-        part.samples,
-        part.loss_sum.to_bits(),
-        part.conj_sum.to_bits(),
-        part.mass.to_bits()
-    );
-    let n = chunks.len();
-    chunks
-        .into_iter()
-        .enumerate()
-        .map(|(i, pairs)| {
-            let mut headers = HeaderMap::new();
-            headers.insert(CUT_HEADER, cut.to_string().as_str());
-            headers.insert(CHUNK_HEADER, format!("{i}/{n}").as_str());
-            headers.insert(SUMS_HEADER, sums.as_str());
-            let mut payload = Vec::with_capacity(pairs.len() * PAIR_BYTES);
-            for &(j, v) in pairs {
-                payload.extend_from_slice(&j.to_le_bytes());
-                payload.extend_from_slice(&v.to_le_bytes());
-            }
-            (headers, Bytes::from(payload))
-        })
-        .collect()
-}
-
-/// One chunk of a part, as received.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Chunk {
-    pub cut: u64,
-    pub index: usize,
-    pub count: usize,
-    pub samples: usize,
-    pub loss_sum: f64,
-    pub conj_sum: f64,
-    pub mass: f64,
-    pub pairs: Vec<(u32, f64)>,
-}
-
-/// A part from a node of a version before the mass (the `Thresher-Sums` header, not `Thresher-Sums-2`).
-pub fn from_older_version(headers: Option<&HeaderMap>) -> bool {
-    headers.is_some_and(|h| h.get(SUMS_HEADER).is_none() && h.get(OLD_SUMS_HEADER).is_some())
-}
-
-/// Reads a chunk; `None` if anything is malformed (missing header, bad numbers, a payload that is
-/// not whole pairs, a non-finite value, indices not ascending).
-pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk> {
-    let headers = headers?;
-    let cut: u64 = headers.get(CUT_HEADER)?.as_str().parse().ok()?;
-    let (index, count) = headers.get(CHUNK_HEADER)?.as_str().split_once('/')?;
-    let (index, count): (usize, usize) = (index.parse().ok()?, count.parse().ok()?);
-    if count == 0 || count > MAX_CHUNKS || index >= count {
-        return None;
-    }
-    let sums: Vec<&str> = headers.get(SUMS_HEADER)?.as_str().split(' ').collect();
-    let [samples, loss, conj, mass] = sums.as_slice() else {
-        return None;
-    };
-    let bits = |s: &str| u64::from_str_radix(s, 16).ok().map(f64::from_bits);
-    let (samples, loss_sum, conj_sum) = (samples.parse().ok()?, bits(loss)?, bits(conj)?);
-    let mass = bits(mass)?;
-    let whole = payload.len().is_multiple_of(PAIR_BYTES);
-    if !(loss_sum.is_finite() && conj_sum.is_finite() && mass.is_finite() && mass >= 0.0 && whole) {
-        return None;
-    }
-    let pairs: Vec<(u32, f64)> = payload
-        .chunks_exact(PAIR_BYTES)
-        .map(|p| {
-            let j = u32::from_le_bytes(p[..4].try_into().expect("4 bytes"));
-            let v = f64::from_le_bytes(p[4..].try_into().expect("8 bytes"));
-            (j, v)
-        })
-        .collect();
-    let ascending = pairs.windows(2).all(|p| p[0].0 < p[1].0);
-    if !ascending || pairs.iter().any(|&(_, v)| !v.is_finite()) {
-        return None;
-    }
-    Some(Chunk {
-        cut,
-        index,
-        count,
-        samples,
-        loss_sum,
-        conj_sum,
-        mass,
-        pairs,
-    })
-}
-
-/// The chunks of one node's part for one cut, as they arrive.
-#[derive(Debug)]
-struct Assembly {
-    cut: u64,
-    chunks: Vec<Option<Vec<(u32, f64)>>>,
-    missing: usize,
-    sums: (usize, f64, f64, f64),
-}
-
-impl Assembly {
-    fn new(c: &Chunk) -> Assembly {
-        Assembly {
-            cut: c.cut,
-            chunks: vec![None; c.count],
-            missing: c.count,
-            sums: (c.samples, c.loss_sum, c.conj_sum, c.mass),
+            sum: format!("{base}.sum"),
         }
     }
 
-    /// Adds a chunk; the whole part once the last one is in (`None` also for a chunk that does not
-    /// fit this assembly, which the caller counts).
-    fn add(&mut self, c: Chunk) -> Result<Option<PartialSums>, ()> {
-        if c.count != self.chunks.len() || (c.samples, c.loss_sum, c.conj_sum, c.mass) != self.sums
-        {
-            return Err(());
-        }
-        let slot = &mut self.chunks[c.index];
-        if slot.is_none() {
-            self.missing -= 1;
-        }
-        *slot = Some(c.pairs);
-        if self.missing > 0 {
-            return Ok(None);
-        }
-        let z: Vec<(u32, f64)> = self
-            .chunks
-            .iter_mut()
-            .flat_map(|c| c.take().unwrap_or_default())
-            .collect();
-        if !z.windows(2).all(|p| p[0].0 < p[1].0) {
-            return Err(());
-        }
-        let (samples, loss_sum, conj_sum, mass) = self.sums;
-        Ok(Some(PartialSums {
-            samples,
-            mass,
-            loss_sum,
-            conj_sum,
-            z,
-        }))
+    /// Where `node` sends its part of a cut `proposer` proposed.
+    fn part_to(&self, proposer: &str, node: &str) -> String {
+        format!("{}.{proposer}.{node}", self.part_prefix)
+    }
+
+    /// The parts addressed to `node` (as a proposer).
+    fn parts_for(&self, node: &str) -> String {
+        format!("{}.{node}.*", self.part_prefix)
     }
 }
 
@@ -283,9 +137,15 @@ struct Exchange {
     proposal: Option<Proposal>,
     /// The cut last merged.
     merged: Option<u64>,
+    /// This node's part of the latest cut it answered: the sum less it is the other nodes' part.
+    own: Option<(u64, Arc<PartialSums>)>,
+    /// As a proposer: the parts being assembled, and the latest complete part of each node.
     assembling: BTreeMap<String, Assembly>,
-    /// The latest complete part of each node, with its cut.
     parts: BTreeMap<String, (u64, Arc<PartialSums>)>,
+    /// The proposer's sum being assembled, and the latest complete one not yet installed (it can
+    /// arrive before its proposal on a node the proposal does not list).
+    sum_assembling: Option<(Assembly, SumExtras)>,
+    sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
 }
 
 /// One learner's exchange task (module docs).
@@ -306,10 +166,10 @@ impl GlobalModel {
     pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) {
         let subscribed = tokio::try_join!(
             self.client.subscribe(self.subjects.cut.clone()),
-            self.client
-                .subscribe(format!("{}.*", self.subjects.part_prefix)),
+            self.client.subscribe(self.subjects.parts_for(&self.node)),
+            self.client.subscribe(self.subjects.sum.clone()),
         );
-        let (mut proposals, mut parts) = match subscribed {
+        let (mut proposals, mut parts, mut sums) = match subscribed {
             Ok(subs) => subs,
             Err(e) => {
                 tracing::error!(error = %e, learner = %self.config.name, "cannot subscribe to the global model's subjects; this node learns alone");
@@ -341,10 +201,13 @@ impl GlobalModel {
                 }
                 Some(msg) = proposals.next() => self.on_proposal(&msg.payload, &mut exchange).await,
                 Some(msg) = parts.next() => {
-                    let bytes = msg.length as u64;
-                    self.metrics.cluster_partial_bytes.with_label_values(&["received"]).inc_by(bytes);
+                    self.received(msg.length);
                     let node = msg.subject.rsplit('.').next().unwrap_or_default().to_string();
                     self.on_part(node, msg.headers.as_ref(), &msg.payload, &mut exchange).await;
+                }
+                Some(msg) = sums.next() => {
+                    self.received(msg.length);
+                    self.on_sum(msg.headers.as_ref(), &msg.payload, &mut exchange).await;
                 }
             }
         }
@@ -355,6 +218,13 @@ impl GlobalModel {
             .cluster_cuts
             .with_label_values(&[&self.config.name, outcome])
             .inc();
+    }
+
+    fn received(&self, bytes: usize) {
+        self.metrics
+            .cluster_partial_bytes
+            .with_label_values(&["received"])
+            .inc_by(bytes as u64);
     }
 
     /// Proposes a cut if this node is the live member with the lowest name; returns its number.
@@ -417,37 +287,29 @@ impl GlobalModel {
         }
         let listed = proposal.nodes.binary_search(&self.node).is_ok();
         let at = proposal.model();
-        let cut = proposal.cut;
-        exchange.proposal = Some(proposal);
+        let (cut, proposer) = (proposal.cut, proposal.proposer.clone());
         // Parts of nodes no longer listed go (the bound on what is held is the live membership).
-        let keep = |node: &String, exchange: &Exchange| {
-            exchange
-                .proposal
-                .as_ref()
-                .is_some_and(|p| p.nodes.binary_search(node).is_ok())
-        };
-        let stale: Vec<String> = exchange
+        exchange
             .parts
-            .keys()
-            .chain(exchange.assembling.keys())
-            .filter(|n| !keep(n, exchange))
-            .cloned()
-            .collect();
-        for node in stale {
-            exchange.parts.remove(&node);
-            exchange.assembling.remove(&node);
-        }
-        if let Some(p) = &exchange.proposal {
-            self.view.keep_parts_of(&self.config.name, &p.nodes);
-        }
+            .retain(|node, _| proposal.nodes.binary_search(node).is_ok());
+        exchange
+            .assembling
+            .retain(|node, _| proposal.nodes.binary_search(node).is_ok());
+        self.view.keep_parts_of(&self.config.name, &proposal.nodes);
+        exchange.proposal = Some(proposal);
         if listed {
-            self.answer(cut, at).await;
+            self.answer(cut, at, &proposer, exchange).await;
         }
-        self.merge_if_complete(exchange).await;
+        if proposer == self.node {
+            self.reduce_if_complete(exchange).await;
+        } else {
+            self.install_sum_if_ready(exchange).await;
+        }
     }
 
-    /// Takes this node's part at `at` and publishes it.
-    async fn answer(&self, cut: u64, at: SparseModel) {
+    /// Takes this node's part at `at` and keeps it; sends it to `proposer` (or, as the proposer,
+    /// files it with the parts it collects).
+    async fn answer(&self, cut: u64, at: SparseModel, proposer: &str, exchange: &mut Exchange) {
         let learner = self.learner.clone();
         let taken = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
@@ -462,17 +324,36 @@ impl GlobalModel {
             .cluster_partial_seconds
             .with_label_values(&[&self.config.name])
             .inc_by(took.as_secs_f64());
+        let part = Arc::new(part);
+        exchange.own = Some((cut, part.clone()));
+        if proposer == self.node {
+            self.view
+                .part_received(&self.config.name, &self.node, cut, part.samples);
+            exchange.parts.insert(self.node.clone(), (cut, part));
+            return;
+        }
+        let subject = self.subjects.part_to(proposer, &self.node);
+        self.send(subject, encode_part(cut, &part, self.pairs_per_chunk()))
+            .await;
+    }
+
+    /// Pairs per chunk under the server's `max_payload`.
+    fn pairs_per_chunk(&self) -> usize {
         let max_payload = self.client.server_info().max_payload.max(2 * HEADER_ROOM);
-        let pairs_per_chunk = (max_payload - HEADER_ROOM) / PAIR_BYTES;
-        let subject = format!("{}.{}", self.subjects.part_prefix, self.node);
-        for (headers, payload) in encode_part(cut, &part, pairs_per_chunk) {
+        (max_payload - HEADER_ROOM) / PAIR_BYTES
+    }
+
+    /// Publishes `chunks` on `subject`, counting the bytes sent; stops at the first failure (the cut
+    /// stays incomplete).
+    async fn send(&self, subject: String, chunks: Vec<(HeaderMap, bytes::Bytes)>) {
+        for (headers, payload) in chunks {
             let bytes = payload.len() as u64;
             if let Err(e) = self
                 .client
                 .publish_with_headers(subject.clone(), headers, payload)
                 .await
             {
-                tracing::debug!(error = %e, "publishing a partial sum failed");
+                tracing::debug!(error = %e, "publishing a cut's chunk failed");
                 return;
             }
             self.metrics
@@ -534,14 +415,18 @@ impl GlobalModel {
                 return;
             }
         }
-        self.merge_if_complete(exchange).await;
+        self.reduce_if_complete(exchange).await;
     }
 
-    /// Merges the proposal's cut once every listed node's part for it is in (module docs).
-    async fn merge_if_complete(&self, exchange: &mut Exchange) {
+    /// As the proposer, once every listed node's part of the proposed cut is in: sums them, certifies
+    /// the proposal's model on the sum, installs the cut here and sends the sum to every node.
+    async fn reduce_if_complete(&self, exchange: &mut Exchange) {
         let Some(proposal) = &exchange.proposal else {
             return;
         };
+        if proposal.proposer != self.node {
+            return;
+        }
         let parts: Option<Vec<Arc<PartialSums>>> = proposal
             .nodes
             .iter()
@@ -555,54 +440,173 @@ impl GlobalModel {
         };
         let proposal = exchange.proposal.take().expect("checked above");
         exchange.merged = Some(proposal.cut);
-        let (learner, config, me) = (self.learner.clone(), self.config.clone(), self.node.clone());
-        let merged = tokio::task::spawn_blocking(move || {
+        let own = exchange.own.as_ref().map(|(_, part)| part.clone());
+        let config = self.config.clone();
+        let summed = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let at = proposal.model();
             let refs: Vec<&PartialSums> = parts.iter().map(|p| p.as_ref()).collect();
-            let certificate = cut_certificate(
-                &refs,
-                &at,
+            let total = cut_total(&refs);
+            let certificate = total_certificate(
+                &total,
+                &proposal.model(),
                 config.lambda,
                 config.k,
                 &mut ThresholdScratch::default(),
             );
-            if !(certificate.primal.is_finite() && certificate.dual.is_finite()) {
-                return None;
+            let extras = SumExtras {
+                primal: certificate.primal,
+                dual: certificate.dual,
+                node_samples: refs.iter().map(|p| p.samples).collect(),
+            };
+            (proposal, total, extras, own, started.elapsed())
+        })
+        .await;
+        let Ok((proposal, total, extras, own, took)) = summed else {
+            self.count("invalid");
+            return;
+        };
+        if !(extras.primal.is_finite() && extras.dual.is_finite()) {
+            self.count("invalid");
+            return;
+        }
+        let chunks = encode_sum(proposal.cut, &total, &extras, self.pairs_per_chunk());
+        self.install(proposal, Arc::new(total), extras, own, took)
+            .await;
+        self.send(self.subjects.sum.clone(), chunks).await;
+    }
+
+    async fn on_sum(&self, headers: Option<&HeaderMap>, payload: &[u8], exchange: &mut Exchange) {
+        let (Some(chunk), Some(extras)) =
+            (decode_chunk(headers, payload), decode_sum_extras(headers))
+        else {
+            self.count("invalid");
+            return;
+        };
+        if exchange.merged == Some(chunk.cut) {
+            // This node's own sum (the proposer), or one it installed already.
+            return;
+        }
+        let proposed = exchange.proposal.as_ref().map(|p| p.cut);
+        let replace = match &exchange.sum_assembling {
+            None => true,
+            Some((a, seen)) if a.cut == chunk.cut => {
+                if *seen != extras {
+                    exchange.sum_assembling = None;
+                    self.count("invalid");
+                    return;
+                }
+                false
             }
-            let others = proposal
-                .nodes
-                .iter()
-                .zip(&refs)
-                .filter(|(n, _)| **n != me)
-                .map(|(_, p)| *p);
-            let mut remote = RemoteSums::of(others, proposal.nodes.len());
+            // A late chunk of an older cut does not reset a newer assembly; the proposed cut's does.
+            Some((a, _)) => {
+                if chunk.cut < a.cut && proposed != Some(chunk.cut) {
+                    return;
+                }
+                true
+            }
+        };
+        if replace {
+            exchange.sum_assembling = Some((Assembly::new(&chunk), extras));
+        }
+        let cut = chunk.cut;
+        let Some((assembly, _)) = exchange.sum_assembling.as_mut() else {
+            return;
+        };
+        match assembly.add(chunk) {
+            Ok(None) => {}
+            Ok(Some(total)) => {
+                let (_, extras) = exchange.sum_assembling.take().expect("assembling");
+                exchange.sum_ready = Some((cut, Arc::new(total), extras));
+                self.install_sum_if_ready(exchange).await;
+            }
+            Err(()) => {
+                exchange.sum_assembling = None;
+                self.count("invalid");
+            }
+        }
+    }
+
+    /// Installs the proposer's sum once this node holds its proposal (and, if listed, its own part
+    /// of that cut).
+    async fn install_sum_if_ready(&self, exchange: &mut Exchange) {
+        let (Some(proposal), Some((cut, _, _))) = (&exchange.proposal, &exchange.sum_ready) else {
+            return;
+        };
+        if proposal.cut != *cut {
+            if *cut < proposal.cut {
+                exchange.sum_ready = None;
+            }
+            return;
+        }
+        let (_, total, extras) = exchange.sum_ready.take().expect("checked above");
+        let proposal = exchange.proposal.take().expect("checked above");
+        exchange.merged = Some(proposal.cut);
+        let listed = proposal.nodes.binary_search(&self.node).is_ok();
+        let own = match &exchange.own {
+            Some((cut, part)) if *cut == proposal.cut => Some(part.clone()),
+            _ if listed => {
+                // Listed but without its part of this cut: the other nodes' sum is unknown here.
+                self.count("invalid");
+                return;
+            }
+            _ => None,
+        };
+        if extras.node_samples.len() != proposal.nodes.len() {
+            self.count("invalid");
+            return;
+        }
+        self.install(proposal, total, extras, own, Duration::ZERO)
+            .await;
+    }
+
+    /// Publishes the cut's model with its certificate and takes the other nodes' part (the sum less
+    /// `own`) into the learner; `spent` is the time already spent summing the cut.
+    async fn install(
+        &self,
+        proposal: Proposal,
+        total: Arc<PartialSums>,
+        extras: SumExtras,
+        own: Option<Arc<PartialSums>>,
+        spent: Duration,
+    ) {
+        for (node, &samples) in proposal.nodes.iter().zip(&extras.node_samples) {
+            self.view
+                .part_received(&self.config.name, node, proposal.cut, samples);
+        }
+        let (learner, config, me) = (self.learner.clone(), self.config.clone(), self.node.clone());
+        let installed = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let certificate: Certificate = extras.certificate();
+            let mut remote = match &own {
+                Some(own) => RemoteSums::without(&total, own, proposal.nodes.len()),
+                None => RemoteSums::of([total.as_ref()], proposal.nodes.len()),
+            };
             remote.intercept = (proposal.proposer != me).then_some(proposal.intercept);
-            let mut model = model_of(&config, &at, certificate);
+            let mut model = model_of(&config, &proposal.model(), certificate);
             model.cluster = Some(ClusterCut {
                 cut: proposal.cut,
                 proposer: proposal.proposer.clone(),
-                samples: refs.iter().map(|p| p.samples).collect(),
+                samples: extras.node_samples.clone(),
                 nodes: proposal.nodes.clone(),
             });
             let mut l = learner.lock();
             l.set_remote(&remote);
             l.set_global(model);
             drop(l);
-            Some(started.elapsed())
+            started.elapsed()
         })
         .await;
-        match merged {
-            Ok(Some(took)) => {
+        match installed {
+            Ok(took) => {
                 let name = [self.config.name.as_str()];
                 self.metrics.cluster_merges.with_label_values(&name).inc();
                 self.metrics
                     .cluster_merge_seconds
                     .with_label_values(&name)
-                    .inc_by(took.as_secs_f64());
+                    .inc_by((spent + took).as_secs_f64());
                 self.count("complete");
             }
-            _ => self.count("invalid"),
+            Err(_) => self.count("invalid"),
         }
     }
 }
@@ -610,70 +614,6 @@ impl GlobalModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn part(pairs: usize) -> PartialSums {
-        PartialSums {
-            samples: 7,
-            mass: 7.5,
-            loss_sum: 0.1 + 0.2,
-            conj_sum: -1.0 / 3.0,
-            z: (0..pairs as u32).map(|j| (3 * j, j as f64 / 7.0)).collect(),
-        }
-    }
-
-    fn reassemble(chunks: Vec<(HeaderMap, Bytes)>) -> Option<PartialSums> {
-        let mut assembly: Option<Assembly> = None;
-        let mut done = None;
-        for (h, p) in chunks.into_iter().rev() {
-            let c = decode_chunk(Some(&h), &p).expect("a valid chunk");
-            let a = assembly.get_or_insert_with(|| Assembly::new(&c));
-            if let Some(part) = a.add(c).expect("fits") {
-                done = Some(part);
-            }
-        }
-        done
-    }
-
-    #[test]
-    fn a_part_round_trips_through_its_chunks_bit_for_bit() {
-        for (pairs, per_chunk) in [(0, 4), (1, 4), (10, 4), (12, 4), (1000, 1000)] {
-            let p = part(pairs);
-            let chunks = encode_part(42, &p, per_chunk);
-            assert_eq!(chunks.len(), pairs.div_ceil(per_chunk).max(1));
-            assert_eq!(reassemble(chunks), Some(p));
-        }
-    }
-
-    #[test]
-    fn malformed_chunks_are_refused() {
-        let (h, p) = encode_part(1, &part(3), 10).remove(0);
-        assert!(decode_chunk(None, &p).is_none());
-        assert!(decode_chunk(Some(&h), &p[..p.len() - 1]).is_none());
-        let mut nan = p.to_vec();
-        nan[4..12].copy_from_slice(&f64::NAN.to_le_bytes());
-        assert!(decode_chunk(Some(&h), &nan).is_none());
-        let mut descending = p.to_vec();
-        descending[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode_chunk(Some(&h), &descending).is_none());
-        let mut bad = h.clone();
-        bad.insert(CHUNK_HEADER, "3/2");
-        assert!(decode_chunk(Some(&bad), &p).is_none());
-        let mut bad = h.clone();
-        bad.insert(SUMS_HEADER, "1 2");
-        assert!(decode_chunk(Some(&bad), &p).is_none());
-        // A part of the format before the mass (three sums, the old header) is refused and known.
-        let mut old = HeaderMap::new();
-        for name in [CUT_HEADER, CHUNK_HEADER] {
-            old.insert(name, h.get(name).unwrap().as_str());
-        }
-        old.insert(OLD_SUMS_HEADER, "7 3fd3333333333334 bfd5555555555555");
-        assert!(decode_chunk(Some(&old), &p).is_none());
-        assert!(from_older_version(Some(&old)));
-        assert!(!from_older_version(Some(&h)));
-        let mut three = h;
-        three.insert(SUMS_HEADER, "7 3fd3333333333334 bfd5555555555555");
-        assert!(decode_chunk(Some(&three), &p).is_none());
-    }
 
     #[test]
     fn proposals_must_be_well_formed() {

@@ -24,6 +24,7 @@ use thiserror::Error;
 use crate::learner::publish::ModelCell;
 
 pub mod global;
+pub mod wire;
 
 /// Why membership could not be read or written.
 #[derive(Debug, Error)]

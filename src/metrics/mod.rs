@@ -52,9 +52,9 @@
 //! | `thresher_cluster_nodes` | gauge | | live members of the cluster (this node included) at its last announcement |
 //! | `thresher_nats_pending_batches` | gauge | | NATS batches fetched and not yet acknowledged, bounded by `nats.max_pending_batches` |
 //! | `thresher_cluster_cuts_total` | counter | learner, outcome (`complete`, `abandoned`, `invalid`) | cuts of the global model: complete (every listed node's part arrived), abandoned (a newer proposal came first), invalid (a malformed part or proposal, dropped) |
-//! | `thresher_cluster_partial_bytes_total` | counter | direction (`sent`, `received`) | bytes of partial-sum messages (payload and headers) |
+//! | `thresher_cluster_partial_bytes_total` | counter | direction (`sent`, `received`) | payload bytes of the cuts' parts (to the proposer) and sums (from it) |
 //! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
-//! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate and the node's remote part |
+//! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate (the proposer) and installing the sum less this node's part as its remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
 //! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
 //! | `thresher_label_store_dropped_total` | counter | reason (`capacity`, `expired`, `replaced`) | stored samples that left unlabelled: the oldest, for room; past `labels.ttl_seconds`; replaced by a prediction with the same id |
@@ -522,7 +522,7 @@ fn cluster_family(r: &Registrar) -> ClusterFamily {
         ),
         cluster_partial_bytes: r.counter(
             "thresher_cluster_partial_bytes_total",
-            "Bytes of partial-sum messages sent and received",
+            "Payload bytes of the cuts' parts and sums sent and received",
             &["direction"],
         ),
         cluster_partial_seconds: r.seconds(
@@ -531,7 +531,7 @@ fn cluster_family(r: &Registrar) -> ClusterFamily {
         ),
         cluster_merge_seconds: r.seconds(
             "thresher_cluster_merge_seconds_total",
-            "Seconds merging complete cuts into their certificate and the remote part",
+            "Seconds summing complete cuts into their certificate and installing the remote part",
         ),
         cluster_merges: r.counter(
             "thresher_cluster_merges_total",
