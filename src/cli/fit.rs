@@ -229,12 +229,23 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         }
     };
 
-    let warm = fit.refit(&data, lambda, start.as_ref())?;
-    let mut run = warm;
+    let (warm, cold) = match &start {
+        // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The
+        // refit"); the two runs share nothing mutable, so they run side by side.
+        Some(start) => std::thread::scope(|scope| {
+            let cold = scope.spawn(|| fit.refit(&data, lambda, None, false));
+            let warm = fit.refit(&data, lambda, Some(start), true);
+            let cold = cold
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (warm, Some(cold))
+        }),
+        None => (fit.refit(&data, lambda, None, true), None),
+    };
+    let mut run = warm?;
     let mut refit = None;
-    if start.is_some() {
-        // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The refit").
-        let cold = fit.refit(&data, lambda, None)?;
+    if let Some(cold) = cold {
+        let cold = cold?;
         let (warm_primal, cold_primal) = (
             run.report.certificate.primal,
             cold.report.certificate.primal,
@@ -299,18 +310,19 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
 }
 
 impl Fit<'_> {
-    /// Searches `data` at `lambda` from `start` (or from zero duals) with a progress bar on a
-    /// terminal, then polishes the result; a diverged search is an error.
+    /// Searches `data` at `lambda` from `start` (or from zero duals), with a progress bar on a terminal
+    /// if `shows_progress`, then polishes the result; a diverged search is an error.
     fn refit(
         &self,
         data: &Dataset,
         lambda: f64,
         start: Option<&WarmStart>,
+        shows_progress: bool,
     ) -> Result<Run, CliError> {
         let mut trace = String::from(TraceRow::CSV_HEADER);
         trace.push('\n');
         let mut rows = Vec::new();
-        let progress = std::io::stderr().is_terminal().then(|| {
+        let progress = (shows_progress && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(self.stop.max_epochs as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} epochs {msg}")
