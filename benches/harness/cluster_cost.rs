@@ -1,7 +1,7 @@
 //! CPU cost of the exact global model's two computations (`docs/cluster.md`), in thread CPU time so the
 //! figures hold on a busy machine: a node's part of a cut (`StreamingLearner::partial_sums`: one pass
 //! over its window at the cut's model, and its `z_n`), and the merge of a complete cut's parts
-//! (`cut_certificate` plus the `RemoteSums` a node keeps), for 1 to 8 nodes. The learner is the load
+//! (the proposer's: `cut_total`, `total_certificate` and its own `RemoteSums::without`), for 1 to 8 nodes. The learner is the load
 //! generator's (SDIHT, logistic, k = 100, lambda = 1e-4) on its stream (d = 2^20, 40 nonzeros per
 //! sample), each node's window a disjoint slice of `--window` samples.
 //!
@@ -20,7 +20,7 @@ use learner::loadgen_learner;
 
 use clap::Parser;
 use thresher::learner::build;
-use thresher::learner::global::{cut_certificate, PartialSums, RemoteSums};
+use thresher::learner::global::{cut_total, total_certificate, PartialSums, RemoteSums};
 use thresher::learner::params::StreamSolverKind;
 use thresher::sparse::ThresholdScratch;
 use thresher::synth::sparse_stream;
@@ -79,15 +79,16 @@ fn main() {
         let mut certificate = None;
         for _ in 0..args.repeats {
             let start = thread_cpu_ns();
-            certificate = Some(cut_certificate(
-                &refs,
+            let total = cut_total(&refs);
+            certificate = Some(total_certificate(
+                &total,
                 &at,
                 config.lambda,
                 config.k,
                 &mut scratch,
             ));
-            // What a node keeps of the others' parts (the first node's view).
-            let remote = RemoteSums::of(refs[1..].iter().copied(), n);
+            // What the proposer (the first node) keeps of the others' parts.
+            let remote = RemoteSums::without(&total, refs[0], n);
             merge_ms.push(ms_since(start));
             std::hint::black_box(remote);
         }

@@ -55,7 +55,6 @@ use crate::learner::publish::SharedLearner;
 use crate::metrics::Metrics;
 use crate::model::ClusterCut;
 use crate::solver::driver::SparseModel;
-use crate::solver::Certificate;
 use crate::sparse::ThresholdScratch;
 
 /// Nodes a cut may list, and nodes whose parts a node keeps.
@@ -146,6 +145,13 @@ struct Exchange {
     /// arrive before its proposal on a node the proposal does not list).
     sum_assembling: Option<(Assembly, SumExtras)>,
     sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
+}
+
+/// Whether a chunk of cut `chunk` is a late one, to drop rather than let reset an assembly of cut
+/// `assembling`: it is older, and not of the proposed cut (a new proposer's clock may be behind the
+/// old one's).
+fn is_late(chunk: u64, assembling: u64, proposed: Option<u64>) -> bool {
+    chunk < assembling && proposed != Some(chunk)
 }
 
 /// One learner's exchange task (module docs).
@@ -391,9 +397,7 @@ impl GlobalModel {
             .entry(node.clone())
             .or_insert_with(|| Assembly::new(&chunk));
         if assembly.cut != chunk.cut {
-            // A late chunk of an older cut does not reset a newer assembly; the proposed cut's does
-            // (a new proposer's clock may be behind the old one's).
-            if chunk.cut < assembly.cut && proposed != Some(chunk.cut) {
+            if is_late(chunk.cut, assembly.cut, proposed) {
                 return;
             }
             *assembly = Assembly::new(&chunk);
@@ -497,9 +501,8 @@ impl GlobalModel {
                 }
                 false
             }
-            // A late chunk of an older cut does not reset a newer assembly; the proposed cut's does.
             Some((a, _)) => {
-                if chunk.cut < a.cut && proposed != Some(chunk.cut) {
+                if is_late(chunk.cut, a.cut, proposed) {
                     return;
                 }
                 true
@@ -576,7 +579,7 @@ impl GlobalModel {
         let (learner, config, me) = (self.learner.clone(), self.config.clone(), self.node.clone());
         let installed = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let certificate: Certificate = extras.certificate();
+            let certificate = extras.certificate();
             let mut remote = match &own {
                 Some(own) => RemoteSums::without(&total, own, proposal.nodes.len()),
                 None => RemoteSums::of([total.as_ref()], proposal.nodes.len()),

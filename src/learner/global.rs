@@ -16,7 +16,7 @@
 //! A cut fixes one model `(w_c, b_c)` (the proposer's); each node, under its learner lock, at one instant,
 //! gives [`PartialSums`]: `N_n = |S_n|`, `M_n = sum_{S_n} c_i`, `L_n = sum_{S_n} l_i(w_c.x_i + b_c)`,
 //! `C_n = sum_{S_n} l_i*(alpha_i)` and `z_n = sum_{S_n} alpha_i x_i`. Then over the union `S` of those
-//! windows, with `M = sum M_n` and `z = sum z_n` ([`cut_certificate`]):
+//! windows, with `M = sum M_n` and `z = sum z_n` ([`cut_total`], [`total_certificate`]):
 //!
 //! ```text
 //! P = (sum_n L_n) / M + (lambda/2) ||w_c||^2,   D = -(sum_n C_n) / M - (lambda/2) ||H_k(-z / (lambda M))||^2
@@ -35,7 +35,7 @@
 //! proposer's `b` ([`RemoteSums::intercept`]), fitted on its shard. A global projection (one shift
 //! found across the nodes) would close it; it needs a round of messages per Newton step.
 //!
-//! **Same bits everywhere.** [`RemoteSums::of`] and [`cut_certificate`] add the parts in the order given,
+//! **Same bits everywhere.** [`RemoteSums::of`] and [`cut_total`] add the parts in the order given,
 //! which is the nodes' name order: every node that holds the same parts computes the same certificate
 //! and threshold bit for bit.
 
@@ -142,8 +142,6 @@ pub fn cut_total(parts: &[&PartialSums]) -> PartialSums {
     for part in parts {
         total.samples += part.samples;
         total.mass += part.mass;
-    }
-    for part in parts {
         total.loss_sum += part.loss_sum;
         total.conj_sum += part.conj_sum;
         total.z = merge_add(&total.z, &part.z);
@@ -172,18 +170,6 @@ pub fn total_certificate(
         .sum();
     let dual = -total.conj_sum / n - 0.5 * lambda * threshold_sq;
     Certificate::new(primal, dual, total.samples)
-}
-
-/// The certificate of `at` over the union of the parts' samples (module docs), the parts in node-name
-/// order. An empty union gives `0, 0`.
-pub fn cut_certificate(
-    parts: &[&PartialSums],
-    at: &SparseModel,
-    lambda: f64,
-    k: usize,
-    scratch: &mut ThresholdScratch,
-) -> Certificate {
-    total_certificate(&cut_total(parts), at, lambda, k, scratch)
 }
 
 /// Replaces the other nodes' part of a node's SDIHT iterate (their sums, [`RemoteSums`]): `z` loses the
@@ -277,7 +263,13 @@ mod tests {
             .map(|l| l.partial_sums(&at).unwrap())
             .collect();
         let refs: Vec<&PartialSums> = parts.iter().collect();
-        let cut = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+        let cut = total_certificate(
+            &cut_total(&refs),
+            &at,
+            c.lambda,
+            c.k,
+            &mut ThresholdScratch::default(),
+        );
         (at, parts, cut)
     }
 
@@ -376,7 +368,8 @@ mod tests {
             .collect();
         let (at, parts, a) = cut_at(&mut nodes, 1, &c);
         let refs: Vec<&PartialSums> = parts.iter().collect();
-        let b = cut_certificate(&refs, &at, c.lambda, c.k, &mut ThresholdScratch::default());
+        let total = cut_total(&refs);
+        let b = total_certificate(&total, &at, c.lambda, c.k, &mut ThresholdScratch::default());
         assert_eq!(a.primal.to_bits(), b.primal.to_bits());
         assert_eq!(a.dual.to_bits(), b.dual.to_bits());
         let remote = RemoteSums::of([&parts[1], &parts[2]], 3);
@@ -384,10 +377,6 @@ mod tests {
         assert_eq!(remote.nodes, 3);
         assert_eq!(remote.z, merge_add(&parts[1].z, &parts[2].z));
         // The sum less one node's part is the other parts' sum up to rounding.
-        let total = cut_total(&refs);
-        let b = total_certificate(&total, &at, c.lambda, c.k, &mut ThresholdScratch::default());
-        assert_eq!(a.primal.to_bits(), b.primal.to_bits());
-        assert_eq!(a.dual.to_bits(), b.dual.to_bits());
         let without = RemoteSums::without(&total, &parts[0], 3);
         assert_eq!((without.samples, without.nodes), (60, 3));
         assert!((without.mass - remote.mass).abs() <= 1e-12 * remote.mass);
