@@ -244,8 +244,15 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
     };
     let mut run = warm?;
     let mut refit = None;
+    // A cold run that fails leaves the warm one, which is a whole fit of its own: the model is
+    // written, without a `refit` record, and stderr says why.
+    let cold = cold.and_then(|cold| {
+        cold.map_err(|e| {
+            eprintln!("warning: the refit from zero duals failed ({e}); kept the warm refit")
+        })
+        .ok()
+    });
     if let Some(cold) = cold {
-        let cold = cold?;
         let (warm_primal, cold_primal) = (
             run.report.certificate.primal,
             cold.report.certificate.primal,

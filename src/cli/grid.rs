@@ -8,7 +8,9 @@
 //! once per fold on the other folds and scored on the fold, and its score is the pooled (weighted) mean
 //! over every sample, each held out exactly once. Why: 20% of a thousand documents is some two hundred
 //! samples, too few to rank lambdas whose held-out losses differ by a few percent; cross-validation
-//! scores every sample at K times the fitting cost, small on small files.
+//! scores every sample at K times the fitting cost, small on small files. The folds' fits at one lambda are independent
+//! and deterministic, so they run side by side on the machine's cores ([`Fit::fit_parts`]); the model
+//! is the same as from one core.
 //!
 //! **Extension.** When the best lambda is the grid's smallest (largest), the search fits a lambda a
 //! decade below (above) it, from that end's duals, and goes on while each new lambda is strictly the
@@ -69,6 +71,14 @@ pub const EXTEND: usize = 4;
 pub const FLOOR: f64 = 1e-9;
 /// The extension never goes above `lambda_max * CEILING`.
 pub const CEILING: f64 = 1e4;
+
+/// A fit of one part: its report, the solver's name and its duals to warm-start the next lambda.
+type PartFit = (driver::FitReport, &'static str, Option<WarmStart>);
+
+/// The threads the folds' fits run on: the cores this process may use.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
 /// One way of splitting the file: fit on `train`, score on `held`; `order` holds the training rows'
 /// positions in the file.
@@ -262,6 +272,62 @@ impl Fit<'_> {
         Ok((record, start))
     }
 
+    /// [`Fit::solve`] of `lambda` on every part, from `from`'s duals on that part scaled by the ratio
+    /// of the lambdas ([`Fit::score_point`]), in part order. The parts' fits share nothing mutable and
+    /// each is deterministic, so they run on up to `threads` threads (part `p` on thread
+    /// `p % threads`; `fit` gives [`cores`]) with the same results as one after another: on the
+    /// cross-validated sets the grid is most of `fit`'s time (convention_2012: 0.39 of 0.59 s).
+    fn fit_parts(
+        &self,
+        parts: &[Part],
+        lambda: f64,
+        from: Option<&Point>,
+        stop: &StopRule,
+        threads: usize,
+    ) -> Vec<Result<PartFit, CliError>> {
+        let fit_one = |p: usize| {
+            let start = from.and_then(|f| f.states[p].as_ref()).map(|state| {
+                let scale = lambda / from.map_or(lambda, |f| f.lambda);
+                WarmStart {
+                    alpha: state.alpha.iter().map(|a| a * scale).collect(),
+                    fresh: vec![true; state.alpha.len()],
+                    intercept: state.intercept,
+                }
+            });
+            self.solve(&parts[p].train, lambda, start.as_ref(), stop, &mut |_| {})
+        };
+        let threads = threads.min(parts.len());
+        if threads <= 1 {
+            return (0..parts.len()).map(fit_one).collect();
+        }
+        let mut out: Vec<Option<Result<PartFit, CliError>>> =
+            (0..parts.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let fit_one = &fit_one;
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        (t..parts.len())
+                            .step_by(threads)
+                            .map(|p| (p, fit_one(p)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for handle in handles {
+                let fitted = handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                for (p, result) in fitted {
+                    out[p] = Some(result);
+                }
+            }
+        });
+        out.into_iter()
+            .map(|r| r.expect("every part is fitted by one thread"))
+            .collect()
+    }
+
     /// Fits `lambda` on every part, each from `from`'s duals on that part scaled by the ratio of the
     /// lambdas (which keeps its `w`: `w~ = -z / (lambda N)`; a feasible point, as `F` is a box around 0
     /// and the sum stays 0, every row fresh), scores it on the part's held-out rows, and prints one line.
@@ -281,17 +347,12 @@ impl Fit<'_> {
         let (mut epochs, mut seconds, mut support) = (0, 0.0, 0);
         let mut stops = Vec::new();
         let mut states = Vec::with_capacity(parts.len());
-        for (p, part) in parts.iter().enumerate() {
-            let start = from.and_then(|f| f.states[p].as_ref()).map(|state| {
-                let scale = lambda / from.map_or(lambda, |f| f.lambda);
-                WarmStart {
-                    alpha: state.alpha.iter().map(|a| a * scale).collect(),
-                    fresh: vec![true; state.alpha.len()],
-                    intercept: state.intercept,
-                }
-            });
-            let (report, name, state) =
-                self.solve(&part.train, lambda, start.as_ref(), &grid_stop, &mut |_| {})?;
+        for (part, fitted) in
+            parts
+                .iter()
+                .zip(self.fit_parts(parts, lambda, from, &grid_stop, cores()))
+        {
+            let (report, name, state) = fitted?;
             states.push(state);
             let model = Model::from_sparse(
                 &report.model,
@@ -369,6 +430,47 @@ mod tests {
         held_rows.sort();
         assert_eq!(held_rows, (0..23).collect::<Vec<_>>());
         assert!(k_folds(&data.samples[..4], 5, 7).is_none());
+    }
+
+    /// The folds' fits side by side give what they give one after another: the same models, duals
+    /// and certificates, in part order.
+    #[test]
+    fn folds_fitted_on_threads_match_one_thread() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from(["thresher", "fit", "x.svm", "-k", "5"]);
+        let crate::cli::Command::Fit(args) = cli.command else {
+            panic!("not fit");
+        };
+        let fit = Fit {
+            args: &args,
+            loss: crate::loss::Loss::new(crate::loss::LossKind::Logistic, 1.0).unwrap(),
+            k: 5,
+            step: crate::solver::StepRule::Coordinate,
+            stop: StopRule::default(),
+        };
+        let mut data = crate::synth::sparse_stream(200, 40, 4, 6, 0.1, false, 3);
+        for s in &mut data.samples {
+            s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
+        }
+        let parts = k_folds(&data.samples, 5, 1).unwrap();
+        let run = |threads| {
+            fit.fit_parts(&parts, 1e-2, None, &StopRule::default(), threads)
+                .into_iter()
+                .map(|r| {
+                    let (report, _, state) = r.unwrap();
+                    (
+                        report.model,
+                        report.certificate.primal,
+                        report.certificate.dual,
+                        state,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let one = run(1);
+        assert_eq!(one.len(), 5);
+        assert_eq!(one, run(2));
+        assert_eq!(one, run(3));
     }
 
     #[test]
