@@ -129,6 +129,9 @@ pub struct ModelSnapshotDoc {
     lambda_auto: Option<LambdaAutoDoc>,
     /// Whether the model converged, and if not why.
     convergence: Option<ConvergenceDoc>,
+    /// SDIHT: what the polish at publication did (the search's model re-solved on its support over
+    /// the window, within a time budget); absent when none ran for this model.
+    polish: Option<PolishDoc>,
     /// With a publish gate (`publish.max_relative_gap`): the gate, and the latest model it withheld
     /// since this one was served (this model is the last one that passed).
     publish: Option<crate::learner::publish::GateView>,
@@ -155,6 +158,24 @@ pub struct FeatureHashingDoc {
     bits: u32,
     #[schema(minimum = 0)]
     seed: u64,
+}
+
+/// What polishing a model on its own support did: `kept` (its primal was lower and it is the one
+/// served, certified against the search's dual), `not_lower`, `too_many_coordinates`,
+/// `nothing_to_solve`.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct PolishDoc {
+    #[schema(
+        pattern = "^(kept|not_lower|non_smooth_loss|too_many_coordinates|nothing_to_solve|off)$"
+    )]
+    outcome: String,
+    /// The search's primal (before polishing).
+    primal_search: f64,
+    /// The polished model's primal, when one was computed.
+    primal_polished: Option<f64>,
+    #[schema(minimum = 0)]
+    iterations: u64,
 }
 
 /// Whether a model's relative gap `(P - D) / max(1, |P|)` met the learner's `tol`, and if not why.

@@ -144,6 +144,7 @@ fn read_learner(
         blocks,
         step,
         recompute_every: count(&t.recompute_every, &key("recompute_every"), 1, i64::MAX)?,
+        polish: need(&t.polish, &key("polish"))?,
         tol,
         seed: int(&t.seed, &key("seed"), 0, i64::MAX)? as u64,
         // `window.half_life_samples`, a window key: set by `RawConfig::validate`.

@@ -257,6 +257,7 @@ layer! {
         xi: f64,
         zeta: f64,
         c: f64,
+        polish: bool,
     }
 }
 

@@ -48,6 +48,7 @@ resolve_interval_ms = 1000
 xi = 1e-6
 zeta = 1e-6
 c = 4.0
+polish = true
 lambda_grid = 5
 lambda_max = 0.1
 lambda_min = 1e-5
@@ -73,6 +74,7 @@ const APPLIES_TO: &[(&str, &[&str])] = &[
     ("xi", &["subset"]),
     ("zeta", &["subset"]),
     ("c", &["subset"]),
+    ("polish", &["sdiht"]),
 ];
 
 /// The solver-specific keys with their defaults (the shared keys unset).

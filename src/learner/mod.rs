@@ -34,7 +34,9 @@
 //!   iterate;
 //! - [`subset`] — best subset re-solved on the window, over [`crate::solver::subset`] (`"subset"`);
 //! - [`worker`] — the router and learner threads, the panic guard and the publish cadence;
-//! - [`publish`] — immutable [`publish::Snapshot`]s behind per-learner [`publish::ModelCell`]s.
+//! - [`publish`] — immutable [`publish::Snapshot`]s behind per-learner [`publish::ModelCell`]s;
+//! - [`polish`] — SDIHT's published model re-solved on its support over the window, within a time
+//!   budget.
 //!
 //! The primal learners (mirror, smidas, subset) checkpoint their model in [`LearnerState::primal`], and
 //! the duals stored in their window are the certificate's dual point of their model (feasible duals, so
@@ -56,6 +58,7 @@ pub mod global;
 pub mod mirror;
 pub mod multiclass;
 pub mod params;
+pub mod polish;
 pub mod publish;
 pub mod sdiht;
 pub mod subset;
@@ -487,6 +490,8 @@ pub struct LearnerCore {
     /// The model [`LearnerCore::certified_best`] last published, while the window has not changed
     /// since (`None` after an insert).
     best: Option<Model>,
+    /// The polish of the models [`LearnerCore::certified_best`] publishes, and its time budget.
+    polish: polish::PublishPolish,
     /// The largest `|label|` seen (squared loss: [`LearnerCore::bounded_score`]); restored from the
     /// window's labels on a restart.
     label_bound: f64,
@@ -514,6 +519,7 @@ impl LearnerCore {
             steps_since_insert: 0,
             rng,
             best: None,
+            polish: polish::PublishPolish::default(),
             label_bound: 0.0,
             decay: None,
         };
@@ -687,6 +693,12 @@ impl LearnerCore {
         self.last_certificate = Some(model.certificate);
         self.inserted_since_certificate = false;
         self.view(model)
+    }
+
+    /// `model` polished on its support over the window when [`polish`]'s budget allows (SDIHT's
+    /// models: the polish solves their problem, the k-sparse one with a ridge term).
+    pub fn polished(&mut self, model: Model) -> Model {
+        self.polish.apply(&self.config, &self.window, model)
     }
 
     /// [`LearnerCore::certified`], publishing the better of `model` and the model published last when

@@ -52,6 +52,8 @@ pub struct LearnerConfig {
     pub blocks: usize,
     pub step: StepRule,
     pub recompute_every: usize,
+    /// SDIHT: polish each published model on its support (`learner::polish`).
+    pub polish: bool,
     pub tol: f64,
     pub seed: u64,
     /// Fit an unpenalised, never-thresholded intercept `b` (the model scores `w.x + b`).

@@ -1,5 +1,6 @@
 //! `thresher fit` polishes its model on the support by default and says so in the model file; `fit
-//! --standardize` certifies a badly scaled problem that the raw columns leave vacuous.
+//! --standardize` certifies a badly scaled problem that the raw columns leave vacuous; the daemon's SDIHT
+//! learner polishes the models it publishes (`learner.polish`) and says so in the served model.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -7,7 +8,10 @@ use serde_json::Value;
 use thresher::sample::Sample;
 use thresher::synth::{self, to_libsvm};
 
-use crate::common::{assert_succeeded, relative_gap, stderr, thresher, write, FitFiles};
+use crate::common::{
+    assert_succeeded, certificate, relative_gap, samples_seen, stderr, test_config, thresher,
+    write, Daemon, FitFiles,
+};
 
 fn model_json(path: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -241,4 +245,50 @@ fn standardize_makes_a_badly_scaled_problem_certifiable() {
         (primal - certified).abs() < 1e-6 * certified.max(1.0),
         "recomputed {primal} certified {certified}"
     );
+}
+
+/// The daemon on a small logistic stream: a served model carries a `polish` record; when it was
+/// kept, the model's primal is the polished one, below the search's, and the gap stays non-negative.
+/// With `THRESHER_LEARNER_POLISH=false` no model is polished.
+#[test]
+fn the_daemon_polishes_the_models_it_publishes_unless_told_not_to() {
+    let mut data = synth::sparse_stream(1500, 60, 5, 10, 0.3, true, 11);
+    for s in &mut data.samples {
+        s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
+    }
+    let body = to_libsvm(&data.samples);
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(dir.path(), "loss = \"logistic\"\nk = 5\nlambda = 0.001", "");
+    for polish in ["true", "false"] {
+        let d = Daemon::start_with_env(
+            &["--config", config.to_str().unwrap()],
+            &[("THRESHER_LEARNER_POLISH", polish)],
+        );
+        assert_eq!(d.post("/v1/samples", "text/plain", body.clone()).0, 202);
+        d.wait_for("1500 samples", |d| samples_seen(d).filter(|&n| n == 1500));
+        if polish == "false" {
+            let model = d.wait_until_settled();
+            assert!(model.get("polish").is_none(), "{model}");
+            continue;
+        }
+        // The budget may skip a publication's polish; one of the models served carries it.
+        let model = d.wait_for("a polished model", |d| {
+            d.model().filter(|m| m["polish"].is_object())
+        });
+        let (primal, dual, gap) = certificate(&model);
+        assert!(gap >= 0.0 && primal >= dual, "{model}");
+        let record = &model["polish"];
+        let outcome = record["outcome"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{model}"));
+        assert!(outcome == "kept" || outcome == "not_lower", "{model}");
+        let search = record["primal_search"].as_f64().unwrap();
+        let polished = record["primal_polished"].as_f64().unwrap();
+        if outcome == "kept" {
+            assert_eq!(primal, polished, "{model}");
+            assert!(polished < search, "{model}");
+        } else {
+            assert!(primal <= search, "{model}");
+        }
+    }
 }

@@ -208,7 +208,9 @@ fn one_runaway_prediction_poisoned_the_progressive_loss_for_good() {
 #[test]
 fn a_learner_stalled_above_the_empty_model_and_served_it_as_ready() {
     let dir = tempfile::tempdir().unwrap();
-    let config = test_config(dir.path(), "k = 2", "");
+    // Without the polish at publication, which re-solves this search's model on its support to a
+    // primal just under the empty model's: the search's own stall is what is tested here.
+    let config = test_config(dir.path(), "k = 2\npolish = false", "");
     let d = Daemon::start(&["--config", config.to_str().unwrap()]);
     // Labels +-1e6 unrelated to the features, which are +-1e6, +-1e-6, spread over +-1e6, and 1e-6 or
     // 2e-6, from a fixed 64-bit LCG: `w = 0` has P = 1e12; the learner stalled near 2.5e12.

@@ -357,6 +357,7 @@ impl StreamingLearner for StreamSdiht {
             intercept: b,
         };
         let model = super::model_of(c, &SparseModel::from_view(view), certificate);
+        let model = self.core.polished(model);
         self.core.certified_best(model)
     }
 
