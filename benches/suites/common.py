@@ -171,12 +171,16 @@ def criterion(stdout, _stderr=""):
 class Build:
     """One build measured: the working tree ("HEAD", possibly dirty) or a revision checked out in a git
     worktree under target/bench/rev/. Its executables are copied to target/bench/bin/KEY/, so a later
-    cargo build (of the other revision, sharing target/) does not replace them mid-run."""
+    cargo build does not replace them mid-run. A revision builds in its own target directory
+    (target/bench/rev-target/): sharing target/ with the working tree, cargo took the two trees' thresher
+    for one unit (the same name, version and metadata hash), found the other tree's artifact fresh, and an
+    A/B measured one build twice."""
 
     def __init__(self, label, rev, src):
         self.label, self.rev, self.src = label, rev, src
         self.key = "current" if src == ROOT else rev
         self.bin = os.path.join(BENCH_DIR, "bin", self.key)
+        self.target = TARGET if self.key == "current" else os.path.join(BENCH_DIR, "rev-target")
         self.missing = set()
 
     def thresher(self):
@@ -198,15 +202,15 @@ class Build:
         benches = [b for b in needs.benches if ("bench", b) in have]
         self.missing = {f"example {e}" for e in needs.examples if e not in examples} | {
             f"bench {b}" for b in needs.benches if b not in benches}
-        env = dict(os.environ, CARGO_TARGET_DIR=TARGET)
+        env = dict(os.environ, CARGO_TARGET_DIR=self.target)
         os.makedirs(os.path.join(self.bin, "examples"), exist_ok=True)
         os.makedirs(os.path.join(self.bin, "benches"), exist_ok=True)
         cmd = ["cargo", "build", "--release", "--bin", "thresher"] + [a for e in examples for a in ("--example", e)]
         note(f"building {self.label} ({self.rev}): {' '.join(cmd[2:])}")
         subprocess.run(cmd, cwd=self.src, env=env, check=True)
-        shutil.copy2(os.path.join(TARGET, "release", "thresher"), self.thresher())
+        shutil.copy2(os.path.join(self.target, "release", "thresher"), self.thresher())
         for e in examples:
-            shutil.copy2(os.path.join(TARGET, "release", "examples", e), self.example(e))
+            shutil.copy2(os.path.join(self.target, "release", "examples", e), self.example(e))
         if benches:
             cmd = ["cargo", "bench", "--no-run", "--message-format=json"] + [a for b in benches for a in ("--bench", b)]
             note(f"building {self.label} ({self.rev}): {' '.join(cmd[1:])}")

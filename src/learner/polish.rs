@@ -83,22 +83,9 @@ impl PublishPolish {
                 return model;
             }
         };
-        let lower = polished.primal.is_finite()
-            && polished.primal < primal_search
-            && polished.primal < polished.primal_start
-            && polished.model.weights.iter().all(|w| w.is_finite())
-            && polished.model.intercept.is_finite();
-        model.polish = Some(PolishRecord {
-            outcome: if lower {
-                PolishOutcome::Kept
-            } else {
-                PolishOutcome::NotLower
-            },
-            primal_search,
-            primal_polished: Some(polished.primal),
-            iterations: polished.iterations,
-        });
-        if lower {
+        let record = polished.judged(primal_search);
+        model.polish = Some(record);
+        if record.outcome == PolishOutcome::Kept {
             let c = model.certificate;
             model.support = polished.model.support;
             model.weights = polished.model.weights;

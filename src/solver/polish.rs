@@ -107,6 +107,28 @@ pub struct Polished {
     pub iterations: usize,
 }
 
+impl Polished {
+    /// The record of this polish against the search's primal `primal_search`: `kept` when its primal
+    /// is finite and lower than both the search's and its own start's, and its model finite.
+    pub fn judged(&self, primal_search: f64) -> PolishRecord {
+        let lower = self.primal.is_finite()
+            && self.primal < primal_search
+            && self.primal < self.primal_start
+            && self.model.weights.iter().all(|w| w.is_finite())
+            && self.model.intercept.is_finite();
+        PolishRecord {
+            outcome: if lower {
+                PolishOutcome::Kept
+            } else {
+                PolishOutcome::NotLower
+            },
+            primal_search,
+            primal_polished: Some(self.primal),
+            iterations: self.iterations,
+        }
+    }
+}
+
 /// Each row's entries on the support: positions into the support (ascending) and values, CSR.
 struct Restricted {
     ptr: Vec<usize>,
@@ -388,22 +410,8 @@ pub fn polish_fit<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) ->
         Ok(polished) => polished,
         Err(outcome) => return PolishRecord::not_run(outcome, primal_search),
     };
-    let lower = polished.primal.is_finite()
-        && polished.primal < primal_search
-        && polished.primal < polished.primal_start
-        && polished.model.weights.iter().all(|w| w.is_finite())
-        && polished.model.intercept.is_finite();
-    let record = PolishRecord {
-        outcome: if lower {
-            PolishOutcome::Kept
-        } else {
-            PolishOutcome::NotLower
-        },
-        primal_search,
-        primal_polished: Some(polished.primal),
-        iterations: polished.iterations,
-    };
-    if lower {
+    let record = polished.judged(primal_search);
+    if record.outcome == PolishOutcome::Kept {
         let model = polished.model;
         let mut w = vec![0.0; problem.data.dim()];
         for (&j, &v) in model.support.iter().zip(&model.weights) {
