@@ -50,7 +50,10 @@ impl PublishPolish {
     /// curvature: its weights replaced by the polished ones when their primal is lower, its
     /// certificate `P(polished)` against the search's dual, and its `polish` record set.
     pub fn apply(&mut self, config: &LearnerConfig, window: &Window, mut model: Model) -> Model {
-        if !config.polish || model.support.is_empty() || window.is_empty() || !self.due() {
+        // Hinge has no curvature (`solver::polish` would refuse it): skip before walking the window.
+        let smooth = config.loss.second_derivative(0.0, 1.0).is_some();
+        if !config.polish || !smooth || model.support.is_empty() || window.is_empty() || !self.due()
+        {
             return model;
         }
         let nonzeros: usize = (0..window.len()).map(|i| window.row(i).indices.len()).sum();
@@ -77,7 +80,6 @@ impl PublishPolish {
         self.last = Some((Instant::now(), started.elapsed()));
         let polished = match result {
             Ok(polished) => polished,
-            Err(PolishOutcome::NonSmoothLoss) => return model,
             Err(outcome) => {
                 model.polish = Some(PolishRecord::not_run(outcome, primal_search));
                 return model;
