@@ -110,6 +110,9 @@ pub enum Idle {
     },
     /// [`IDLE_EPOCHS`] epochs without new data.
     Stalled,
+    /// The learner's solve runs on a thread of its own and has no new step to publish yet (best
+    /// subset's outer steps: `learner::subset::away`).
+    Solving,
 }
 
 /// What one call of `step` did.
@@ -171,6 +174,9 @@ pub struct SolverGauges {
     pub active_set_size: usize,
     /// Features the subset solver's gap-safe screening has removed.
     pub screened_features: usize,
+    /// Samples that left the window before any step learned from them (the primal learners, whose
+    /// intake stores a sample and leaves its step to `step`; since the process started).
+    pub unlearned_samples: u64,
 }
 
 /// A solver that learns continuously on a window. See the module docs for the contract.
@@ -398,7 +404,7 @@ pub fn build(
             Box::new(mirror::StreamSmidas::new(config.clone(), capacity, state))
         }
         StreamSolverKind::Subset => {
-            Box::new(subset::StreamSubset::new(config.clone(), capacity, state))
+            Box::new(subset::StreamSubset::new(config.clone(), capacity, state).on_own_thread())
         }
     }
 }
@@ -678,6 +684,14 @@ impl LearnerCore {
         self.stats.mutations += 1;
         self.inserted_since_certificate = true;
         self.steps_since_insert = 0;
+    }
+
+    /// Counts a step that learned from samples inserted since the last ones (the primal learners'
+    /// deferred intake): a step and a change of state, but not a pass over an unchanged window, so it
+    /// does not bring the learner nearer to [`Idle::Stalled`].
+    pub fn learned_new(&mut self) {
+        self.stats.steps += 1;
+        self.stats.mutations += 1;
     }
 
     /// Counts a step.

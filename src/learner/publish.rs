@@ -584,9 +584,12 @@ fn count_numeric_faults(metrics: &Metrics, learner: &str, faults: u64) {
     counter.inc_by(faults.saturating_sub(counter.get()));
 }
 
-/// Sets a learner's solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`).
+/// Sets a learner's solver-specific gauges (`thresher_active_set_size`, `thresher_screened_features`)
+/// and raises `thresher_samples_unlearned_total` to its count.
 pub fn set_solver_gauges(metrics: &Metrics, learner: &str, gauges: SolverGauges) {
     let l = [learner];
+    let unlearned = metrics.unlearned_samples.with_label_values(&l);
+    unlearned.inc_by(gauges.unlearned_samples.saturating_sub(unlearned.get()));
     metrics
         .active_set_size
         .with_label_values(&l)

@@ -37,6 +37,7 @@
 //! | `thresher_http_connections_closed_total` | counter | reason | connections the daemon closed: `limit_evicted` (the longest-idle one, to admit a new one at the limit), `limit_refused` (a new one, every connection busy), `header_timeout`, `idle_timeout`, `tls_handshake` (failed or timed out), `write_timeout` (its client read nothing of a response for `server.write_timeout_s`) |
 //! | `thresher_http_accept_errors_total` | counter | | failed `accept` calls (e.g. out of file descriptors); each is followed by a short pause |
 //! | `thresher_http_auth_refused_total` | counter | status (`401`, `403`) | requests refused by authentication |
+//! | `thresher_samples_unlearned_total` | counter | learner | samples the window evicted before any step learned from them (mirror and SMIDAS, whose steps learn from the window's new samples as fast as the core allows; 0 while they keep up) |
 //! | `thresher_numeric_faults_total` | counter | learner | non-finite numbers caught in a learner (a progressive loss, left out of the average; a certified model, not published, the learner rebuilt from its window) |
 //! | `thresher_feature_names` | gauge | | names in the named-feature dictionary (at scrape; at most `ingest.max_named_features`) |
 //! | `thresher_feature_names_refused_total` | counter | | requests refused by the dictionary's limits: full (names or bytes of names), a name too long, too many new names |
@@ -114,6 +115,7 @@ pub struct Metrics {
     pub http_accept_errors: IntCounter,
     pub auth_refused: IntCounterVec,
     pub numeric_faults: IntCounterVec,
+    pub unlearned_samples: IntCounterVec,
     pub feature_names: IntGauge,
     pub feature_names_refused: IntCounter,
     pub hashed_name_collisions: IntCounter,
@@ -269,6 +271,7 @@ struct SolverFamily {
     active_set_size: GaugeVec,
     screened_features: GaugeVec,
     numeric_faults: IntCounterVec,
+    unlearned_samples: IntCounterVec,
 }
 
 fn solver_family(r: &Registrar) -> SolverFamily {
@@ -292,6 +295,11 @@ fn solver_family(r: &Registrar) -> SolverFamily {
         screened_features: r.gauge(
             "thresher_screened_features",
             "Features removed by gap-safe screening in the subset solver (0 for other solvers)",
+            LEARNER,
+        ),
+        unlearned_samples: r.counter(
+            "thresher_samples_unlearned_total",
+            "Samples the window evicted before any step learned from them (mirror, SMIDAS)",
             LEARNER,
         ),
         numeric_faults: r.counter(
@@ -591,6 +599,7 @@ impl Metrics {
             http_accept_errors: http.http_accept_errors,
             auth_refused: http.auth_refused,
             numeric_faults: solver.numeric_faults,
+            unlearned_samples: solver.unlearned_samples,
             feature_names: ingest.feature_names,
             feature_names_refused: ingest.feature_names_refused,
             hashed_name_collisions: ingest.hashed_name_collisions,
@@ -697,6 +706,7 @@ impl Metrics {
         self.drift_alarms.with_label_values(&[name]);
         self.drift_dropped.with_label_values(&[name]);
         self.numeric_faults.with_label_values(&[name]);
+        self.unlearned_samples.with_label_values(&[name]);
     }
 
     /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda,
@@ -781,6 +791,7 @@ mod tests {
             "thresher_http_accept_errors_total 0",
             "thresher_http_auth_refused_total{status=\"401\"} 0",
             "thresher_numeric_faults_total{learner=\"primary\"} 0",
+            "thresher_samples_unlearned_total{learner=\"primary\"} 0",
             "thresher_feature_names 0",
             "thresher_feature_names_refused_total 0",
             "thresher_checkpoints_total{outcome=\"unchanged\"} 0",

@@ -223,6 +223,12 @@ impl Window {
         self.pushes_since_refresh = 0;
     }
 
+    /// The storage index of the `k`-th oldest sample (`k = 0` is the oldest, `len - 1` the newest).
+    #[inline]
+    pub fn storage_index(&self, k: usize) -> usize {
+        (self.head + k) % self.slots.len().max(1)
+    }
+
     /// The slot at storage index `i`.
     pub fn slot(&self, i: usize) -> &Slot {
         &self.slots[i]

@@ -3,19 +3,30 @@
 //! the window ([`StreamPrimal`]). [`engine`] binds each state to the learner's config, [`resume`]
 //! exports and restores it in a checkpoint.
 //!
-//! - `insert`: each sample is predicted with the current model (progressive loss), enters the window,
-//!   and the learner takes a mirror step on it (mirror: in mini-batches of `batch` samples of the
-//!   inserted batch; SMIDAS: one sample at a time, Alg. 4.1);
+//! - `insert`: each sample is predicted with the current model (progressive loss) and enters the
+//!   window, marked *unlearned*; nothing else;
+//! - `step`: while the window holds unlearned samples, a step learns from the oldest of them in arrival
+//!   order, one block's worth (`window / blocks` samples, at most [`LEARN_PER_STEP`]; mirror: in
+//!   mini-batches of `batch`; SMIDAS: one sample at a time, Alg. 4.1); once every sample was learned,
+//!   one pass of mirror steps over a random one of `blocks` contiguous blocks of the window, rows in a
+//!   seeded random order;
 //! - `evict`: nothing to undo — a primal learner keeps no per-sample sums; the window only shrinks the
 //!   set `step` revisits and the certificate is taken over;
-//! - `step`: one pass of mirror steps over a random one of `blocks` contiguous blocks of the window,
-//!   rows in a seeded random order (mirror: mini-batches of `batch`);
 //! - `snapshot`: certified exactly like IHT over the window, from scratch: `P(w)` against `D` at the
 //!   dual point `P_F(l'(w.x_i))` of `w` (`objective::fused_certificate`, bit for bit the values of
 //!   `primal_value`, `dual_of_primal` and `dual_value`). SMIDAS's model is not k-sparse: its dual takes
 //!   `H_k'` with `k' = max(k, |supp w|)` (as offline), so the gap stays a valid bound for the sparsity
 //!   SMIDAS actually uses. The certificate's dual point is written back into the window's duals, so a
 //!   checkpoint carries feasible duals.
+//!
+//! **Intake apart from learning.** A mirror step costs ~2 µs per sample at d = 2^20 (the scatter of its
+//! gradient and the support's re-selection), a SMIDAS step O(|active|): stepping at insert capped what
+//! the window could take at what the solver could learn, and a backlog held the learner's lock for
+//! seconds while HTTP answered 503. Now the window takes every sample at the cost of a prediction and a
+//! copy, and the steps learn from the new samples as fast as the core allows, oldest first: under a
+//! load the solver keeps up with, every sample is learned once in arrival order, as before, one step
+//! later; under more, the samples the window evicts before a step reached them are counted
+//! (`thresher_samples_unlearned_total`) and the model learns from the rest, the freshest data.
 //!
 //! **Step schedule on a stream.** The solvers' automatic step decays with the step count `t` (it has
 //! halved after `horizon` steps; `horizon = 0`, the default, is one pass over the window and at least
@@ -64,6 +75,12 @@ use crate::solver::smidas::SmidasState;
 use crate::solver::{Certificate, ModelView};
 use engine::PrimalEngine;
 
+/// The most unlearned samples one step learns from: a few milliseconds of mirror steps at d = 2^20, so
+/// the learner thread returns to its queue often under load (a block of the default 100k window,
+/// 12,500 samples, held new batches back long enough for HTTP to answer 503: 0.68 M samples/s on the
+/// W3-like stream against 0.78 M with this bound, `docs/benchmarks/learners.md`).
+pub const LEARN_PER_STEP: usize = 4096;
+
 /// A per-sample primal solver on a sliding window (see the module docs).
 pub struct StreamPrimal<E: PrimalEngine> {
     core: LearnerCore,
@@ -73,6 +90,11 @@ pub struct StreamPrimal<E: PrimalEngine> {
     certificate_scratch: CertificateScratch,
     dual_scratch: DualScratch,
     margins: Vec<f64>,
+    /// The newest samples of the window no step has learned from yet (module docs, "Intake apart from
+    /// learning"); at most the window's length.
+    unlearned: usize,
+    /// Samples the window evicted while unlearned (`thresher_samples_unlearned_total`).
+    unlearned_evicted: u64,
 }
 
 /// `solver = "mirror"`.
@@ -103,6 +125,8 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             certificate_scratch: CertificateScratch::default(),
             dual_scratch: DualScratch::default(),
             margins: Vec::new(),
+            unlearned: 0,
+            unlearned_evicted: 0,
         }
     }
 
@@ -134,9 +158,15 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
                 .set_horizon(auto_horizon(window, self.engine.batch()));
         }
         self.engine.rewind_schedule();
+        let mut incoming = 0;
         for batch in batches {
-            self.learn_batch(batch);
+            self.store_batch(batch);
+            incoming += batch.len();
         }
+        let pending = self.unlearned + incoming;
+        let len = self.core.window.len();
+        self.unlearned_evicted += pending.saturating_sub(len) as u64;
+        self.unlearned = pending.min(len);
         self.core.inserted();
     }
 
@@ -144,6 +174,12 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn evict(&mut self, _sample: Row<'_>, _alpha: f64) {}
 
     fn step(&mut self) -> StepOutcome {
+        // A window emptied or shrunk since (drift's `shrink`) holds fewer unlearned samples.
+        self.unlearned = self.unlearned.min(self.core.window.len());
+        if self.unlearned > 0 {
+            self.learn_unlearned();
+            return StepOutcome::Stepped;
+        }
         if let Some(idle) = self.core.begin_step(&mut self.order) {
             return StepOutcome::Idle(idle);
         }
@@ -222,6 +258,13 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
     fn state(&self) -> LearnerState {
         self.core.state(1.0, Some(self.engine.export()))
     }
+
+    fn gauges(&self) -> super::SolverGauges {
+        super::SolverGauges {
+            unlearned_samples: self.unlearned_evicted,
+            ..Default::default()
+        }
+    }
 }
 
 /// The horizon of `horizon = 0`: one pass over a window of `window` samples in steps of `batch`, and at
@@ -253,25 +296,40 @@ fn intercept_certificate(
 }
 
 impl<E: PrimalEngine> StreamPrimal<E> {
-    /// Predicts, stores and learns one batch (in mini-batches of the engine's size).
-    fn learn_batch(&mut self, batch: &SampleBlock) {
+    /// Predicts and stores one batch; [`StreamPrimal::learn_unlearned`] learns from it.
+    fn store_batch(&mut self, batch: &SampleBlock) {
         let loss = self.core.config.loss;
-        let size = self.engine.batch().max(1);
-        for start in (0..batch.len()).step_by(size) {
-            let chunk = start..(start + size).min(batch.len());
-            for i in chunk.clone() {
-                let sample = batch.get(i);
-                let r = sample.row();
-                let l = loss.sample(r.label, r.weight);
-                let u = self.engine.score(r);
-                let served = batch.served(i, self.core.config.slot);
-                self.core
-                    .predicted_served(r.label, r.weight, u, l.value(u), served);
-                // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
-                self.core.window.push_ref(sample, l.dual_of_margin(u));
-            }
-            let scale = mean_one_scale(&self.core.window);
-            self.engine.learn(chunk.map(|i| batch.row(i).scaled(scale)));
+        for i in 0..batch.len() {
+            let sample = batch.get(i);
+            let r = sample.row();
+            let l = loss.sample(r.label, r.weight);
+            let u = self.engine.score(r);
+            let served = batch.served(i, self.core.config.slot);
+            self.core
+                .predicted_served(r.label, r.weight, u, l.value(u), served);
+            // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
+            self.core.window.push_ref(sample, l.dual_of_margin(u));
         }
+    }
+
+    /// Learns from the oldest unlearned samples, in arrival order and in mini-batches of the engine's
+    /// size: one block's worth of the window and [`LEARN_PER_STEP`] at most, so inserts and snapshots
+    /// interleave.
+    fn learn_unlearned(&mut self) {
+        let window = &self.core.window;
+        let n = window.len();
+        let size = self.engine.batch().max(1);
+        let take = self
+            .unlearned
+            .min((n / self.core.blocks()).min(LEARN_PER_STEP).max(size));
+        let first = n - self.unlearned;
+        let scale = mean_one_scale(window);
+        for start in (first..first + take).step_by(size) {
+            let end = (start + size).min(first + take);
+            self.engine
+                .learn((start..end).map(|k| window.row(window.storage_index(k)).scaled(scale)));
+        }
+        self.unlearned -= take;
+        self.core.learned_new();
     }
 }

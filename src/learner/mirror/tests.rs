@@ -44,6 +44,13 @@ fn smidas() -> LearnerConfig {
     config(StreamSolverKind::Smidas, options, 5)
 }
 
+/// Steps until every inserted sample was learned from (the intake only stores them).
+fn learn_inserted<E: PrimalEngine>(l: &mut StreamPrimal<E>) {
+    while l.unlearned > 0 {
+        assert_eq!(l.step(), StepOutcome::Stepped);
+    }
+}
+
 fn feed(l: &mut dyn StreamingLearner, samples: &[Sample], steps_per_chunk: usize) {
     for chunk in samples.chunks(100) {
         l.insert_samples(chunk);
@@ -117,6 +124,7 @@ fn smidas_learns_and_certifies_at_its_support_size() {
     let data = sparse_stream(3000, 200, 5, 20, 0.01, false, 9);
     let mut l = StreamSmidas::new(smidas(), 1000, None);
     l.insert_samples(&data.samples[..200]);
+    learn_inserted(&mut l);
     let early = check_weak_duality(&mut l);
     feed(&mut l, &data.samples[200..], 10);
     let late = check_weak_duality(&mut l);
@@ -276,7 +284,40 @@ fn idles_after_idle_epochs_without_data() {
     while l.step() == StepOutcome::Stepped {
         steps += 1;
     }
-    assert_eq!(steps, IDLE_EPOCHS * 4);
+    // Four steps learn the inserted samples (a block's worth each), then IDLE_EPOCHS epochs of four
+    // blocks over the unchanged window.
+    assert_eq!(steps, 4 + IDLE_EPOCHS * 4);
     l.insert_samples(&data.samples[..1]);
     assert_eq!(l.step(), StepOutcome::Stepped);
+}
+
+#[test]
+fn inserted_samples_are_learned_once_in_arrival_order_by_the_steps() {
+    let data = sparse_stream(300, 50, 3, 8, 0.01, false, 5);
+    let config = mirror(MirrorMap::Euclidean);
+    let mut l = StreamMirror::new(config.clone(), 1000, None);
+    l.insert_samples(&data.samples);
+    assert_eq!(l.unlearned, 300, "the intake only stores");
+    assert!(l.engine().model().support.is_empty());
+    learn_inserted(&mut l);
+    // The same mini-batches, in the same order, straight into the solver's state.
+    let mut reference = MirrorState::from_config(&config);
+    reference.rewind_schedule();
+    let batch = reference.batch();
+    for chunk in data.samples.chunks(batch) {
+        reference.learn(chunk.iter().map(|s| s.row()));
+    }
+    assert_eq!(l.engine().model().weights, reference.model().weights);
+    assert_eq!(l.gauges().unlearned_samples, 0);
+}
+
+#[test]
+fn samples_the_window_evicts_before_a_step_learned_them_are_counted() {
+    let data = sparse_stream(250, 50, 3, 8, 0.01, false, 6);
+    let mut l = StreamMirror::new(mirror(MirrorMap::Euclidean), 100, None);
+    l.insert_samples(&data.samples);
+    assert_eq!((l.unlearned, l.gauges().unlearned_samples), (100, 150));
+    learn_inserted(&mut l);
+    l.insert_samples(&data.samples[..30]);
+    assert_eq!((l.unlearned, l.gauges().unlearned_samples), (30, 150));
 }

@@ -4,7 +4,8 @@
 //! - `insert`: each sample is predicted with the published weights (progressive loss) and enters the
 //!   window; nothing else — the solver is batch;
 //! - `step`: one outer step of Alg. 2 (screening, inclusion, the inner Alg. 1) on the solver built from
-//!   the window. The solver is rebuilt from the window when new samples arrived and at least
+//!   the window; in the daemon the outer steps run on a thread of the learner's own ([`away`]) and
+//!   `step` publishes each one as it ends, so the learner thread goes on absorbing samples meanwhile. The solver is rebuilt from the window when new samples arrived and at least
 //!   `resolve_interval_ms` passed since the last rebuild, **warm-started** from the previous solution
 //!   and active set ([`SubsetSolver::warm_start`]); a solve ends (the learner idles until the next
 //!   rebuild) when its gap is below `xi`, its gap changed by less than `zeta` over two outer steps, or
@@ -23,7 +24,11 @@
 //! certificate; a restored learner idles until new samples arrive (its screened count reads 0 until
 //! that next solve: screening decisions belong to a window and a penalty, so they are not saved).
 
+pub mod away;
+
 use std::time::{Duration, Instant};
+
+use away::{Away, Outcome};
 
 use super::{
     Idle, LearnerCore, LearnerSnapshot, LearnerState, PrimalState, SolverGauges, StepOutcome,
@@ -59,6 +64,8 @@ pub struct StreamSubset {
     support: Vec<u32>,
     active: Vec<u32>,
     gauges: SolverGauges,
+    /// The thread the outer steps run on ([`StreamSubset::on_own_thread`]); `None`: on the learner's.
+    away: Option<Away>,
 }
 
 impl StreamSubset {
@@ -96,6 +103,7 @@ impl StreamSubset {
             support: Vec::new(),
             active: Vec::new(),
             gauges: SolverGauges::default(),
+            away: None,
         };
         if let Some(state) = state {
             if let Some(primal) = state.primal {
@@ -116,6 +124,19 @@ impl StreamSubset {
         learner
     }
 
+    /// Runs the outer steps on a thread of their own (the daemon's learners), so the learner's lock
+    /// is held only to build each solver and to publish each outer step. Without one (a thread that
+    /// cannot be started) the steps stay on the learner's thread.
+    pub fn on_own_thread(mut self) -> StreamSubset {
+        match Away::start(&self.core.config.name) {
+            Ok(away) => self.away = Some(away),
+            Err(e) => {
+                tracing::warn!(learner = %self.core.config.name, error = %e, "subset: no solve thread; solving on the learner's")
+            }
+        }
+        self
+    }
+
     fn set_weight(&mut self, j: u32, w: f64) {
         grow_dense(&mut self.weights, j as usize + 1);
         self.weights[j as usize] = w;
@@ -132,7 +153,10 @@ impl StreamSubset {
         match SubsetSolver::new(&self.core.window, self.params) {
             Ok(mut solver) => {
                 solver.warm_start(&previous, &self.active);
-                self.solver = Some(solver);
+                match self.away.as_mut() {
+                    Some(away) => away.send(solver, self.params),
+                    None => self.solver = Some(solver),
+                }
             }
             // An empty window fails (`step` never rebuilds on one), and for the logistic loss a window
             // holding a weighted sample or a label other than +-1: the learner then keeps its last model.
@@ -144,12 +168,24 @@ impl StreamSubset {
         self.window_changed = false;
         self.last_build = Some(Instant::now());
         // A window the solver rejects is "solved" (idle) until it changes, not retried every step.
-        self.solved = self.solver.is_none();
+        self.solved = self.solver.is_none() && !self.away.as_ref().is_some_and(|a| a.running);
         self.gaps.clear();
         self.outer_in_solve = 0;
     }
 
     fn due_for_rebuild(&self) -> bool {
+        if let Some(away) = &self.away {
+            // A solve on its own thread is superseded only once it published an outer step: on a
+            // window where one outer step outlasts `resolve_interval`, each rebuild would otherwise
+            // abandon the last before it published anything.
+            let idle = !away.running && self.solved;
+            return (!away.running && !self.solved)
+                || (self.window_changed
+                    && (idle || away.received > 0)
+                    && self
+                        .last_build
+                        .is_none_or(|t| t.elapsed() >= self.resolve_interval));
+        }
         (self.solver.is_none() && !self.solved)
             || (self.window_changed
                 && self
@@ -157,35 +193,92 @@ impl StreamSubset {
                     .is_none_or(|t| t.elapsed() >= self.resolve_interval))
     }
 
-    /// One outer step; publishes its model, certificate and gauges.
+    /// One outer step on the learner's thread; publishes its model, certificate and gauges.
     fn outer_step(&mut self) {
         let Some(solver) = self.solver.as_mut() else {
             return;
         };
         let step = solver.step();
-        self.outer_in_solve += 1;
         self.gaps.push(step.row.gap);
         let view = solver.model();
+        let outcome = Outcome {
+            generation: 0,
+            weights: view
+                .support
+                .iter()
+                .map(|&j| (j, view.weights[j as usize]))
+                .collect(),
+            active: solver.active_set(),
+            certificate: solver.certificate(),
+            gap: step.row.gap,
+            active_set_size: step.active_set_size,
+            screened: step.screened,
+            finished: away::finished(&self.gaps, &self.params),
+        };
+        self.adopt(outcome);
+    }
+
+    /// Publishes an outer step's model, certificate and gauges (from either thread).
+    fn adopt(&mut self, o: Outcome) {
+        if self.away.is_some() {
+            self.gaps.push(o.gap);
+        }
         for &j in &self.support {
             self.weights[j as usize] = 0.0;
         }
         self.support.clear();
-        for &j in view.support {
+        for &(j, w) in &o.weights {
             grow_dense(&mut self.weights, j as usize + 1);
-            self.weights[j as usize] = view.weights[j as usize];
+            self.weights[j as usize] = w;
             self.support.push(j);
         }
-        self.active = solver.active_set();
-        self.core.last_certificate = Some(solver.certificate());
+        self.active = o.active;
+        self.core.last_certificate = Some(o.certificate);
         self.gauges = SolverGauges {
-            active_set_size: step.active_set_size,
-            screened_features: step.screened,
+            active_set_size: o.active_set_size,
+            screened_features: o.screened,
+            unlearned_samples: 0,
         };
-        let g = &self.gaps;
-        let stalled = g.len() >= 3 && (g[g.len() - 3] - g[g.len() - 1]).abs() < self.params.zeta;
-        if step.row.gap < self.params.xi || stalled || self.outer_in_solve >= self.params.max_outer
-        {
+        self.outer_in_solve += 1;
+        if o.finished {
             self.solved = true;
+        }
+    }
+
+    /// `step` with the outer steps on their own thread: publishes the outer steps that ended, starts a
+    /// solve on the window when one is due, and otherwise waits ([`Idle::Solving`] while one runs).
+    fn step_away(&mut self) -> StepOutcome {
+        let mut adopted = false;
+        while let Some(o) = self.away.as_mut().and_then(Away::try_next) {
+            self.adopt(o);
+            adopted = true;
+        }
+        if self.due_for_rebuild() {
+            self.rebuild();
+            adopted = true;
+        }
+        if adopted {
+            self.core.stepped();
+            return StepOutcome::Stepped;
+        }
+        if self.away.as_ref().is_some_and(|a| a.running) {
+            return StepOutcome::Idle(Idle::Solving);
+        }
+        StepOutcome::Idle(self.finished_idle())
+    }
+
+    /// Why a finished solve idles: its gap met `tol`, or not.
+    fn finished_idle(&self) -> Idle {
+        let c = self
+            .core
+            .last_certificate
+            .unwrap_or(Certificate::new(0.0, 0.0, 0));
+        if c.relative_gap() <= self.core.config.tol {
+            Idle::Converged {
+                relative_gap: c.relative_gap(),
+            }
+        } else {
+            Idle::Stalled
         }
     }
 }
@@ -213,20 +306,13 @@ impl StreamingLearner for StreamSubset {
         if self.core.window.is_empty() {
             return StepOutcome::Idle(Idle::EmptyWindow);
         }
+        if self.away.is_some() {
+            return self.step_away();
+        }
         if self.due_for_rebuild() {
             self.rebuild();
         } else if self.solved {
-            let c = self
-                .core
-                .last_certificate
-                .unwrap_or(Certificate::new(0.0, 0.0, 0));
-            return StepOutcome::Idle(if c.relative_gap() <= self.core.config.tol {
-                Idle::Converged {
-                    relative_gap: c.relative_gap(),
-                }
-            } else {
-                Idle::Stalled
-            });
+            return StepOutcome::Idle(self.finished_idle());
         }
         self.outer_step();
         self.core.stepped();
@@ -235,9 +321,16 @@ impl StreamingLearner for StreamSubset {
 
     fn certify(&mut self) -> LearnerSnapshot {
         if self.core.last_certificate.is_none() && !self.core.window.is_empty() {
-            // Nothing solved yet: one outer step gives the first certified model.
-            self.rebuild();
-            self.outer_step();
+            // Nothing solved yet: one outer step gives the first certified model (on the solve's
+            // thread: the first outer step of the solve running, or of one started now).
+            if !self.away.as_ref().is_some_and(|a| a.running) {
+                self.rebuild();
+            }
+            match self.away.as_mut().map(Away::wait_next) {
+                Some(Some(o)) => self.adopt(o),
+                Some(None) => {}
+                None => self.outer_step(),
+            }
         }
         let certificate = self
             .core
@@ -325,11 +418,52 @@ mod tests {
 
     fn run_to_idle(l: &mut StreamSubset) -> usize {
         let mut steps = 0;
-        while l.step() == StepOutcome::Stepped {
-            steps += 1;
+        loop {
+            match l.step() {
+                StepOutcome::Stepped => steps += 1,
+                // The solve's thread has not ended an outer step yet: wait for it.
+                StepOutcome::Idle(Idle::Solving) => {
+                    let o = l.away.as_mut().and_then(Away::wait_next);
+                    if let Some(o) = o {
+                        l.adopt(o);
+                        steps += 1;
+                    }
+                }
+                StepOutcome::Idle(_) => return steps,
+            }
             assert!(steps < 10_000, "never idles");
         }
-        steps
+    }
+
+    #[test]
+    fn outer_steps_on_their_own_thread_reach_the_same_model() {
+        let data = sparse_stream(1500, 200, 5, 20, 0.01, false, 8);
+        let mut here = StreamSubset::new(config(1.0), 1000, None);
+        let mut away = StreamSubset::new(config(1.0), 1000, None).on_own_thread();
+        assert!(away.away.is_some());
+        for l in [&mut here, &mut away] {
+            l.insert_samples(&data.samples[..1000]);
+            run_to_idle(l);
+        }
+        assert_eq!(away.certify().model, here.certify().model);
+        assert_eq!(away.certify().model.support, data.true_support());
+        // A new window: the warm-started re-solve runs on the thread too.
+        for l in [&mut here, &mut away] {
+            l.insert_samples(&data.samples[1000..1500]);
+            run_to_idle(l);
+        }
+        assert_eq!(away.certify().model, here.certify().model);
+        assert_eq!(away.state(), here.state());
+    }
+
+    #[test]
+    fn a_first_certificate_waits_for_the_solve_thread() {
+        let data = sparse_stream(600, 100, 4, 10, 0.01, false, 12);
+        let mut l = StreamSubset::new(config(1.0), 500, None).on_own_thread();
+        l.insert_samples(&data.samples[..500]);
+        let first = l.certify();
+        assert!(first.model.certificate.samples == 500 && first.model.certificate.gap >= 0.0);
+        assert!(!first.model.support.is_empty());
     }
 
     #[test]
