@@ -6,7 +6,7 @@
 //! - `insert`: each sample is predicted with the current model (progressive loss) and enters the
 //!   window, marked *unlearned*; nothing else;
 //! - `step`: while the window holds unlearned samples, a step learns from the oldest of them in arrival
-//!   order, one block's worth (`window / blocks` samples, at most [`LEARN_PER_STEP`]; mirror: in
+//!   order, one block's worth (`window / blocks` samples, for at most [`LEARN_STEP_BUDGET`]; mirror: in
 //!   mini-batches of `batch`; SMIDAS: one sample at a time, Alg. 4.1); once every sample was learned,
 //!   one pass of mirror steps over a random one of `blocks` contiguous blocks of the window, rows in a
 //!   seeded random order;
@@ -58,6 +58,8 @@ pub mod resume;
 #[cfg(test)]
 mod tests;
 
+use std::time::{Duration, Instant};
+
 use rand::seq::SliceRandom;
 
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
@@ -75,11 +77,11 @@ use crate::solver::smidas::SmidasState;
 use crate::solver::{Certificate, ModelView};
 use engine::PrimalEngine;
 
-/// The most unlearned samples one step learns from: a few milliseconds of mirror steps at d = 2^20, so
-/// the learner thread returns to its queue often under load (a block of the default 100k window,
-/// 12,500 samples, held new batches back long enough for HTTP to answer 503: 0.68 M samples/s on the
-/// W3-like stream against 0.78 M with this bound, `docs/benchmarks/learners.md`).
-pub const LEARN_PER_STEP: usize = 4096;
+/// How long one step learns from unlearned samples at most (checked between mini-batches): the
+/// learner thread returns to its queue that often under load. A step of a block of the default 100k
+/// window, 12,500 samples (~25 ms of mirror steps at d = 2^20, seconds of SMIDAS steps there), held new
+/// batches back long enough for HTTP to answer 503 (`docs/benchmarks/learners.md`).
+pub const LEARN_STEP_BUDGET: Duration = Duration::from_millis(5);
 
 /// A per-sample primal solver on a sliding window (see the module docs).
 pub struct StreamPrimal<E: PrimalEngine> {
@@ -313,23 +315,26 @@ impl<E: PrimalEngine> StreamPrimal<E> {
     }
 
     /// Learns from the oldest unlearned samples, in arrival order and in mini-batches of the engine's
-    /// size: one block's worth of the window and [`LEARN_PER_STEP`] at most, so inserts and snapshots
-    /// interleave.
+    /// size: one block's worth of the window at most, and no new mini-batch after
+    /// [`LEARN_STEP_BUDGET`], so inserts and snapshots interleave. The mini-batches do not depend on
+    /// where a step stops: every one but the last of the unlearned samples is full.
     fn learn_unlearned(&mut self) {
+        let started = Instant::now();
         let window = &self.core.window;
         let n = window.len();
         let size = self.engine.batch().max(1);
-        let take = self
-            .unlearned
-            .min((n / self.core.blocks()).min(LEARN_PER_STEP).max(size));
+        let limit = self.unlearned.min((n / self.core.blocks()).max(size));
         let first = n - self.unlearned;
         let scale = mean_one_scale(window);
-        for start in (first..first + take).step_by(size) {
-            let end = (start + size).min(first + take);
+        let mut learned = 0;
+        while learned < limit && started.elapsed() < LEARN_STEP_BUDGET {
+            let start = first + learned;
+            let end = (start + size).min(n);
             self.engine
                 .learn((start..end).map(|k| window.row(window.storage_index(k)).scaled(scale)));
+            learned += end - start;
         }
-        self.unlearned -= take;
+        self.unlearned -= learned;
         self.core.learned_new();
     }
 }

@@ -5,7 +5,8 @@
 //!   window; nothing else — the solver is batch;
 //! - `step`: one outer step of Alg. 2 (screening, inclusion, the inner Alg. 1) on the solver built from
 //!   the window; in the daemon the outer steps run on a thread of the learner's own ([`away`]) and
-//!   `step` publishes each one as it ends, so the learner thread goes on absorbing samples meanwhile. The solver is rebuilt from the window when new samples arrived and at least
+//!   `step` publishes each one as it ends, so the learner thread goes on absorbing samples meanwhile.
+//!   The solver is rebuilt from the window when new samples arrived and at least
 //!   `resolve_interval_ms` passed since the last rebuild, **warm-started** from the previous solution
 //!   and active set ([`SubsetSolver::warm_start`]); a solve ends (the learner idles until the next
 //!   rebuild) when its gap is below `xi`, its gap changed by less than `zeta` over two outer steps, or
@@ -131,7 +132,8 @@ impl StreamSubset {
         match Away::start(&self.core.config.name) {
             Ok(away) => self.away = Some(away),
             Err(e) => {
-                tracing::warn!(learner = %self.core.config.name, error = %e, "subset: no solve thread; solving on the learner's")
+                let name = &self.core.config.name;
+                tracing::warn!(learner = %name, error = %e, "subset: no solve thread; solving on the learner's");
             }
         }
         self
