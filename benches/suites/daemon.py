@@ -4,6 +4,10 @@
   daemon with --daemon) streams d = 2^20, 40 nonzeros per sample, LIBSVM or JSON lines in 1 000 or
   10 000-sample bodies for --duration seconds: samples/s accepted (all and the second half), GET
   /v1/model p50/p99 under load, staleness, the daemon's CPU and RSS, held-out accuracy;
+- learner/NAME: loadgen/libsvm-10000 with each learner in turn (`sdiht`, `mirror`, `smidas`, `subset`,
+  and `auto`: sdiht with `lambda = "auto"`): how many samples/s each absorbs and its 503s
+  (docs/benchmarks/learners.md, "Absorbing at the rate of the intake"); 120 s at most per run (a learner
+  that publishes no model after the warm-up batch keeps loadgen waiting);
 - rss/capacity=N: the daemon's RSS sampled every 0.25 s while loadgen streams max(4 N, MIN) samples into
   a window of N (quick: 2M samples, one window of 10 000): RSS at half and at the end of the sending time (flat: ratio 1), the plateau (median of
   the second half), the peak;
@@ -62,6 +66,19 @@ def loadgen(fmt, batch):
     return command
 
 
+LEARNERS = {"sdiht": "THRESHER_LEARNER_SOLVER=sdiht", "mirror": "THRESHER_LEARNER_SOLVER=mirror",
+            "smidas": "THRESHER_LEARNER_SOLVER=smidas", "subset": "THRESHER_LEARNER_SOLVER=subset",
+            "auto": "THRESHER_LEARNER_LAMBDA=auto"}
+
+
+def learner(name):
+    def command(ctx, build):
+        seconds = 3 if ctx.quick else 10
+        return Command([ctx.current.example("loadgen"), "--daemon", build.thresher(), "--format", "libsvm",
+                        "--batch", 10_000, "--duration", seconds, "--daemon-env", LEARNERS[name]], timeout=120)
+    return command
+
+
 def rss(capacity, samples):
     def command(ctx, build):
         return Command([sys.executable, __file__, "rss", "--loadgen", ctx.current.example("loadgen"),
@@ -94,6 +111,9 @@ def benches(ctx):
     shapes = [("libsvm", 10_000)] if ctx.quick else [(f, b) for f in ("libsvm", "json") for b in (1000, 10_000)]
     out = [Bench(f"loadgen/{f}-{b}", f"{f} bodies of {b} samples for {3 if ctx.quick else 10} s, GET probe",
                  loadgen(f, b), metrics=LOADGEN, runs=(1, 3)) for f, b in shapes]
+    for name in LEARNERS:
+        out.append(Bench(f"learner/{name}", f"libsvm bodies of 10000 samples, learner {name}: samples/s absorbed, 503s",
+                         learner(name), metrics=LOADGEN + [Metric("http_503", "requests")], runs=(1, 2)))
     capacities = [10_000] if ctx.quick else [10_000, 100_000, 300_000, 1_000_000]
     for cap in capacities:
         samples = 2_000_000 if ctx.quick else max(4 * cap, 6_000_000)
