@@ -138,6 +138,10 @@ struct Exchange {
     merged: Option<u64>,
     /// This node's part of the latest cut it answered: the sum less it is the other nodes' part.
     own: Option<(u64, Arc<PartialSums>)>,
+    /// What `own` was taken at: the learner's change count ([`crate::learner::LearnerStats`]'s
+    /// `mutations`) and the cut's model. A cut at the same model with no change since gets the same
+    /// part, bit for bit, without the pass over the window (an idle cluster keeps cutting).
+    own_taken_at: Option<(u64, SparseModel)>,
     /// As a proposer: the parts being assembled, and the latest complete part of each node.
     assembling: BTreeMap<String, Assembly>,
     parts: BTreeMap<String, (u64, Arc<PartialSums>)>,
@@ -145,6 +149,12 @@ struct Exchange {
     /// arrive before its proposal on a node the proposal does not list).
     sum_assembling: Option<(Assembly, SumExtras)>,
     sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
+}
+
+/// A node's part of a cut: taken now, or the previous one (nothing changed since).
+enum Taken {
+    Computed(Arc<PartialSums>),
+    Reused(Arc<PartialSums>),
 }
 
 /// Whether a chunk of cut `chunk` is a late one, to drop rather than let reset an assembly of cut
@@ -317,21 +327,46 @@ impl GlobalModel {
     /// files it with the parts it collects).
     async fn answer(&self, cut: u64, at: SparseModel, proposer: &str, exchange: &mut Exchange) {
         let learner = self.learner.clone();
+        let previous = exchange.own.as_ref().map(|(_, part)| part.clone());
+        let taken_at = exchange.own_taken_at.take();
         let taken = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let part = learner.lock().partial_sums(&at);
-            (part, started.elapsed())
+            let mut l = learner.lock();
+            let changes = l.stats().mutations;
+            let part = match (previous, taken_at) {
+                (Some(part), Some((c, model))) if c == changes && model == at => {
+                    Taken::Reused(part)
+                }
+                _ => match l.partial_sums(&at) {
+                    Some(part) => Taken::Computed(Arc::new(part)),
+                    None => return None,
+                },
+            };
+            Some((part, (changes, at), started.elapsed()))
         })
         .await;
-        let Ok((Some(part), took)) = taken else {
+        let Ok(Some((part, taken_at, took))) = taken else {
             return;
         };
-        self.metrics
-            .cluster_partial_seconds
-            .with_label_values(&[&self.config.name])
-            .inc_by(took.as_secs_f64());
-        let part = Arc::new(part);
+        let name = [self.config.name.as_str()];
+        let part = match part {
+            Taken::Reused(part) => {
+                self.metrics
+                    .cluster_parts_reused
+                    .with_label_values(&name)
+                    .inc();
+                part
+            }
+            Taken::Computed(part) => {
+                self.metrics
+                    .cluster_partial_seconds
+                    .with_label_values(&name)
+                    .inc_by(took.as_secs_f64());
+                part
+            }
+        };
         exchange.own = Some((cut, part.clone()));
+        exchange.own_taken_at = Some(taken_at);
         if proposer == self.node {
             self.view
                 .part_received(&self.config.name, &self.node, cut, part.samples);

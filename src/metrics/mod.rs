@@ -57,6 +57,7 @@
 //! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate (the proposer) and installing the sum less this node's part as its remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
+//! | `thresher_cluster_parts_reused_total` | counter | learner | cuts this node answered with its previous part, the learner unchanged since and the cut's model the same (no pass over the window) |
 //! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
 //! | `thresher_label_store_dropped_total` | counter | reason (`capacity`, `expired`, `replaced`) | stored samples that left unlabelled: the oldest, for room; past `labels.ttl_seconds`; replaced by a prediction with the same id |
 //! | `thresher_labels_total` | counter | outcome (`joined`, `unknown`, `expired`, `evicted`, `duplicate`) | labels of `POST /v1/labels` by what they found ([`labels::outcome`]) |
@@ -134,6 +135,7 @@ pub struct Metrics {
     pub cluster_partial_seconds: CounterVec,
     pub cluster_merge_seconds: CounterVec,
     pub cluster_merges: IntCounterVec,
+    pub cluster_parts_reused: IntCounterVec,
     /// Late labels: the label store and what labels found ([`labels`]).
     pub labels: labels::LabelMetrics,
 }
@@ -515,6 +517,7 @@ struct ClusterFamily {
     cluster_partial_seconds: CounterVec,
     cluster_merge_seconds: CounterVec,
     cluster_merges: IntCounterVec,
+    cluster_parts_reused: IntCounterVec,
 }
 
 fn cluster_family(r: &Registrar) -> ClusterFamily {
@@ -544,6 +547,11 @@ fn cluster_family(r: &Registrar) -> ClusterFamily {
         cluster_merges: r.counter(
             "thresher_cluster_merges_total",
             "Complete cuts merged",
+            LEARNER,
+        ),
+        cluster_parts_reused: r.counter(
+            "thresher_cluster_parts_reused_total",
+            "Cuts answered with this node's previous part (learner and cut model unchanged: no window pass)",
             LEARNER,
         ),
     }
@@ -618,6 +626,7 @@ impl Metrics {
             cluster_partial_seconds: cluster.cluster_partial_seconds,
             cluster_merge_seconds: cluster.cluster_merge_seconds,
             cluster_merges: cluster.cluster_merges,
+            cluster_parts_reused: cluster.cluster_parts_reused,
             labels: late_labels,
         };
         m.create_initial_series();
@@ -707,6 +716,7 @@ impl Metrics {
         self.drift_dropped.with_label_values(&[name]);
         self.numeric_faults.with_label_values(&[name]);
         self.unlearned_samples.with_label_values(&[name]);
+        self.cluster_parts_reused.with_label_values(&[name]);
     }
 
     /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda,

@@ -533,6 +533,20 @@ fn three_nodes_learn_one_exact_model_through_a_server_and_the_proposer_killed() 
             "{name}: {body}"
         );
     }
+    // Idle now, the cluster keeps cutting; once a node's learner stops changing, it answers each cut
+    // with its previous part instead of a pass over its window.
+    for (name, d) in NODES.iter().zip(&nodes) {
+        let d = d.as_ref().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while metric_sum(d, "thresher_cluster_parts_reused_total", &[]) == 0.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: no part reused while idle\n{}",
+                counters(&nodes)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     eprintln!(
         "{} {} cuts seen; history points read: {:?}\n{}",
         at(),

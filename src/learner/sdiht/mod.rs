@@ -90,6 +90,12 @@ pub struct StreamSdiht {
     parked_w: Vec<f64>,
     /// A parked member's `z` or `N` changed since `w` was thresholded ([`member`]).
     rethreshold_due: bool,
+    /// The change count (`stats.mutations`) when a cut's remote part was last installed: a cut that
+    /// brings the same remote part with no change here since leaves `z` as it is, and the pass over
+    /// the window that rebuilds it is skipped (an idle cluster keeps cutting).
+    remote_installed_at: Option<u64>,
+    /// Passes over the window that installing a remote part took (tests).
+    remote_recomputes: u64,
 }
 
 impl StreamSdiht {
@@ -122,6 +128,8 @@ impl StreamSdiht {
             sigma: 1.0,
             global: None,
             follows_intercept: false,
+            remote_installed_at: None,
+            remote_recomputes: 0,
             cut_w: Vec::new(),
             cut_z: Vec::new(),
             parked: Vec::new(),
@@ -438,12 +446,23 @@ impl StreamingLearner for StreamSdiht {
     }
 
     fn set_remote(&mut self, remote: &RemoteSums) {
-        self.sigma = remote.nodes.max(1) as f64;
+        let sigma = remote.nodes.max(1) as f64;
+        let intercept = match (remote.intercept, self.core.config.intercept) {
+            (Some(b), true) => b,
+            _ => self.it.intercept,
+        };
+        let context_same = sigma == self.sigma
+            && remote.intercept.is_some() == self.follows_intercept
+            && intercept.to_bits() == self.it.intercept.to_bits();
+        self.sigma = sigma;
         self.follows_intercept = remote.intercept.is_some();
-        if let (Some(b), true) = (remote.intercept, self.core.config.intercept) {
-            self.it.intercept = b;
-        }
+        self.it.intercept = intercept;
         let changed = replace_remote(&mut self.it, &remote.z, remote.mass, remote.conj_sum);
+        if !changed && context_same && self.remote_installed_at == Some(self.core.stats.mutations) {
+            // The same remote part, and no step or insert since the last one was installed: `z` is
+            // what the pass below would rebuild, bit for bit.
+            return;
+        }
         // A new local subproblem: the adaptive rule's step scale, learned against the previous one,
         // starts again at 1 (left as it was, it collapsed towards 0 on the other nodes' first changes
         // and every node stalled with its duals far from the fixed point).
@@ -451,6 +470,8 @@ impl StreamingLearner for StreamSdiht {
         // `z` from the true duals: the damped steps since the last exchange moved it `sigma` times
         // their change (`BlockStep::sigma`); this is the next local subproblem's reference point.
         self.recompute();
+        self.remote_recomputes += 1;
+        self.remote_installed_at = Some(self.core.stats.mutations);
         if changed {
             // The local optimum moved with the other nodes' part: step again.
             self.core.inserted_since_certificate = true;

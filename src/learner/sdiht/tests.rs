@@ -382,3 +382,53 @@ mod small_lambda_stream {
         assert!(coordinate > 10.0 * adaptive, "{coordinate} vs {adaptive}");
     }
 }
+
+/// A cut that brings the same remote part, with no step or insert since the last one, leaves `z` as it
+/// is (the pass over the window would rebuild the same bits); a step, or another part, rebuilds it.
+#[test]
+fn the_same_remote_part_with_nothing_changed_skips_the_window_pass() {
+    use crate::learner::global::{cut_total, PartialSums, RemoteSums};
+    let c = config(LossKind::Logistic, 5);
+    let data = sparse_stream(600, 50, 5, 10, 0.01, true, 21);
+    let mut nodes: Vec<StreamSdiht> = data
+        .samples
+        .chunks(300)
+        .map(|part| {
+            let mut l = StreamSdiht::new(c.clone(), 1000, None);
+            l.insert_samples(part);
+            for _ in 0..20 {
+                l.step();
+            }
+            l
+        })
+        .collect();
+    let at = nodes[0].cut_model().unwrap();
+    let parts: Vec<PartialSums> = nodes
+        .iter_mut()
+        .map(|l| l.partial_sums(&at).unwrap())
+        .collect();
+    let total = cut_total(&parts.iter().collect::<Vec<_>>());
+    let mut remote = RemoteSums::without(&total, &parts[1], 2);
+    remote.intercept = Some(at.intercept);
+    let node = &mut nodes[1];
+    node.set_remote(&remote);
+    assert_eq!(node.remote_recomputes, 1);
+    let z = node.it.z.clone();
+    node.set_remote(&remote);
+    assert_eq!(node.remote_recomputes, 1, "nothing changed: no pass");
+    assert_eq!(node.it.z, z);
+    node.recompute();
+    assert!(node
+        .it
+        .z
+        .iter()
+        .zip(&z)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    node.step();
+    node.set_remote(&remote);
+    assert_eq!(node.remote_recomputes, 2, "a step since: z is rebuilt");
+    let mut other = remote.clone();
+    other.conj_sum += 1.0;
+    node.set_remote(&other);
+    assert_eq!(node.remote_recomputes, 3, "another part: z is rebuilt");
+}
