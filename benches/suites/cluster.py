@@ -7,6 +7,8 @@
     alone-global   1 daemon, nats.global_model = true    (the cut protocol with one member)
     shards         3 daemons, nats.global_model = false  (each learns its own shard)
     global         3 daemons, nats.global_model = true   (one exact model over the three windows)
+    global-idle    3 daemons, global model, the stream stopped after the warm-up: measured idle after as
+                   long again to settle (not in the default list: CASES=global-idle)
   Counters are read after WARMUP seconds and DURATION seconds later. Per node: samples/s, process CPU
   per sample (the learner thread and the rest), cuts completed and abandoned, partial-sum bytes sent
   and received per second and per proposal, wall time per merge and per own part; per case the
@@ -31,7 +33,11 @@ import urllib.request
 
 from common import ROOT, TARGET, Bench, Command, Needs, Suite, key_values
 
-CASES = {"alone": (1, "false"), "alone-global": (1, "true"), "shards": (3, "false"), "global": (3, "true")}
+CASES = {"alone": (1, "false"), "alone-global": (1, "true"), "shards": (3, "false"), "global": (3, "true"),
+         "global-idle": (3, "true")}
+# Cases whose stream stops after the warm-up: measured idle, once the learners have settled (as long
+# again as the warm-up), i.e. what the cluster costs while it has nothing new to learn.
+IDLE = {"global-idle"}
 
 
 def needs(ctx):
@@ -89,7 +95,8 @@ def cost(ctx, build):
 
 
 def benches(ctx):
-    cases = os.environ.get("CASES", "alone global" if ctx.quick else " ".join(CASES)).split()
+    default = [c for c in CASES if c not in IDLE]
+    cases = os.environ.get("CASES", "alone global" if ctx.quick else " ".join(default)).split()
     out = [Bench(f"case/{c}", f"{CASES[c][0]} node(s), global_model = {CASES[c][1]}", case(c),
                  parse=lambda o, e: key_values(o, e, ("node",)), runs=(1, 1)) for c in cases]
     out.append(Bench("cluster_cost", "thread CPU (ms) of a node's part of a cut and of a merge",
@@ -172,6 +179,7 @@ def report(name, a, b):
         learner = b["nodes"][i]["learner_cpu"] - a["nodes"][i]["learner_cpu"]
         merges, merge_s = d("thresher_cluster_merges_total"), d("thresher_cluster_merge_seconds_total")
         partial_s = d("thresher_cluster_partial_seconds_total")
+        reused = d("thresher_cluster_parts_reused_total")
         complete = d("thresher_cluster_cuts_total", 'outcome="complete"')
         abandoned = d("thresher_cluster_cuts_total", 'outcome="abandoned"')
         sent = d("thresher_cluster_partial_bytes_total", 'direction="sent"')
@@ -187,7 +195,8 @@ def report(name, a, b):
               f"partial_sent_bytes_per_s={sent / dt:.0f} partial_received_bytes_per_s={received / dt:.0f} "
               f"partial_bytes_per_proposal={(sent / proposals if proposals else 0):.0f} "
               f"merge_ms={(merge_s / merges * 1e3 if merges else 0):.3f} merges={merges:.0f} "
-              f"partial_ms={(partial_s / proposals * 1e3 if proposals else 0):.3f} gap={gap:.3g}")
+              f"partial_ms={(partial_s / proposals * 1e3 if proposals else 0):.3f} parts_reused={reused:.0f} "
+              f"gap={gap:.3g}")
     va, vb = a["varz"], b["varz"]
     print(f"case={name} node=server in_bytes_per_s={(vb['in_bytes'] - va['in_bytes']) / dt:.0f} "
           f"out_bytes_per_s={(vb['out_bytes'] - va['out_bytes']) / dt:.0f} "
@@ -221,12 +230,13 @@ def run_case(name, thresher, publish, nats, rate, duration, warmup, snapshot_ms,
             nodes.append((p.pid, "http://" + re.search(r"listening on ([0-9.:]+)", text).group(1)))
         print(f"# {name}: {count} node(s), global_model={global_model}, snapshot every {snapshot_ms} ms, "
               f"{rate} samples/s for {warmup}+{duration} s", file=sys.stderr)
+        publishing = int(warmup) if name in IDLE else int(warmup) + int(duration) + 2
         publisher = subprocess.Popen([publish, "--url", f"nats://127.0.0.1:{port}", "--rate", rate, "--duration",
-                                      str(int(warmup) + int(duration) + 2), "--id-prefix", name],
+                                      str(publishing), "--id-prefix", name],
                                      stdout=subprocess.PIPE, stderr=open(os.path.join(work, "publish.log"), "w"),
                                      text=True)
         procs.append(publisher)
-        time.sleep(float(warmup))
+        time.sleep(float(warmup) * (2 if name in IDLE else 1))
         a = snapshot(nodes, mport)
         time.sleep(float(duration))
         b = snapshot(nodes, mport)

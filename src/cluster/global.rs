@@ -138,10 +138,12 @@ struct Exchange {
     merged: Option<u64>,
     /// This node's part of the latest cut it answered: the sum less it is the other nodes' part.
     own: Option<(u64, Arc<PartialSums>)>,
-    /// What `own` was taken at: the learner's change count ([`crate::learner::LearnerStats`]'s
-    /// `mutations`) and the cut's model. A cut at the same model with no change since gets the same
-    /// part, bit for bit, without the pass over the window (an idle cluster keeps cutting).
-    own_taken_at: Option<(u64, SparseModel)>,
+    /// What `own` was taken at: the samples the learner had seen, its window's
+    /// [`crate::ring::Window::fingerprint`] (the duals) and the cut's model. A part is a function of
+    /// these alone, so a cut at the same model with none of them changed gets the same part, bit for
+    /// bit, without the pass over the window (an idle cluster keeps cutting; its learners' steps may
+    /// go on, rejected, without moving a dual).
+    own_taken_at: Option<(u64, u64, SparseModel)>,
     /// As a proposer: the parts being assembled, and the latest complete part of each node.
     assembling: BTreeMap<String, Assembly>,
     parts: BTreeMap<String, (u64, Arc<PartialSums>)>,
@@ -332,9 +334,9 @@ impl GlobalModel {
         let taken = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let mut l = learner.lock();
-            let changes = l.stats().mutations;
+            let (seen, window) = (l.stats().samples_seen, l.window().fingerprint());
             let part = match (previous, taken_at) {
-                (Some(part), Some((c, model))) if c == changes && model == at => {
+                (Some(part), Some((s, w, model))) if (s, w) == (seen, window) && model == at => {
                     Taken::Reused(part)
                 }
                 _ => match l.partial_sums(&at) {
@@ -342,7 +344,7 @@ impl GlobalModel {
                     None => return None,
                 },
             };
-            Some((part, (changes, at), started.elapsed()))
+            Some((part, (seen, window, at), started.elapsed()))
         })
         .await;
         let Ok(Some((part, taken_at, took))) = taken else {

@@ -229,6 +229,20 @@ impl Window {
         (self.head + k) % self.slots.len().max(1)
     }
 
+    /// A hash of the stored duals (their bits), the mass and the length: with the count of samples ever
+    /// pushed, what a caller compares to tell that nothing in the window moved since it last looked
+    /// (one pass over the duals: ~0.1 ms for 100k samples, against a pass over the rows).
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.slots.len().hash(&mut h);
+        self.mass.to_bits().hash(&mut h);
+        for a in &self.alphas {
+            a.to_bits().hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// The slot at storage index `i`.
     pub fn slot(&self, i: usize) -> &Slot {
         &self.slots[i]
