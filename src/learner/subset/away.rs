@@ -55,7 +55,7 @@ impl Away {
     /// Starts the thread, named after the learner.
     pub fn start(learner: &str) -> std::io::Result<Away> {
         let (jobs, job_rx) = bounded::<Job>(1);
-        // One outer step of lead: the thread does not run ahead of what the learner has taken.
+        // One outer step in hand: the thread does not run ahead of what the learner has taken.
         let (outcome_tx, outcomes) = bounded::<Outcome>(1);
         let current = Arc::new(AtomicU64::new(0));
         let watched = current.clone();
