@@ -57,9 +57,8 @@ pub struct StreamSubset {
     last_build: Option<Instant>,
     /// The current solve met a stopping rule.
     solved: bool,
-    /// Gaps of the current solve's outer steps (the `zeta` rule).
+    /// Gaps of the current solve's outer steps: its stopping rules read them ([`away::finished`]).
     gaps: Vec<f64>,
-    outer_in_solve: usize,
     /// The published model: dense weights in the caller's scale, support, active set.
     weights: Vec<f64>,
     support: Vec<u32>,
@@ -99,7 +98,6 @@ impl StreamSubset {
             last_build: None,
             solved: false,
             gaps: Vec::new(),
-            outer_in_solve: 0,
             weights: Vec::new(),
             support: Vec::new(),
             active: Vec::new(),
@@ -172,7 +170,6 @@ impl StreamSubset {
         // A window the solver rejects is "solved" (idle) until it changes, not retried every step.
         self.solved = self.solver.is_none() && !self.away.as_ref().is_some_and(|a| a.running);
         self.gaps.clear();
-        self.outer_in_solve = 0;
     }
 
     fn due_for_rebuild(&self) -> bool {
@@ -241,7 +238,6 @@ impl StreamSubset {
             screened_features: o.screened,
             unlearned_samples: 0,
         };
-        self.outer_in_solve += 1;
         if o.finished {
             self.solved = true;
         }
