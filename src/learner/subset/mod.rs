@@ -246,17 +246,19 @@ impl StreamSubset {
     /// `step` with the outer steps on their own thread: publishes the outer steps that ended, starts a
     /// solve on the window when one is due, and otherwise waits ([`Idle::Solving`] while one runs).
     fn step_away(&mut self) -> StepOutcome {
-        let mut adopted = false;
+        // One step counted per outer step published, as on the learner's thread (the steps counted
+        // do not depend on how the two threads interleave).
+        let mut worked = false;
         while let Some(o) = self.away.as_mut().and_then(Away::try_next) {
             self.adopt(o);
-            adopted = true;
+            self.core.stepped();
+            worked = true;
         }
         if self.due_for_rebuild() {
             self.rebuild();
-            adopted = true;
+            worked = true;
         }
-        if adopted {
-            self.core.stepped();
+        if worked {
             return StepOutcome::Stepped;
         }
         if self.away.as_ref().is_some_and(|a| a.running) {
@@ -423,7 +425,9 @@ mod tests {
                 StepOutcome::Idle(Idle::Solving) => {
                     let o = l.away.as_mut().and_then(Away::wait_next);
                     if let Some(o) = o {
+                        // What `step` does with an outer step it finds ended.
                         l.adopt(o);
+                        l.core.stepped();
                         steps += 1;
                     }
                 }
