@@ -33,6 +33,34 @@ pub struct Outcome {
     pub finished: bool,
 }
 
+impl Outcome {
+    /// One outer step of `solver`, its gap added to `gaps` (the solve's, for its stopping rules).
+    pub fn step(
+        solver: &mut SubsetSolver,
+        generation: u64,
+        gaps: &mut Vec<f64>,
+        params: &SubsetParams,
+    ) -> Outcome {
+        let step = solver.step();
+        gaps.push(step.row.gap);
+        let view = solver.model();
+        Outcome {
+            generation,
+            weights: view
+                .support
+                .iter()
+                .map(|&j| (j, view.weights[j as usize]))
+                .collect(),
+            active: solver.active_set(),
+            certificate: solver.certificate(),
+            gap: step.row.gap,
+            active_set_size: step.active_set_size,
+            screened: step.screened,
+            finished: finished(gaps, params),
+        }
+    }
+}
+
 struct Job {
     generation: u64,
     solver: SubsetSolver,
@@ -152,23 +180,7 @@ fn run(jobs: Receiver<Job>, outcomes: Sender<Outcome>, current: &AtomicU64) {
     for mut job in jobs.iter() {
         let mut gaps = Vec::new();
         while current.load(Ordering::Acquire) == job.generation {
-            let step = job.solver.step();
-            gaps.push(step.row.gap);
-            let view = job.solver.model();
-            let outcome = Outcome {
-                generation: job.generation,
-                weights: view
-                    .support
-                    .iter()
-                    .map(|&j| (j, view.weights[j as usize]))
-                    .collect(),
-                active: job.solver.active_set(),
-                certificate: job.solver.certificate(),
-                gap: step.row.gap,
-                active_set_size: step.active_set_size,
-                screened: step.screened,
-                finished: finished(&gaps, &job.params),
-            };
+            let outcome = Outcome::step(&mut job.solver, job.generation, &mut gaps, &job.params);
             let done = outcome.finished;
             if outcomes.send(outcome).is_err() {
                 return;

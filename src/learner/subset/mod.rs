@@ -57,7 +57,8 @@ pub struct StreamSubset {
     last_build: Option<Instant>,
     /// The current solve met a stopping rule.
     solved: bool,
-    /// Gaps of the current solve's outer steps: its stopping rules read them ([`away::finished`]).
+    /// Gaps of the current solve's outer steps on the learner's thread: its stopping rules read them
+    /// ([`away::finished`]; a solve on its own thread keeps its own).
     gaps: Vec<f64>,
     /// The published model: dense weights in the caller's scale, support, active set.
     weights: Vec<f64>,
@@ -197,31 +198,12 @@ impl StreamSubset {
         let Some(solver) = self.solver.as_mut() else {
             return;
         };
-        let step = solver.step();
-        self.gaps.push(step.row.gap);
-        let view = solver.model();
-        let outcome = Outcome {
-            generation: 0,
-            weights: view
-                .support
-                .iter()
-                .map(|&j| (j, view.weights[j as usize]))
-                .collect(),
-            active: solver.active_set(),
-            certificate: solver.certificate(),
-            gap: step.row.gap,
-            active_set_size: step.active_set_size,
-            screened: step.screened,
-            finished: away::finished(&self.gaps, &self.params),
-        };
+        let outcome = Outcome::step(solver, 0, &mut self.gaps, &self.params);
         self.adopt(outcome);
     }
 
     /// Publishes an outer step's model, certificate and gauges (from either thread).
     fn adopt(&mut self, o: Outcome) {
-        if self.away.is_some() {
-            self.gaps.push(o.gap);
-        }
         for &j in &self.support {
             self.weights[j as usize] = 0.0;
         }
