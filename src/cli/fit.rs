@@ -14,11 +14,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::{load, write_results, CliError, FitArgs, LambdaArg, MirrorKind, SolverKind};
-use crate::ingest::{guess_format, read_file};
 use crate::learner::auto::NON_FINITE_LOSS;
 use crate::loss::{Loss, LossKind};
 use crate::model::{Convergence, Model, RefitRecord, RefitStart};
-use crate::sample::{Dataset, Sample, SampleSet};
+use crate::sample::{Dataset, SampleSet};
 use crate::solver::driver::{self, FitReport, StopRule, TraceRow};
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorDescent, MirrorMap, MirrorStep};
 use crate::solver::polish::PolishRecord;
@@ -62,16 +61,6 @@ pub fn auto_step(nnz: usize, rows: usize, dim: usize) -> StepRule {
     } else {
         StepRule::Coordinate
     }
-}
-
-/// [`auto_step`] of a file read as samples.
-fn auto_step_of(samples: &[Sample]) -> StepRule {
-    let nnz = samples
-        .iter()
-        .map(|s| s.values.iter().filter(|v| **v != 0.0).count())
-        .sum();
-    let dim = samples.iter().map(Sample::dim).max().unwrap_or(0);
-    auto_step(nnz, samples.len(), dim)
 }
 
 fn parse_rule(text: &str) -> Result<StepRule, CliError> {
@@ -214,17 +203,14 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
             (lambda, None, data, None, scales)
         }
         LambdaArg::Auto => {
-            let format = args.format.unwrap_or_else(|| guess_format(&args.data));
-            let mut samples = read_file(&args.data, format)?;
+            let mut data = load(&args.data, args.format)?;
             if let Some(class) = one_vs_rest {
-                for s in &mut samples {
-                    s.label = if s.label == class { 1.0 } else { -1.0 };
-                }
+                data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
             }
-            let scales = refine::standardize_samples(args, &mut samples);
-            fit.step = step_arg.unwrap_or_else(|| auto_step_of(&samples));
-            let (record, start) = fit.choose_lambda(&samples)?;
-            let data = Dataset::from_samples(&samples, 0);
+            let (data, scales) = refine::standardize_dataset(args, data);
+            fit.step = step_arg
+                .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
+            let (record, start) = fit.choose_lambda(&data)?;
             (record.grid[record.live], Some(record), data, start, scales)
         }
     };
@@ -480,24 +466,17 @@ pub const GRID_TOL: f64 = 1e-2;
 /// Certified epochs without progress after which a `--lambda auto` grid fit stops.
 pub const GRID_PATIENCE: usize = 3;
 
-/// A training part, a held-out part, and the training rows' positions in `samples`.
-pub type Split = (Vec<Sample>, Vec<Sample>, Vec<usize>);
-
-/// Splits `samples` into `(training, held out, positions of the training rows)`: a seeded shuffle,
-/// the last `fraction` (at least one, at most all but one) held out. `None` with fewer than two
-/// samples.
-pub fn holdout_split(samples: &[Sample], fraction: f64, seed: u64) -> Option<Split> {
-    if samples.len() < 2 {
+/// Splits the rows `0..rows` into `(training rows, held-out rows)`: a seeded shuffle, the last
+/// `fraction` (at least one, at most all but one) held out. `None` with fewer than two rows.
+pub fn holdout_split(rows: usize, fraction: f64, seed: u64) -> Option<(Vec<usize>, Vec<usize>)> {
+    if rows < 2 {
         return None;
     }
-    let mut order: Vec<usize> = (0..samples.len()).collect();
+    let mut order: Vec<usize> = (0..rows).collect();
     order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    let held = ((samples.len() as f64 * fraction).round() as usize).clamp(1, samples.len() - 1);
-    let cut = samples.len() - held;
-    let pick = |ix: &[usize]| ix.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
-    let (train, held) = (pick(&order[..cut]), pick(&order[cut..]));
-    order.truncate(cut);
-    Some((train, held, order))
+    let held = ((rows as f64 * fraction).round() as usize).clamp(1, rows - 1);
+    let held = order.split_off(rows - held);
+    Some((order, held))
 }
 
 /// Whether `--lambda auto` ranks the grid by held-out misclassification rather than by loss: for the
@@ -545,6 +524,7 @@ fn weighted_mean(model: &Model, data: &Dataset, per_row: impl Fn(f64, f64) -> f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::Sample;
     use crate::solver::driver::SparseModel;
     use crate::solver::Certificate;
 
@@ -567,9 +547,13 @@ mod tests {
                 })
                 .collect()
         };
-        assert_eq!(auto_step_of(&rows(false)), StepRule::Coordinate);
-        assert_eq!(auto_step_of(&rows(true)), StepRule::Coordinate);
+        let step = |data: &Dataset| auto_step(data.nonzero_values(), data.len(), data.dim());
+        assert_eq!(
+            step(&Dataset::from_samples(&rows(false), 0)),
+            StepRule::Coordinate
+        );
         let data = Dataset::from_samples(&rows(true), 0);
+        assert_eq!(step(&data), StepRule::Coordinate);
         assert_eq!((data.nnz(), data.nonzero_values()), (11, 9));
     }
 

@@ -35,7 +35,7 @@ use super::CliError;
 use crate::learner::auto::NON_FINITE_LOSS;
 use crate::learner::params::log_grid;
 use crate::model::{LambdaAuto, Model};
-use crate::sample::{Dataset, Sample, SampleSet};
+use crate::sample::{Dataset, SampleSet};
 use crate::solver::driver::{self, StopRule};
 use crate::solver::WarmStart;
 
@@ -131,36 +131,36 @@ pub fn check_flags(args: &super::FitArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `K` seeded folds of `samples` (a shuffle, then contiguous folds of near-equal size), each as a
-/// [`Part`]; `None` with fewer than `folds` samples.
-fn k_folds(samples: &[Sample], folds: usize, seed: u64) -> Option<Vec<Part>> {
-    if folds < 2 || samples.len() < folds {
+/// `K` seeded folds of `data`'s rows (a shuffle, then contiguous folds of near-equal size), each as a
+/// [`Part`]; `None` with fewer than `folds` rows.
+fn k_folds(data: &Dataset, folds: usize, seed: u64) -> Option<Vec<Part>> {
+    if folds < 2 || data.len() < folds {
         return None;
     }
-    let mut order: Vec<usize> = (0..samples.len()).collect();
+    let mut order: Vec<usize> = (0..data.len()).collect();
     order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    let n = samples.len();
-    let pick = |ix: &[usize]| ix.iter().map(|&i| samples[i].clone()).collect::<Vec<_>>();
+    let n = data.len();
     Some(
         (0..folds)
             .map(|f| {
                 let (lo, hi) = (f * n / folds, (f + 1) * n / folds);
                 let train_rows: Vec<usize> =
                     order[..lo].iter().chain(&order[hi..]).copied().collect();
-                part(pick(&train_rows), pick(&order[lo..hi]), train_rows)
+                part(data, train_rows, &order[lo..hi])
             })
             .collect(),
     )
 }
 
-fn part(train: Vec<Sample>, held: Vec<Sample>, order: Vec<usize>) -> Part {
-    let held = Dataset::from_samples(&held, 0);
+/// The part that trains on `data`'s rows `train` (in that order) and scores on its rows `held`.
+fn part(data: &Dataset, train: Vec<usize>, held: &[usize]) -> Part {
+    let held = data.select_rows(held);
     let held_weight = (0..held.len()).map(|i| held.row(i).weight).sum();
     Part {
-        train: Dataset::from_samples(&train, 0),
+        train: data.select_rows(&train),
         held,
         held_weight,
-        order,
+        order: train,
     }
 }
 
@@ -181,25 +181,25 @@ impl Fit<'_> {
     /// training rows, the other rows fresh).
     pub(super) fn choose_lambda(
         &self,
-        samples: &[Sample],
+        data: &Dataset,
     ) -> Result<(LambdaAuto, Option<WarmStart>), CliError> {
         let args = self.args;
         check_flags(args)?;
-        let cv = samples.len() < args.cv_below;
+        let cv = data.len() < args.cv_below;
         let parts = match cv
-            .then(|| k_folds(samples, folds_for(args, samples.len()), args.seed))
+            .then(|| k_folds(data, folds_for(args, data.len()), args.seed))
             .flatten()
         {
             Some(parts) => parts,
             None => {
-                let (train, held, order) = holdout_split(samples, args.holdout, args.seed)
-                    .ok_or_else(|| {
+                let (train, held) =
+                    holdout_split(data.len(), args.holdout, args.seed).ok_or_else(|| {
                         CliError::Argument(format!(
                             "--lambda auto needs at least 2 samples to hold some out, got {}",
-                            samples.len()
+                            data.len()
                         ))
                     })?;
-                vec![part(train, held, order)]
+                vec![part(data, train, &held)]
             }
         };
         let validation = if parts.len() > 1 { "cv" } else { "holdout" };
@@ -249,11 +249,11 @@ impl Fit<'_> {
             parts.len(),
             grid,
             extended,
-            samples.len()
+            data.len()
         );
         let start = points[live].states[0]
             .take()
-            .map(|state| in_file_order(state, &parts[0].order, samples.len()));
+            .map(|state| in_file_order(state, &parts[0].order, data.len()));
         let held_out = parts.iter().map(|p| p.held.len() as u64).sum();
         let record = LambdaAuto {
             grid,
@@ -411,7 +411,8 @@ mod tests {
     #[test]
     fn k_folds_hold_every_sample_out_once() {
         let data = crate::synth::sparse_stream(23, 10, 2, 3, 0.0, false, 4);
-        let parts = k_folds(&data.samples, 5, 7).unwrap();
+        let all = Dataset::from_samples(&data.samples, 0);
+        let parts = k_folds(&all, 5, 7).unwrap();
         assert_eq!(parts.len(), 5);
         let sizes: Vec<usize> = parts.iter().map(|p| p.held.len()).collect();
         assert_eq!(sizes.iter().sum::<usize>(), 23);
@@ -429,7 +430,7 @@ mod tests {
         }
         held_rows.sort();
         assert_eq!(held_rows, (0..23).collect::<Vec<_>>());
-        assert!(k_folds(&data.samples[..4], 5, 7).is_none());
+        assert!(k_folds(&Dataset::from_samples(&data.samples[..4], 0), 5, 7).is_none());
     }
 
     /// The folds' fits side by side give what they give one after another: the same models, duals
@@ -452,7 +453,7 @@ mod tests {
         for s in &mut data.samples {
             s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
         }
-        let parts = k_folds(&data.samples, 5, 1).unwrap();
+        let parts = k_folds(&Dataset::from_samples(&data.samples, 0), 5, 1).unwrap();
         let run = |threads| {
             fit.fit_parts(&parts, 1e-2, None, &StopRule::default(), threads)
                 .into_iter()

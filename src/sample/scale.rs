@@ -10,7 +10,7 @@
 //! A model `(w', b)` solved on the scaled columns scores `x'.w' + b = x.w + b` with `w_j = w'_j / s_j`:
 //! [`ColumnScales::to_original`] gives `w`, the weights of the model file.
 
-use super::{Dataset, Sample, SampleSet};
+use super::{Dataset, SampleSet};
 
 /// One positive, finite scale per column.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,15 +28,6 @@ impl ColumnScales {
             (r.indices, r.values)
         });
         ColumnScales::from_rows(data.dim(), data.len(), rows)
-    }
-
-    /// The RMS of every column of `samples`.
-    pub fn rms_of_samples(samples: &[Sample]) -> ColumnScales {
-        let dim = samples.iter().map(Sample::dim).max().unwrap_or(0);
-        let rows = samples
-            .iter()
-            .map(|s| (s.indices.as_slice(), s.values.as_slice()));
-        ColumnScales::from_rows(dim, samples.len(), rows)
     }
 
     fn from_rows<'a>(
@@ -81,15 +72,6 @@ impl ColumnScales {
         self.scales.get(j as usize).copied().unwrap_or(1.0)
     }
 
-    /// Divides every value of every sample by its column's scale.
-    pub fn scale_samples(&self, samples: &mut [Sample]) {
-        for s in samples {
-            for (&j, v) in s.indices.iter().zip(s.values.iter_mut()) {
-                *v /= self.of(j);
-            }
-        }
-    }
-
     /// Weights solved on the scaled columns, back in original units: `w_j = w'_j / s_j`.
     pub fn to_original(&self, support: &[u32], weights: &[f64]) -> Vec<f64> {
         support
@@ -116,6 +98,7 @@ impl Dataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample::Sample;
 
     fn samples() -> Vec<Sample> {
         vec![
@@ -130,9 +113,8 @@ mod tests {
     #[test]
     fn rms_scales_keep_zeros_and_map_models_back() {
         let samples = samples();
-        let scales = ColumnScales::rms_of_samples(&samples);
         let mut data = Dataset::from_samples(&samples, 0);
-        assert_eq!(ColumnScales::rms(&data), scales);
+        let scales = ColumnScales::rms(&data);
         assert!((scales.of(0) - (25e12f64 / 3.0).sqrt()).abs() < 1e-3);
         assert!((scales.of(2) - (10e-12f64 / 3.0).sqrt()).abs() < 1e-18);
         assert_eq!(scales.of(1), 1.0);
@@ -141,13 +123,16 @@ mod tests {
         assert!((scales.decades() - (scales.of(0) / scales.of(2)).log10()).abs() < 1e-12);
         assert!(scales.decades() > 11.0);
         data.scale_columns(&scales);
-        let mut scaled = samples.clone();
-        scales.scale_samples(&mut scaled);
-        for (i, s) in scaled.iter().enumerate() {
-            let r = data.row(i);
-            assert_eq!(r.indices, s.indices.as_slice());
-            assert_eq!(r.values, s.values.as_slice());
-            assert!(r.values.iter().all(|v| v.abs() <= 3f64.sqrt() + 1e-12));
+        let scaled: Vec<Sample> = (0..data.len())
+            .map(|i| data.row(i))
+            .map(|r| Sample::new(r.indices.to_vec(), r.values.to_vec(), r.label, None).unwrap())
+            .collect();
+        for (raw, s) in samples.iter().zip(&scaled) {
+            assert_eq!(raw.indices, s.indices);
+            for ((&j, &v), &x) in raw.indices.iter().zip(&raw.values).zip(&s.values) {
+                assert_eq!(x, v / scales.of(j));
+            }
+            assert!(s.values.iter().all(|v| v.abs() <= 3f64.sqrt() + 1e-12));
         }
         assert_eq!(data.nnz(), 5);
         // A model on scaled columns scores the raw rows the same once mapped back.

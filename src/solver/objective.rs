@@ -26,7 +26,9 @@
 //!
 //! **Fused certificate.** A streaming learner publishes `P(w)`, `D` at its dual iterate and `D` at the
 //! dual point of `w`; as calls of the functions below that is six walks over the samples.
-//! [`fused_certificate`] gives the same values, bit for bit, from one.
+//! [`fused_certificate`] gives the same values, bit for bit, from one, and
+//! [`fused_certificate_with_intercept`] from two when the model has an intercept (both dual points are
+//! projected onto `sum alpha = 0` between the walks).
 
 use crate::loss::Loss;
 use crate::sample::SampleSet;
@@ -191,8 +193,11 @@ impl CertificateValues {
 /// Reusable buffers for [`fused_certificate`]; once grown, it allocates nothing.
 #[derive(Debug, Default, Clone)]
 pub struct CertificateScratch {
-    /// `a_i = P_F(l_i'(w.x_i))` of every row, in row order: the dual point of the model.
+    /// `a_i = P_F(l_i'(w.x_i))` of every row, in row order: the dual point of the model (projected
+    /// onto `sum a = 0` with an intercept).
     pub alpha_from_primal: Vec<f64>,
+    /// With an intercept, the caller's iterate projected onto `sum alpha = 0`.
+    projected_iterate: Vec<f64>,
     /// `w~` of the dual points, interleaved: `w~(a)_j` at `[LANES j]`, `w~(alpha)_j` at `[LANES j + 1]`
     /// (`LANES` = 2 with an iterate, 1 without).
     w_tilde: Vec<f64>,
@@ -241,7 +246,8 @@ const CERTIFICATE_PREFETCH_ROWS_AHEAD: usize = 4;
 /// value as the function it replaces (each lane of the interleaved scatter is `dual_value`'s own
 /// scatter), and the top-k is the support [`hard_threshold`] picks.
 /// `k` is the `H_k` of the duals; `a` is left in `scratch.alpha_from_primal`. No intercept: its dual
-/// constraint `sum alpha = 0` ([`project_with_sum`]) would need every `a_i` before the sums.
+/// constraint `sum alpha = 0` ([`project_with_sum`]) needs every `a_i` before the sums, so the model
+/// with an intercept takes two walks ([`fused_certificate_with_intercept`]).
 #[allow(clippy::too_many_arguments)]
 pub fn fused_certificate<S: SampleSet>(
     data: &S,
@@ -253,20 +259,38 @@ pub fn fused_certificate<S: SampleSet>(
     iterate: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
+    fused_certificate_with_intercept(data, loss, lambda, k, (w, support, None), iterate, scratch)
+}
+
+/// [`fused_certificate`] of the model `(w, support, intercept)`: with `Some(b)`, equal bit for bit to
+/// the calls an intercept's certificate makes — [`primal_value`]`(.., w, b)`; [`dual_value`] at
+/// `iterate` projected onto `sum alpha = 0` ([`project_with_sum`]); [`dual_of_primal`]`(.., w, b,
+/// true, a)`, then [`dual_value`] at `a` — in two walks over the rows: the margins `w.x_i + b` give
+/// the loss sum and `a` (both projections need every dual first), then one interleaved scatter of
+/// both projected dual points. `None` is [`fused_certificate`]'s single walk.
+pub fn fused_certificate_with_intercept<S: SampleSet>(
+    data: &S,
+    loss: &Loss,
+    lambda: f64,
+    k: usize,
+    model: (&[f64], &[u32], Option<f64>),
+    iterate: Option<&[f64]>,
+    scratch: &mut CertificateScratch,
+) -> CertificateValues {
     let problem = (loss, lambda, k);
-    let model = (w, support);
     match iterate {
         Some(iterate) => fused_walk::<2, S>(data, problem, model, iterate, scratch),
         None => fused_walk::<1, S>(data, problem, model, &[], scratch),
     }
 }
 
-/// [`fused_certificate`] with `LANES` dual points scattered: the model's (lane 0) and, when
-/// `LANES == 2`, `iterate` (lane 1). `problem` is `(loss, lambda, k)`, `model` is `(w, support)`.
+/// [`fused_certificate_with_intercept`] with `LANES` dual points scattered: the model's (lane 0) and,
+/// when `LANES == 2`, `iterate` (lane 1). `problem` is `(loss, lambda, k)`, `model` is
+/// `(w, support, intercept)`.
 fn fused_walk<const LANES: usize, S: SampleSet>(
     data: &S,
     (loss, lambda, k): (&Loss, f64, usize),
-    (w, support): (&[f64], &[u32]),
+    (w, support, intercept): (&[f64], &[u32], Option<f64>),
     iterate: &[f64],
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
@@ -292,43 +316,45 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     // Starting values as in the functions replaced: `primal_value` sums from `0.0`; `conjugate_sum` is
     // an `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from the library itself.
     let mut loss_sum = 0.0;
-    let mut conjugate_at_primal: f64 = std::iter::empty::<f64>().sum();
-    let mut conjugate_at_iterate = conjugate_at_primal;
+    let neutral: f64 = std::iter::empty::<f64>().sum();
+    let mut conjugates = [neutral; 2];
+    // Without an intercept each row is scattered as soon as its dual is known; with one, the dual
+    // points are projected onto `sum alpha = 0` first, so the scatter is a second walk.
+    let one_walk = intercept.is_none();
     // `iterate` is empty with one lane: rows are counted, not zipped with it.
     #[allow(clippy::needless_range_loop)]
     for i in 0..rows {
-        // Two stages: the row itself (its own allocations, which the hardware prefetcher cannot
-        // follow), then, once its indices are cached, its targets in `w~`.
-        if i + 2 * CERTIFICATE_PREFETCH_ROWS_AHEAD < rows {
-            let r = data.row(i + 2 * CERTIFICATE_PREFETCH_ROWS_AHEAD);
-            prefetch_all(r.indices);
-            prefetch_all(r.values);
-        }
-        if i + CERTIFICATE_PREFETCH_ROWS_AHEAD < rows {
-            for &j in data.row(i + CERTIFICATE_PREFETCH_ROWS_AHEAD).indices {
-                prefetch(w_tilde, LANES * j as usize);
-            }
-        }
+        prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&*w_tilde));
         let r = data.row(i);
         let l = loss.sample(r.label, r.weight);
-        let u = masked_dot(r.indices, r.values, w, mask);
+        let mut u = masked_dot(r.indices, r.values, w, mask);
+        if let Some(b) = intercept {
+            u += b;
+        }
         let (value, a) = l.value_and_dual_of_margin(u);
         loss_sum += value;
         alpha_from_primal.push(a);
-        conjugate_at_primal += l.conjugate(a);
-        let mut scale = [0.0; LANES];
-        scale[0] = -a / lambda_n;
-        if LANES == 2 {
-            conjugate_at_iterate += l.conjugate(iterate[i]);
-            scale[LANES - 1] = -iterate[i] / lambda_n;
-        }
-        for (&j, &v) in r.indices.iter().zip(r.values) {
-            let at = LANES * j as usize;
-            for (target, scale) in w_tilde[at..at + LANES].iter_mut().zip(scale) {
-                *target += scale * v;
-            }
+        if one_walk {
+            let at_iterate = if LANES == 2 { iterate[i] } else { 0.0 };
+            scatter_row::<LANES>(r, &l, [a, at_iterate], lambda_n, w_tilde, &mut conjugates);
         }
     }
+    if !one_walk {
+        project_with_sum(data, loss, alpha_from_primal, 0.0);
+        let projected = &mut scratch.projected_iterate;
+        projected.clear();
+        projected.extend_from_slice(iterate);
+        project_with_sum(data, loss, projected, 0.0);
+        for i in 0..rows {
+            prefetch_ahead::<LANES, S>(data, i, Some(&*w_tilde));
+            let r = data.row(i);
+            let l = loss.sample(r.label, r.weight);
+            let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
+            let duals = [alpha_from_primal[i], at_iterate];
+            scatter_row::<LANES>(r, &l, duals, lambda_n, w_tilde, &mut conjugates);
+        }
+    }
+    let [conjugate_at_primal, conjugate_at_iterate] = conjugates;
     let primal = loss_sum / n + 0.5 * lambda * mask_sq_norm(w, mask);
     let on_support = |kept: &[u32], lane: usize| -> f64 {
         let sum: f64 = kept
@@ -352,6 +378,48 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
             primal,
             dual_at_iterate: None,
             dual_at_primal: -conjugate_at_primal / n - on_support(kept, 0),
+        }
+    }
+}
+
+/// A walk's prefetches at row `i`, in two stages: the row `2 * ahead` on (its own allocations, which
+/// the hardware prefetcher cannot follow), then, once its indices are cached, the targets in `w~` of
+/// the row `ahead` on, when the walk scatters (`w_tilde`).
+#[inline(always)]
+fn prefetch_ahead<const LANES: usize, S: SampleSet>(data: &S, i: usize, w_tilde: Option<&[f64]>) {
+    let (ahead, rows) = (CERTIFICATE_PREFETCH_ROWS_AHEAD, data.len());
+    if i + 2 * ahead < rows {
+        let r = data.row(i + 2 * ahead);
+        prefetch_all(r.indices);
+        prefetch_all(r.values);
+    }
+    if let Some(w_tilde) = w_tilde.filter(|_| i + ahead < rows) {
+        for &j in data.row(i + ahead).indices {
+            prefetch(w_tilde, LANES * j as usize);
+        }
+    }
+}
+
+/// One row's share of the dual values: `l*` of each lane's dual added to that lane's conjugate sum,
+/// and `w~ += -dual / (lambda N) x_i` into the interleaved lanes.
+#[inline(always)]
+fn scatter_row<const LANES: usize>(
+    r: crate::sample::Row<'_>,
+    l: &crate::loss::SampleLoss,
+    duals: [f64; 2],
+    lambda_n: f64,
+    w_tilde: &mut [f64],
+    conjugates: &mut [f64; 2],
+) {
+    let mut scale = [0.0; LANES];
+    for lane in 0..LANES {
+        conjugates[lane] += l.conjugate(duals[lane]);
+        scale[lane] = -duals[lane] / lambda_n;
+    }
+    for (&j, &v) in r.indices.iter().zip(r.values) {
+        let at = LANES * j as usize;
+        for (target, scale) in w_tilde[at..at + LANES].iter_mut().zip(scale) {
+            *target += scale * v;
         }
     }
 }
@@ -556,6 +624,37 @@ pub fn separate_certificate<S: SampleSet>(
     let primal = primal_value(data, loss, lambda, w, 0.0);
     let dual_at_iterate = iterate.map(|alphas| dual_value(data, loss, lambda, k, alphas, scratch));
     dual_of_primal(data, loss, w, 0.0, false, alpha);
+    let dual_at_primal = dual_value(data, loss, lambda, k, alpha, scratch);
+    CertificateValues {
+        primal,
+        dual_at_iterate,
+        dual_at_primal,
+    }
+}
+
+/// [`fused_certificate_with_intercept`]'s values with an intercept `b`, by the separate calls:
+/// [`primal_value`] at `(w, b)`, [`dual_value`] at the iterate projected onto `sum alpha = 0` (if one
+/// is given), [`dual_of_primal`] at `(w, b)` projected into `alpha`, then [`dual_value`] at it. The
+/// reference the fused kernel is tested against.
+#[allow(clippy::too_many_arguments)]
+pub fn separate_intercept_certificate<S: SampleSet>(
+    data: &S,
+    loss: &Loss,
+    lambda: f64,
+    k: usize,
+    (w, b): (&[f64], f64),
+    iterate: Option<&[f64]>,
+    alpha: &mut Vec<f64>,
+    scratch: &mut DualScratch,
+) -> CertificateValues {
+    let primal = primal_value(data, loss, lambda, w, b);
+    let dual_at_iterate = iterate.map(|alphas| {
+        alpha.clear();
+        alpha.extend_from_slice(alphas);
+        project_with_sum(data, loss, alpha, 0.0);
+        dual_value(data, loss, lambda, k, alpha, scratch)
+    });
+    dual_of_primal(data, loss, w, b, true, alpha);
     let dual_at_primal = dual_value(data, loss, lambda, k, alpha, scratch);
     CertificateValues {
         primal,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use super::Fit;
 use crate::cli::{CliError, FitArgs};
 use crate::model::{Model, Standardized};
-use crate::sample::{ColumnScales, Dataset, Sample};
+use crate::sample::{ColumnScales, Dataset};
 use crate::solver::driver::FitReport;
 use crate::solver::polish::{polish_fit, PolishOutcome, PolishRecord};
 use crate::solver::Problem;
@@ -83,18 +83,6 @@ pub(super) fn standardize_dataset(
     }
     data.scale_columns(&scales);
     (data, Some(scales))
-}
-
-/// Scales `samples`' columns in place when `--standardize` asks for it; the scales (measured without
-/// it only to suggest it).
-pub(super) fn standardize_samples(args: &FitArgs, samples: &mut [Sample]) -> Option<ColumnScales> {
-    let scales = ColumnScales::rms_of_samples(samples);
-    if !args.standardize {
-        suggest_standardize(&scales);
-        return None;
-    }
-    scales.scale_samples(samples);
-    Some(scales)
 }
 
 /// A model solved on scaled columns, rewritten in the original units, with the record of its scales

@@ -70,11 +70,10 @@ use crate::solver::driver::SparseModel;
 use crate::solver::mirror::state::MirrorState;
 use crate::solver::mirror::{mean_one_scale, DEFAULT_HORIZON};
 use crate::solver::objective::{
-    best_intercept, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
-    CertificateScratch, DualScratch,
+    best_intercept, fused_certificate_with_intercept, margins_into, CertificateScratch,
 };
 use crate::solver::smidas::SmidasState;
-use crate::solver::{Certificate, ModelView};
+use crate::solver::Certificate;
 use engine::PrimalEngine;
 
 /// How long one step learns from unlearned samples at most (checked between mini-batches): the
@@ -90,7 +89,6 @@ pub struct StreamPrimal<E: PrimalEngine> {
     /// The current pass's rows, in the seeded random order the engine visits them.
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
-    dual_scratch: DualScratch,
     margins: Vec<f64>,
     /// The newest samples of the window no step has learned from yet (module docs, "Intake apart from
     /// learning"); at most the window's length.
@@ -125,7 +123,6 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             engine,
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
-            dual_scratch: DualScratch::default(),
             margins: Vec::new(),
             unlearned: 0,
             unlearned_evicted: 0,
@@ -206,38 +203,34 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
         let k = self.engine.certificate_k(c.k);
         let certificate = if self.core.window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
-        } else if c.intercept {
-            // The intercept's SGD steps are noisy (every sample moves it); at each certificate it is
-            // set to its exact minimiser over the window for the current weights (as the offline
-            // solvers do after each epoch), a one-dimensional convex problem.
-            let window = &self.core.window;
-            margins_into(window, self.engine.model().weights, &mut self.margins);
-            let b = best_intercept(window, &c.loss, &self.margins);
-            if b.is_finite() {
-                self.engine.set_intercept(b);
+        } else {
+            if c.intercept {
+                // The intercept's SGD steps are noisy (every sample moves it); at each certificate
+                // it is set to its exact minimiser over the window for the current weights (as the
+                // offline solvers do after each epoch), a one-dimensional convex problem.
+                let window = &self.core.window;
+                margins_into(window, self.engine.model().weights, &mut self.margins);
+                let b = best_intercept(window, &c.loss, &self.margins);
+                if b.is_finite() {
+                    self.engine.set_intercept(b);
+                }
             }
             let model = self.engine.model();
-            intercept_certificate(
-                &mut self.core.window,
-                &c.loss,
-                c.lambda,
-                k,
-                model,
-                &mut self.certificate_scratch,
-                &mut self.dual_scratch,
-            )
-        } else {
-            let model = self.engine.model();
-            let values = fused_certificate(
+            // With an intercept the dual point of `(w, b)` is projected onto `sum alpha = 0`.
+            let values = fused_certificate_with_intercept(
                 &self.core.window,
                 &c.loss,
                 c.lambda,
                 k,
-                model.weights,
-                model.support,
+                (
+                    model.weights,
+                    model.support,
+                    c.intercept.then_some(model.intercept),
+                ),
                 None,
                 &mut self.certificate_scratch,
             );
+            // The window's duals are that dual point: the next certificate's and a checkpoint's.
             self.core
                 .window
                 .alphas_mut()
@@ -273,28 +266,6 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
 /// least [`DEFAULT_HORIZON`] steps (a small window is passed over many times before the step decays).
 fn auto_horizon(window: usize, batch: usize) -> u64 {
     (window.div_ceil(batch.max(1)) as u64).max(DEFAULT_HORIZON)
-}
-
-/// `P(w, b)` against `D` at the model's dual point with an unpenalised intercept: `a_i = l'(w.x_i + b)`
-/// projected onto `F ∩ {sum_i a_i = 0}` (the constraint the intercept puts on the dual; Thm 1(b)), so
-/// `D(a) <= min P` and the gap stays a valid bound for every `b`. The dual point is written into the
-/// window's duals (feasible, as without an intercept). Three walks over the window (the fused
-/// single walk of [`fused_certificate`] has no intercept).
-fn intercept_certificate(
-    window: &mut crate::ring::Window,
-    loss: &crate::loss::Loss,
-    lambda: f64,
-    k: usize,
-    model: ModelView<'_>,
-    scratch: &mut CertificateScratch,
-    dual_scratch: &mut DualScratch,
-) -> Certificate {
-    let primal = primal_value(&*window, loss, lambda, model.weights, model.intercept);
-    let alpha = &mut scratch.alpha_from_primal;
-    dual_of_primal(&*window, loss, model.weights, model.intercept, true, alpha);
-    let dual = dual_value(&*window, loss, lambda, k, alpha, dual_scratch);
-    window.alphas_mut().copy_from_slice(alpha);
-    Certificate::new(primal, dual, window.len())
 }
 
 impl<E: PrimalEngine> StreamPrimal<E> {

@@ -8,7 +8,7 @@ use crate::learner::{Idle, IDLE_EPOCHS};
 use crate::loss::{Loss, LossKind};
 use crate::sample::Sample;
 use crate::solver::mirror::{Constraint, MirrorConfig, MirrorMap, MirrorStep};
-use crate::solver::objective::{separate_certificate, DualScratch};
+use crate::solver::objective::{primal_value, separate_certificate, DualScratch};
 use crate::synth::sparse_stream;
 
 fn config(solver: StreamSolverKind, options: SolverOptions, k: usize) -> LearnerConfig {

@@ -14,7 +14,7 @@
 use super::{remove_contribution, StreamSdiht, EVICT_PREFETCH_ROWS_AHEAD};
 use crate::ring::Window;
 use crate::sample::SampleSet;
-use crate::solver::objective::{CertificateScratch, DualScratch};
+use crate::solver::objective::CertificateScratch;
 use crate::sparse::{grow_dense, prefetch, zero_dense};
 
 /// The buffers a grid's members pass along with the window: one set for the grid, not one per member
@@ -25,7 +25,6 @@ use crate::sparse::{grow_dense, prefetch, zero_dense};
 pub struct Scratch {
     dz: Vec<f64>,
     certificate: CertificateScratch,
-    dual: DualScratch,
     projected: Vec<f64>,
     w: Vec<f64>,
     trial_w: Vec<f64>,
@@ -84,7 +83,6 @@ impl StreamSdiht {
     fn swap_scratch(&mut self, scratch: &mut Scratch) {
         std::mem::swap(&mut self.dz, &mut scratch.dz);
         std::mem::swap(&mut self.certificate_scratch, &mut scratch.certificate);
-        std::mem::swap(&mut self.dual_scratch, &mut scratch.dual);
         std::mem::swap(&mut self.projected, &mut scratch.projected);
         std::mem::swap(&mut self.it.w, &mut scratch.w);
         std::mem::swap(&mut self.it.trial_w, &mut scratch.trial_w);

@@ -29,8 +29,8 @@ use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::objective::{
-    conjugate_sum, dual_of_primal, dual_value, fused_certificate, margins_into, primal_value,
-    project_with_sum, CertificateScratch, DualScratch,
+    conjugate_sum, fused_certificate_with_intercept, margins_into, project_with_sum,
+    CertificateScratch,
 };
 use crate::solver::sdiht::intercept::newton_intercept;
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate};
@@ -69,7 +69,6 @@ pub struct StreamSdiht {
     trial_values: Vec<f64>,
     /// The certificate's dual points with an intercept (projected copies).
     projected: Vec<f64>,
-    dual_scratch: DualScratch,
     /// Block steps since `b` was last refitted (it is, once per pass over the window's blocks).
     steps_since_intercept: usize,
     /// In a cluster's global model: CoCoA's `sigma'` (the nodes stepping at once; 1 alone) and the
@@ -123,7 +122,6 @@ impl StreamSdiht {
             trial_support: Vec::new(),
             trial_values: Vec::new(),
             projected: Vec::new(),
-            dual_scratch: DualScratch::default(),
             steps_since_intercept: 0,
             sigma: 1.0,
             global: None,
@@ -332,28 +330,15 @@ impl StreamingLearner for StreamSdiht {
         let b = self.intercept();
         let certificate = if window.is_empty() {
             Certificate::new(0.0, 0.0, 0)
-        } else if c.intercept {
-            // Both dual points projected exactly onto `sum alpha = 0` (the iterate's sum is 0 only
-            // after the block steps restored it, and to rounding).
-            let primal = primal_value(window, &c.loss, c.lambda, &self.it.w, b);
-            self.projected.clear();
-            self.projected.extend_from_slice(window.alphas());
-            project_with_sum(window, &c.loss, &mut self.projected, 0.0);
-            let dual = |alpha: &[f64], scratch: &mut _| {
-                dual_value(window, &c.loss, c.lambda, c.k, alpha, scratch)
-            };
-            let at_iterate = dual(&self.projected, &mut self.dual_scratch);
-            dual_of_primal(window, &c.loss, &self.it.w, b, true, &mut self.projected);
-            let at_primal = dual(&self.projected, &mut self.dual_scratch);
-            Certificate::new(primal, at_iterate.max(at_primal), window.len())
         } else {
-            fused_certificate(
+            // With an intercept both dual points are projected exactly onto `sum alpha = 0` (the
+            // iterate's sum is 0 only after the block steps restored it, and to rounding).
+            fused_certificate_with_intercept(
                 window,
                 &c.loss,
                 c.lambda,
                 c.k,
-                &self.it.w,
-                &self.it.support,
+                (&self.it.w, &self.it.support, c.intercept.then_some(b)),
                 Some(window.alphas()),
                 &mut self.certificate_scratch,
             )

@@ -191,6 +191,65 @@ fn fused_certificate_equals_the_separate_calls_bit_for_bit() {
     }
 }
 
+/// With an intercept the fused kernel's two walks return exactly the values of the calls an
+/// intercept's certificate makes (both dual points projected onto `sum alpha = 0`), for every loss,
+/// with and without an iterate, intercepts of both signs and zero.
+#[test]
+fn fused_intercept_certificate_equals_the_separate_calls_bit_for_bit() {
+    let mut scratch = CertificateScratch::default();
+    let mut dual_scratch = DualScratch::default();
+    let mut alpha = Vec::new();
+    for kind in LossKind::ALL {
+        let loss = Loss::new(kind, 0.25).unwrap();
+        for seed in 0..4 {
+            let d = [2000, 120][seed as usize % 2];
+            let data = window(&loss, d, seed);
+            let dim = data.dim();
+            let mut rng = ChaCha8Rng::seed_from_u64(200 + seed);
+            for (len, nonzeros, k, b) in [
+                (dim, 6, 6, 0.4),
+                (dim, 6, 20, -1.3),
+                (dim + 70, 0, 5, 0.0),
+                (dim - 3, 10, 4, 2.5),
+            ] {
+                let (w, support) = sparse_w(len, dim, nonzeros, &mut rng);
+                let lambda = rng.gen_range(1e-3..1.0);
+                for iterate in [Some(data.alphas()), None] {
+                    let reference = separate_intercept_certificate(
+                        &data,
+                        &loss,
+                        lambda,
+                        k,
+                        (&w, b),
+                        iterate,
+                        &mut alpha,
+                        &mut dual_scratch,
+                    );
+                    let fused = fused_certificate_with_intercept(
+                        &data,
+                        &loss,
+                        lambda,
+                        k,
+                        (&w, &support, Some(b)),
+                        iterate,
+                        &mut scratch,
+                    );
+                    let case = format!("{kind:?} seed {seed} len {len} k {k} b {b}");
+                    let bits = |v: &CertificateValues| {
+                        (
+                            v.primal.to_bits(),
+                            v.dual_at_primal.to_bits(),
+                            v.dual_at_iterate.map(f64::to_bits),
+                        )
+                    };
+                    assert_eq!(bits(&fused), bits(&reference), "{case}");
+                    assert_eq!(scratch.alpha_from_primal, alpha, "{case}");
+                }
+            }
+        }
+    }
+}
+
 /// Weak duality on weighted windows: `P(w) >= D(alpha)` for random k-sparse `w` and random
 /// feasible `alpha` (`alpha_i in c_i F`), every loss, weights spanning two orders of magnitude, and
 /// the window's mass is the sum of its weights (through evictions).

@@ -11,8 +11,7 @@ use super::intercept::newton_intercept;
 use super::{theory_step, BlockStep, DualIterate};
 use crate::sample::{DualRows, Row, SampleSet};
 use crate::solver::objective::{
-    dual_value, fused_certificate, margins_into, primal_value, project_with_sum,
-    CertificateScratch, DualScratch,
+    fused_certificate_with_intercept, margins_into, CertificateScratch,
 };
 use crate::solver::{Certificate, ModelView, Problem, ProblemError, Solver, StepRule, WarmStart};
 use crate::sparse::sparse_sq_norm;
@@ -106,10 +105,8 @@ pub struct Sdiht {
     /// Block steps taken (the paper's `t`).
     steps: usize,
     epochs: usize,
-    dual_scratch: DualScratch,
     certificate_scratch: CertificateScratch,
     margins: Vec<f64>,
-    alpha_from_primal: Vec<f64>,
 }
 
 impl Sdiht {
@@ -157,10 +154,8 @@ impl Sdiht {
             iterate,
             steps: 0,
             epochs: 0,
-            dual_scratch: DualScratch::default(),
             certificate_scratch: CertificateScratch::default(),
             margins: Vec::new(),
-            alpha_from_primal: Vec::new(),
         })
     }
 
@@ -295,45 +290,21 @@ impl<S: SampleSet> Solver<S> for Sdiht {
 
     /// `P(w, b)` against the larger of two valid lower bounds: `D` at the dual iterate and `D` at the
     /// dual point of `w` itself (Thm 1(b)); both are feasible, so either certifies. Rows never visited
-    /// hold `alpha_i = 0`, which is feasible. Without an intercept, one fused walk
-    /// ([`fused_certificate`]).
+    /// hold `alpha_i = 0`, which is feasible. One fused walk without an intercept, two with one (both
+    /// dual points projected exactly onto `sum alpha = 0`: the iterate's sum is 0 only to the rounding
+    /// of its shifts), by [`fused_certificate_with_intercept`].
     fn certificate(&mut self, p: &Problem<S>) -> Certificate {
-        let w = &self.iterate.w;
-        if !p.intercept {
-            return fused_certificate(
-                p.data,
-                &p.loss,
-                p.lambda,
-                p.k,
-                w,
-                &self.iterate.support,
-                Some(&self.alpha),
-                &mut self.certificate_scratch,
-            )
-            .certificate(p.data.len());
-        }
-        let b = self.iterate.intercept;
-        let primal = primal_value(p.data, &p.loss, p.lambda, w, b);
-        // The iterate's sum is 0 up to rounding of the shifts; a copy projected exactly is feasible.
-        self.margins.clear();
-        self.margins.extend_from_slice(&self.alpha);
-        project_with_sum(p.data, &p.loss, &mut self.margins, 0.0);
-        let at_iterate = dual_value(
+        let it = &self.iterate;
+        fused_certificate_with_intercept(
             p.data,
             &p.loss,
             p.lambda,
             p.k,
-            &self.margins,
-            &mut self.dual_scratch,
-        );
-        let at_primal = p.dual_of_model(
-            p.k,
-            w,
-            b,
-            &mut self.alpha_from_primal,
-            &mut self.dual_scratch,
-        );
-        Certificate::new(primal, at_iterate.max(at_primal), p.data.len())
+            (&it.w, &it.support, p.intercept.then_some(it.intercept)),
+            Some(&self.alpha),
+            &mut self.certificate_scratch,
+        )
+        .certificate(p.data.len())
     }
 }
 
@@ -342,6 +313,7 @@ mod tests {
     use super::*;
     use crate::loss::{Loss, LossKind};
     use crate::sample::{Dataset, Sample};
+    use crate::solver::objective::{dual_value, primal_value, DualScratch};
     use crate::synth::sparse_stream;
 
     fn classify(samples: &mut [Sample]) {
