@@ -317,7 +317,7 @@ impl StreamingLearner for StreamSdiht {
 
     /// `P(w)` against the larger of two feasible lower bounds, `D` at the dual iterate and `D` at the dual
     /// point of `w` itself, all three over the window from scratch (not from `z` or `conj_sum`), by
-    /// [`fused_certificate`].
+    /// [`fused_certificate_with_intercept`].
     fn certify(&mut self) -> LearnerSnapshot {
         if let Some(model) = &self.global {
             // The cut's certificate is over the union of the nodes' windows: this node's own would
