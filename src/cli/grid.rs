@@ -9,8 +9,9 @@
 //! over every sample, each held out exactly once. Why: 20% of a thousand documents is some two hundred
 //! samples, too few to rank lambdas whose held-out losses differ by a few percent; cross-validation
 //! scores every sample at K times the fitting cost, small on small files. The folds' fits at one lambda are independent
-//! and deterministic, so they run side by side on the machine's cores ([`Fit::fit_parts`]); the model
-//! is the same as from one core.
+//! and deterministic, so they run side by side on the machine's cores, along the grid: a fold's fit at
+//! the next lambda starts as soon as its fit at this one ends ([`Fit::fit_path`]); the model is the
+//! same as from one core.
 //!
 //! **Extension.** When the best lambda is the grid's smallest (largest), the search fits a lambda a
 //! decade below (above) it, from that end's duals, and goes on while each new lambda is strictly the
@@ -94,6 +95,106 @@ struct Point {
     lambda: f64,
     loss: f64,
     states: Vec<Option<WarmStart>>,
+}
+
+/// The fits of a path ([`Fit::fit_path`]) as they are made: `results[lambda][part]`, and per part the
+/// next lambda to fit and whether a thread is fitting it.
+struct FitPath {
+    results: Vec<Vec<Option<Result<PartFit, CliError>>>>,
+    next: Vec<usize>,
+    busy: Vec<bool>,
+}
+
+/// What a thread of [`Fit::fit_path`] does next.
+enum Taken {
+    /// Fit lambda `i` on part `p` (marked busy).
+    Fit(usize, usize),
+    /// Every part left to fit is being fitted: wait for one to finish.
+    Wait,
+    Finished,
+}
+
+/// A part's state at a lambda, to start the next lambda's fit from (`None`: zero duals).
+type Previous<'a> = Option<(&'a WarmStart, f64)>;
+
+impl FitPath {
+    fn new(lambdas: usize, parts: usize) -> FitPath {
+        FitPath {
+            results: (0..lambdas)
+                .map(|_| (0..parts).map(|_| None).collect())
+                .collect(),
+            next: vec![0; parts],
+            busy: vec![false; parts],
+        }
+    }
+
+    /// The start of lambda `i` on part `p`: `from`'s state at `i = 0`, else the part's fit at
+    /// `i - 1`; `None` (outer) when that fit failed or is missing, so `p` fits no further lambda.
+    fn previous<'s, 'f: 's>(
+        &'s self,
+        i: usize,
+        p: usize,
+        from: &impl Fn(usize) -> Previous<'f>,
+        lambdas: &[f64],
+    ) -> Option<Previous<'s>> {
+        if i == 0 {
+            return Some(from(p));
+        }
+        match &self.results[i - 1][p] {
+            Some(Ok((_, _, state))) => Some(state.as_ref().map(|s| (s, lambdas[i - 1]))),
+            _ => None,
+        }
+    }
+
+    /// Marks the first free part's next fit (lambda-then-part order) as taken; a part whose last
+    /// fit failed is finished instead.
+    fn take_next<'f>(&mut self, from: &impl Fn(usize) -> Previous<'f>, lambdas: &[f64]) -> Taken {
+        loop {
+            let free = (0..self.next.len())
+                .filter(|&p| !self.busy[p] && self.next[p] < lambdas.len())
+                .min_by_key(|&p| (self.next[p], p));
+            let Some(p) = free else {
+                return if self.next.iter().all(|&n| n >= lambdas.len()) {
+                    Taken::Finished
+                } else {
+                    Taken::Wait
+                };
+            };
+            let i = self.next[p];
+            if self.previous(i, p, from, lambdas).is_none() {
+                self.next[p] = lambdas.len();
+                continue;
+            }
+            self.busy[p] = true;
+            return Taken::Fit(i, p);
+        }
+    }
+}
+
+/// Stores a thread's fit into the shared path when dropped (also when the fit panicked: the part
+/// is then finished with no result), frees the part and wakes the waiting threads.
+struct Release<'s> {
+    path: &'s std::sync::Mutex<FitPath>,
+    done: &'s std::sync::Condvar,
+    part: usize,
+    at: usize,
+    result: Option<Result<PartFit, CliError>>,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        let mut path = self.path.lock().unwrap_or_else(|e| e.into_inner());
+        let (p, i) = (self.part, self.at);
+        path.busy[p] = false;
+        match self.result.take() {
+            Some(result) => {
+                path.results[i][p] = Some(result);
+                path.next[p] = i + 1;
+            }
+            None => path.next[p] = path.results.len(),
+        }
+        self.done.notify_all();
+    }
 }
 
 /// The `--lambda auto` flags are valid: a grid of 2 to 16 lambdas between finite `0 < min < max`, a
@@ -215,10 +316,17 @@ impl Fit<'_> {
         );
         let base = log_grid(args.lambda_max, args.lambda_min, args.lambda_grid);
         let mut points: Vec<Point> = Vec::with_capacity(base.len() + 2 * args.lambda_extend);
-        for &lambda in &base {
-            let point = self.score_point(&parts, lambda, points.last(), &label)?;
-            points.push(point);
+        let stop = self.grid_stop();
+        let fits = self.fit_path(&parts, &base, None, &stop, cores());
+        for (&lambda, fits) in base.iter().zip(fits) {
+            points.push(self.score_point(&parts, lambda, fits, &label)?);
         }
+        // One lambda past an end, from that end's fits.
+        let past = |from: &Point, lambda: f64| -> Result<Point, CliError> {
+            let fits = self.fit_path(&parts, &[lambda], Some(from), &stop, cores());
+            let fits = fits.into_iter().next().unwrap_or_default();
+            self.score_point(&parts, lambda, fits, &label)
+        };
         let (floor, ceiling) = (args.lambda_max * FLOOR, args.lambda_max * CEILING);
         let mut extended = Vec::new();
         for _ in 0..args.lambda_extend {
@@ -227,7 +335,7 @@ impl Fit<'_> {
             if best(&points) != last || lambda < floor {
                 break;
             }
-            let point = self.score_point(&parts, lambda, points.last(), &label)?;
+            let point = past(&points[last], lambda)?;
             extended.push(lambda);
             points.push(point);
         }
@@ -236,7 +344,7 @@ impl Fit<'_> {
             if best(&points) != 0 || lambda > ceiling {
                 break;
             }
-            let point = self.score_point(&parts, lambda, points.first(), &label)?;
+            let point = past(&points[0], lambda)?;
             extended.push(lambda);
             points.insert(0, point);
         }
@@ -272,87 +380,121 @@ impl Fit<'_> {
         Ok((record, start))
     }
 
-    /// [`Fit::solve`] of `lambda` on every part, from `from`'s duals on that part scaled by the ratio
-    /// of the lambdas ([`Fit::score_point`]), in part order. The parts' fits share nothing mutable and
-    /// each is deterministic, so they run on up to `threads` threads (part `p` on thread
-    /// `p % threads`; `fit` gives [`cores`]) with the same results as one after another: on the
-    /// cross-validated sets the grid is most of `fit`'s time (convention_2012: 0.39 of 0.59 s).
-    fn fit_parts(
+    /// The stop rule of the grid's fits: the run's, with the relative gap loosened to [`GRID_TOL`]
+    /// and the patience [`GRID_PATIENCE`] (they rank lambdas; the refit is what is kept).
+    fn grid_stop(&self) -> StopRule {
+        StopRule {
+            tol: self.stop.tol.max(GRID_TOL),
+            patience: GRID_PATIENCE,
+            ..self.stop
+        }
+    }
+
+    /// [`Fit::solve`] of each of `lambdas` in turn on every part, `[lambda][part]`: part `p` at
+    /// `lambdas[i]` starts from its own fit at `lambdas[i - 1]` (at `lambdas[0]`, from `from`'s state
+    /// on that part), its duals scaled by the ratio of the lambdas, which keeps its `w`
+    /// (`w~ = -z / (lambda N)`; a feasible point, as `F` is a box around 0 and the sum stays 0, every
+    /// row fresh).
+    ///
+    /// Each fit depends only on its part's previous one and is deterministic, so the fits run on up to
+    /// `threads` threads (`fit` gives [`cores`]), each thread taking the first fit whose part is free
+    /// in lambda-then-part order, with the same results as one after another. Why a path rather than
+    /// one lambda at a time: five folds on two threads left one thread idle for a third of every
+    /// lambda; along the path the next lambda's folds fill that time. A part whose fit fails fits no
+    /// further lambda (its later slots stay `None`).
+    fn fit_path(
         &self,
         parts: &[Part],
-        lambda: f64,
+        lambdas: &[f64],
         from: Option<&Point>,
         stop: &StopRule,
         threads: usize,
-    ) -> Vec<Result<PartFit, CliError>> {
-        let fit_one = |p: usize| {
-            let start = from.and_then(|f| f.states[p].as_ref()).map(|state| {
-                let scale = lambda / from.map_or(lambda, |f| f.lambda);
-                WarmStart {
-                    alpha: state.alpha.iter().map(|a| a * scale).collect(),
-                    fresh: vec![true; state.alpha.len()],
-                    intercept: state.intercept,
-                }
-            });
+    ) -> Vec<Vec<Option<Result<PartFit, CliError>>>> {
+        let start_of = |previous: Option<(&WarmStart, f64)>, lambda: f64| {
+            previous.map(|(state, at)| WarmStart {
+                alpha: state.alpha.iter().map(|a| a * (lambda / at)).collect(),
+                fresh: vec![true; state.alpha.len()],
+                intercept: state.intercept,
+            })
+        };
+        let from_state = |p: usize| from.and_then(|f| f.states[p].as_ref().map(|s| (s, f.lambda)));
+        let fit = |p: usize, lambda: f64, start: Option<WarmStart>| {
             self.solve(&parts[p].train, lambda, start.as_ref(), stop, &mut |_| {})
         };
+        let mut path = FitPath::new(lambdas.len(), parts.len());
         let threads = threads.min(parts.len());
         if threads <= 1 {
-            return (0..parts.len()).map(fit_one).collect();
-        }
-        let mut out: Vec<Option<Result<PartFit, CliError>>> =
-            (0..parts.len()).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let fit_one = &fit_one;
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (t..parts.len())
-                            .step_by(threads)
-                            .map(|p| (p, fit_one(p)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for handle in handles {
-                let fitted = handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                for (p, result) in fitted {
-                    out[p] = Some(result);
+            for (i, &lambda) in lambdas.iter().enumerate() {
+                for p in 0..parts.len() {
+                    let Some(previous) = path.previous(i, p, &from_state, lambdas) else {
+                        continue;
+                    };
+                    let result = fit(p, lambda, start_of(previous, lambda));
+                    path.results[i][p] = Some(result);
                 }
             }
+            return path.results;
+        }
+        let shared = std::sync::Mutex::new(path);
+        let done = std::sync::Condvar::new();
+        let lock = || shared.lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| loop {
+                    let (i, p, start) = {
+                        let mut path = lock();
+                        loop {
+                            match path.take_next(&from_state, lambdas) {
+                                Taken::Fit(i, p) => {
+                                    let previous = path.previous(i, p, &from_state, lambdas);
+                                    break (i, p, start_of(previous.flatten(), lambdas[i]));
+                                }
+                                Taken::Wait => {
+                                    path = done.wait(path).unwrap_or_else(|e| e.into_inner())
+                                }
+                                Taken::Finished => return,
+                            }
+                        }
+                    };
+                    // Frees the part (and wakes the waiting threads) even if the fit panics, so
+                    // the others finish and the scope re-raises the panic.
+                    let mut release = Release {
+                        path: &shared,
+                        done: &done,
+                        part: p,
+                        result: None,
+                        at: i,
+                    };
+                    release.result = Some(fit(p, lambdas[i], start));
+                });
+            }
         });
-        out.into_iter()
-            .map(|r| r.expect("every part is fitted by one thread"))
-            .collect()
+        shared
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .results
     }
 
-    /// Fits `lambda` on every part, each from `from`'s duals on that part scaled by the ratio of the
-    /// lambdas (which keeps its `w`: `w~ = -z / (lambda N)`; a feasible point, as `F` is a box around 0
-    /// and the sum stays 0, every row fresh), scores it on the part's held-out rows, and prints one line.
+    /// Scores the parts' fits at `lambda` on their held-out rows (pooled, weighted), prints one line,
+    /// and keeps each part's final duals to start the next lambda from.
     fn score_point(
         &self,
         parts: &[Part],
         lambda: f64,
-        from: Option<&Point>,
+        fits: Vec<Option<Result<PartFit, CliError>>>,
         label: &str,
     ) -> Result<Point, CliError> {
-        let grid_stop = StopRule {
-            tol: self.stop.tol.max(GRID_TOL),
-            patience: GRID_PATIENCE,
-            ..self.stop
-        };
         let (mut sum, mut weight) = (0.0, 0.0);
         let (mut epochs, mut seconds, mut support) = (0, 0.0, 0);
         let mut stops = Vec::new();
         let mut states = Vec::with_capacity(parts.len());
-        for (part, fitted) in
-            parts
-                .iter()
-                .zip(self.fit_parts(parts, lambda, from, &grid_stop, cores()))
-        {
-            let (report, name, state) = fitted?;
+        for (part, fitted) in parts.iter().zip(fits) {
+            // A part without a fit failed at an earlier lambda, whose score returned that error.
+            let (report, name, state) = fitted.unwrap_or_else(|| {
+                Err(CliError::Argument(format!(
+                    "--lambda auto: no fit at lambda {lambda:e} after a failed one"
+                )))
+            })?;
             states.push(state);
             let model = Model::from_sparse(
                 &report.model,
@@ -433,8 +575,9 @@ mod tests {
         assert!(k_folds(&Dataset::from_samples(&data.samples[..4], 0), 5, 7).is_none());
     }
 
-    /// The folds' fits side by side give what they give one after another: the same models, duals
-    /// and certificates, in part order.
+    /// The folds' fits side by side, along a path of lambdas, give what they give one after
+    /// another: the same models, duals and certificates, in lambda and part order; and a path
+    /// started from a point continues from that point's states.
     #[test]
     fn folds_fitted_on_threads_match_one_thread() {
         use clap::Parser;
@@ -454,24 +597,36 @@ mod tests {
             s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
         }
         let parts = k_folds(&Dataset::from_samples(&data.samples, 0), 5, 1).unwrap();
-        let run = |threads| {
-            fit.fit_parts(&parts, 1e-2, None, &StopRule::default(), threads)
+        let lambdas = [1e-1, 1e-2, 1e-3];
+        let run = |lambdas: &[f64], from: Option<&Point>, threads| {
+            fit.fit_path(&parts, lambdas, from, &fit.grid_stop(), threads)
                 .into_iter()
-                .map(|r| {
-                    let (report, _, state) = r.unwrap();
-                    (
-                        report.model,
-                        report.certificate.primal,
-                        report.certificate.dual,
-                        state,
-                    )
+                .map(|fits| {
+                    fits.into_iter()
+                        .map(|r| {
+                            let (report, _, state) = r.unwrap().unwrap();
+                            (
+                                report.model,
+                                report.certificate.primal,
+                                report.certificate.dual,
+                                state,
+                            )
+                        })
+                        .collect::<Vec<_>>()
                 })
                 .collect::<Vec<_>>()
         };
-        let one = run(1);
-        assert_eq!(one.len(), 5);
-        assert_eq!(one, run(2));
-        assert_eq!(one, run(3));
+        let one = run(&lambdas, None, 1);
+        assert_eq!((one.len(), one[0].len()), (3, 5));
+        assert_eq!(one, run(&lambdas, None, 2));
+        assert_eq!(one, run(&lambdas, None, 3));
+        // The last lambda again, from the second's states: the path's third row.
+        let second = Point {
+            lambda: lambdas[1],
+            loss: 0.0,
+            states: one[1].iter().map(|fit| fit.3.clone()).collect(),
+        };
+        assert_eq!(run(&lambdas[2..], Some(&second), 2)[0], one[2]);
     }
 
     #[test]
