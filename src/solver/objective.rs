@@ -259,7 +259,8 @@ pub fn fused_certificate<S: SampleSet>(
     iterate: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
-    fused_certificate_with_intercept(data, loss, lambda, k, (w, support, None), iterate, scratch)
+    let model = (w, support, None);
+    fused_certificate_with_intercept(data, loss, lambda, k, model, iterate, None, scratch)
 }
 
 /// [`fused_certificate`] of the model `(w, support, intercept)`: with `Some(b)`, equal bit for bit to
@@ -268,6 +269,11 @@ pub fn fused_certificate<S: SampleSet>(
 /// true, a)`, then [`dual_value`] at `a` — in two walks over the rows: the margins `w.x_i + b` give
 /// the loss sum and `a` (both projections need every dual first), then one interleaved scatter of
 /// both projected dual points. `None` is [`fused_certificate`]'s single walk.
+///
+/// `margins`, when given, are `w.x_i` of every row (no intercept) as [`margins_into`] or
+/// [`masked_margins_into`] computed them for this `w` (an intercept's refit needs them first), bit
+/// for bit what the walk would compute: the walk then reads them instead of the rows' dot products.
+#[allow(clippy::too_many_arguments)]
 pub fn fused_certificate_with_intercept<S: SampleSet>(
     data: &S,
     loss: &Loss,
@@ -275,12 +281,14 @@ pub fn fused_certificate_with_intercept<S: SampleSet>(
     k: usize,
     model: (&[f64], &[u32], Option<f64>),
     iterate: Option<&[f64]>,
+    margins: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
     let problem = (loss, lambda, k);
+    let margins = margins.filter(|m| m.len() == data.len());
     match iterate {
-        Some(iterate) => fused_walk::<2, S>(data, problem, model, iterate, scratch),
-        None => fused_walk::<1, S>(data, problem, model, &[], scratch),
+        Some(iterate) => fused_walk::<2, S>(data, problem, model, iterate, margins, scratch),
+        None => fused_walk::<1, S>(data, problem, model, &[], margins, scratch),
     }
 }
 
@@ -292,6 +300,7 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     (loss, lambda, k): (&Loss, f64, usize),
     (w, support, intercept): (&[f64], &[u32], Option<f64>),
     iterate: &[f64],
+    margins: Option<&[f64]>,
     scratch: &mut CertificateScratch,
 ) -> CertificateValues {
     let rows = data.len();
@@ -327,7 +336,10 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
         prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&*w_tilde));
         let r = data.row(i);
         let l = loss.sample(r.label, r.weight);
-        let mut u = masked_dot(r.indices, r.values, w, mask);
+        let mut u = match margins {
+            Some(margins) => margins[i],
+            None => masked_dot(r.indices, r.values, w, mask),
+        };
         if let Some(b) = intercept {
             u += b;
         }
@@ -605,6 +617,35 @@ pub fn margins_into<S: SampleSet>(data: &S, w: &[f64], out: &mut Vec<f64>) {
         let r = data.row(i);
         sparse_dot(r.indices, r.values, w)
     }));
+}
+
+/// [`margins_into`] of a `w` that is zero outside `support`, bit for bit: each `w.x_i` by
+/// [`masked_dot`] against a bit mask of the support (left all zero in `mask` afterwards), so the
+/// d-long `w` is read only where it can be nonzero — at d = 2^20 a 128 KiB mask instead of an 8 MiB
+/// vector read at random.
+pub fn masked_margins_into<S: SampleSet>(
+    data: &S,
+    w: &[f64],
+    support: &[u32],
+    mask: &mut Vec<u64>,
+    out: &mut Vec<f64>,
+) {
+    // The mask covers every row index (< dim) and every support index (< w.len()).
+    let words = data.dim().max(w.len()).div_ceil(64);
+    if mask.len() < words {
+        mask.resize(words, 0);
+    }
+    for &j in support {
+        mask[j as usize / 64] |= 1 << (j % 64);
+    }
+    out.clear();
+    out.extend((0..data.len()).map(|i| {
+        let r = data.row(i);
+        masked_dot(r.indices, r.values, w, mask)
+    }));
+    for &j in support {
+        mask[j as usize / 64] = 0;
+    }
 }
 
 /// [`fused_certificate`]'s values by the separate offline calls: [`primal_value`], [`dual_value`] at

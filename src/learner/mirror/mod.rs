@@ -228,6 +228,8 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
                     c.intercept.then_some(model.intercept),
                 ),
                 None,
+                // Only `b` moved since they were taken.
+                c.intercept.then_some(&self.margins[..]),
                 &mut self.certificate_scratch,
             );
             // The window's duals are that dual point: the next certificate's and a checkpoint's.

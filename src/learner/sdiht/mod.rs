@@ -29,8 +29,8 @@ use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::objective::{
-    conjugate_sum, fused_certificate_with_intercept, margins_into, project_with_sum,
-    CertificateScratch,
+    conjugate_sum, fused_certificate_with_intercept, margins_into, masked_margins_into,
+    project_with_sum, CertificateScratch,
 };
 use crate::solver::sdiht::intercept::newton_intercept;
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate};
@@ -159,26 +159,29 @@ impl StreamSdiht {
     }
 
     /// Sets `b` to its optimum for the current `w` over the window (the primal half of the
-    /// alternation in [`crate::solver::sdiht`]'s module docs), when the config asks for an intercept.
-    fn refit_intercept(&mut self) {
+    /// alternation in [`crate::solver::sdiht`]'s module docs), when the config asks for an intercept;
+    /// `true` when it did, leaving `w.x_i` of every window row in `projected`.
+    fn refit_intercept(&mut self) -> bool {
         self.steps_since_intercept = 0;
         if !self.core.config.intercept || self.core.window.is_empty() || self.follows_intercept {
-            return;
+            return false;
         }
-        margins_into(&self.core.window, &self.it.w, &mut self.projected);
-        let window = &self.core.window;
-        let b = newton_intercept(
-            &self.core.config.loss,
-            &self.projected,
-            self.it.intercept,
-            |i| {
-                let r = window.row(i);
-                (r.label, r.weight)
-            },
+        let (window, it) = (&self.core.window, &mut self.it);
+        masked_margins_into(
+            window,
+            &it.w,
+            &it.support,
+            &mut it.coord_mask,
+            &mut self.projected,
         );
+        let b = newton_intercept(&self.core.config.loss, &self.projected, it.intercept, |i| {
+            let r = window.row(i);
+            (r.label, r.weight)
+        });
         if b.is_finite() {
-            self.it.intercept = b;
+            it.intercept = b;
         }
+        true
     }
 
     /// Block updates rejected for a non-finite value (see [`DualIterate::numeric_faults`]).
@@ -325,7 +328,7 @@ impl StreamingLearner for StreamSdiht {
             let model = model.clone();
             return self.core.certified(model);
         }
-        self.refit_intercept();
+        let fresh_margins = self.refit_intercept();
         let (c, window) = (&self.core.config, &self.core.window);
         let b = self.intercept();
         let certificate = if window.is_empty() {
@@ -340,6 +343,7 @@ impl StreamingLearner for StreamSdiht {
                 c.k,
                 (&self.it.w, &self.it.support, c.intercept.then_some(b)),
                 Some(window.alphas()),
+                fresh_margins.then_some(&self.projected[..]),
                 &mut self.certificate_scratch,
             )
             .certificate(window.len())

@@ -214,7 +214,19 @@ fn fused_intercept_certificate_equals_the_separate_calls_bit_for_bit() {
             ] {
                 let (w, support) = sparse_w(len, dim, nonzeros, &mut rng);
                 let lambda = rng.gen_range(1e-3..1.0);
-                for iterate in [Some(data.alphas()), None] {
+                // The margins as the intercept's refit computes them, both ways, bit for bit.
+                let (mut dense, mut masked, mut mask) = (Vec::new(), Vec::new(), Vec::new());
+                margins_into(&data, &w, &mut dense);
+                masked_margins_into(&data, &w, &support, &mut mask, &mut masked);
+                let bits = |m: &[f64]| m.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&dense), bits(&masked));
+                assert!(mask.iter().all(|&word| word == 0));
+                for (iterate, margins) in [
+                    (Some(data.alphas()), None),
+                    (None, None),
+                    (Some(data.alphas()), Some(&masked[..])),
+                    (None, Some(&dense[..])),
+                ] {
                     let reference = separate_intercept_certificate(
                         &data,
                         &loss,
@@ -232,9 +244,11 @@ fn fused_intercept_certificate_equals_the_separate_calls_bit_for_bit() {
                         k,
                         (&w, &support, Some(b)),
                         iterate,
+                        margins,
                         &mut scratch,
                     );
-                    let case = format!("{kind:?} seed {seed} len {len} k {k} b {b}");
+                    let given = margins.is_some();
+                    let case = format!("{kind:?} seed {seed} len {len} k {k} b {b} {given}");
                     let bits = |v: &CertificateValues| {
                         (
                             v.primal.to_bits(),

@@ -11,7 +11,7 @@ use super::intercept::newton_intercept;
 use super::{theory_step, BlockStep, DualIterate};
 use crate::sample::{DualRows, Row, SampleSet};
 use crate::solver::objective::{
-    fused_certificate_with_intercept, margins_into, CertificateScratch,
+    fused_certificate_with_intercept, masked_margins_into, CertificateScratch,
 };
 use crate::solver::{Certificate, ModelView, Problem, ProblemError, Solver, StepRule, WarmStart};
 use crate::sparse::sparse_sq_norm;
@@ -106,7 +106,11 @@ pub struct Sdiht {
     steps: usize,
     epochs: usize,
     certificate_scratch: CertificateScratch,
+    /// `w.x_i` of every row at the end of the last epoch (the intercept's refit needs them).
     margins: Vec<f64>,
+    /// `margins` are those of the current `w`: the certificate reads them instead of a walk of
+    /// dot products.
+    margins_fresh: bool,
 }
 
 impl Sdiht {
@@ -156,6 +160,7 @@ impl Sdiht {
             epochs: 0,
             certificate_scratch: CertificateScratch::default(),
             margins: Vec::new(),
+            margins_fresh: false,
         })
     }
 
@@ -180,6 +185,7 @@ impl Sdiht {
 
     /// One block step on block `b` of the partition.
     fn block_step<S: SampleSet>(&mut self, p: &Problem<S>, b: usize) {
+        self.margins_fresh = false;
         let step = BlockStep {
             loss: p.loss,
             lambda: p.lambda,
@@ -214,6 +220,7 @@ impl<S: SampleSet> Solver<S> for Sdiht {
     /// `m` block steps: with the coordinate rule each block once, in a random order (so one epoch
     /// visits every row); with the paper's rules `m` blocks drawn uniformly at random (Alg. 2).
     fn epoch(&mut self, p: &Problem<S>) {
+        self.margins_fresh = false;
         if self.step == StepRule::Coordinate {
             self.block_order.clear();
             self.block_order.extend(0..self.blocks);
@@ -236,7 +243,15 @@ impl<S: SampleSet> Solver<S> for Sdiht {
             self.refresh(p);
         }
         if p.intercept {
-            margins_into(p.data, &self.iterate.w, &mut self.margins);
+            let it = &mut self.iterate;
+            masked_margins_into(
+                p.data,
+                &it.w,
+                &it.support,
+                &mut it.coord_mask,
+                &mut self.margins,
+            );
+            self.margins_fresh = true;
             let b = newton_intercept(&p.loss, &self.margins, self.iterate.intercept, |i| {
                 let r = p.data.row(i);
                 (r.label, r.weight)
@@ -259,6 +274,7 @@ impl<S: SampleSet> Solver<S> for Sdiht {
     /// rebuilds `z`, `w` and `D` from them, and marks the `fresh` rows for the margin start of the
     /// coordinate rule.
     fn warm_start(&mut self, p: &Problem<S>, start: &WarmStart) -> bool {
+        self.margins_fresh = false;
         let n = p.data.len();
         let fits = start.alpha.len() == n
             && (start.fresh.is_empty() || start.fresh.len() == n)
@@ -302,6 +318,7 @@ impl<S: SampleSet> Solver<S> for Sdiht {
             p.k,
             (&it.w, &it.support, p.intercept.then_some(it.intercept)),
             Some(&self.alpha),
+            self.margins_fresh.then_some(&self.margins[..]),
             &mut self.certificate_scratch,
         )
         .certificate(p.data.len())
