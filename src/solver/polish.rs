@@ -36,7 +36,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::driver::{FitReport, SparseModel};
-use super::objective::DualScratch;
+use super::objective::{fused_certificate_with_intercept, CertificateScratch, DualScratch};
 use super::primal::cholesky_solve;
 use super::{Certificate, Problem};
 use crate::sample::SampleSet;
@@ -137,17 +137,21 @@ struct Restricted {
 }
 
 impl Restricted {
-    /// Each row's entries on the ascending `support`, looked up in a dense map from feature to
-    /// position (`4 d` bytes): one probe per stored value. Rows ascend in their indices, so the
-    /// positions ascend too.
+    /// Each row's entries on the ascending `support`: a stored value is tested against a bit mask of
+    /// the support (`d / 8` bytes, cache resident at d = 2^20), and only a hit is looked up in a dense
+    /// map from feature to position (`4 d` bytes, which a probe per stored value would miss in cache
+    /// at every row: a third of the polish of a one-pass `fit` on the W3-like stream). Rows ascend in
+    /// their indices, so the positions ascend too.
     fn gather<S: SampleSet>(data: &S, support: &[u32]) -> Restricted {
         const ABSENT: u32 = u32::MAX;
         let dim = data
             .dim()
             .max(support.last().map_or(0, |&j| j as usize + 1));
         let mut position = vec![ABSENT; dim];
+        let mut mask = vec![0u64; dim.div_ceil(64)];
         for (at, &j) in support.iter().enumerate() {
             position[j as usize] = at as u32;
+            mask[j as usize / 64] |= 1 << (j % 64);
         }
         let mut out = Restricted {
             ptr: Vec::with_capacity(data.len() + 1),
@@ -158,7 +162,11 @@ impl Restricted {
         for i in 0..data.len() {
             let r = data.row(i);
             for (&j, &v) in r.indices.iter().zip(r.values) {
-                let at = position.get(j as usize).copied().unwrap_or(ABSENT);
+                let j = j as usize;
+                if mask[j / 64] >> (j % 64) & 1 == 0 {
+                    continue;
+                }
+                let at = position[j];
                 if at != ABSENT {
                     out.pos.push(at);
                     out.val.push(v);
@@ -417,14 +425,32 @@ pub fn polish_fit<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) ->
         for (&j, &v) in model.support.iter().zip(&model.weights) {
             w[j as usize] = v;
         }
-        let mut alpha = Vec::new();
-        let dual = problem.dual_of_model(
-            problem.k,
-            &w,
-            model.intercept,
-            &mut alpha,
-            &mut DualScratch::default(),
-        );
+        // `D` at the polished model's dual point, as `Problem::dual_of_model` gives it, in the fused
+        // certificate's one walk (two with an intercept) against the support's bit mask.
+        let dual = if problem.intercept || model.intercept == 0.0 {
+            let at = (
+                &w[..],
+                &model.support[..],
+                problem.intercept.then_some(model.intercept),
+            );
+            let mut scratch = CertificateScratch::default();
+            let (data, loss) = (problem.data, &problem.loss);
+            fused_certificate_with_intercept(
+                data,
+                loss,
+                problem.lambda,
+                problem.k,
+                at,
+                None,
+                None,
+                &mut scratch,
+            )
+            .dual_at_primal
+        } else {
+            let mut alpha = Vec::new();
+            let mut scratch = DualScratch::default();
+            problem.dual_of_model(problem.k, &w, model.intercept, &mut alpha, &mut scratch)
+        };
         let best_dual = if dual.is_finite() {
             report.certificate.dual.max(dual)
         } else {
