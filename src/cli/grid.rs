@@ -629,6 +629,52 @@ mod tests {
         assert_eq!(run(&lambdas[2..], Some(&second), 2)[0], one[2]);
     }
 
+    /// A fit that fails ends its part's path: the later lambdas of that part are not fitted (their
+    /// slots stay empty), the other slots are filled, and no thread waits for ever, on one thread
+    /// or several; scoring the failed lambda returns its error.
+    #[test]
+    fn a_failed_fit_ends_its_parts_path_without_a_hang() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from(["thresher", "fit", "x.svm", "-k", "5"]);
+        let crate::cli::Command::Fit(args) = cli.command else {
+            panic!("not fit");
+        };
+        let fit = Fit {
+            args: &args,
+            loss: crate::loss::Loss::new(crate::loss::LossKind::Logistic, 1.0).unwrap(),
+            k: 5,
+            step: crate::solver::StepRule::Coordinate,
+            stop: StopRule::default(),
+        };
+        let mut data = crate::synth::sparse_stream(120, 30, 4, 6, 0.1, false, 2);
+        for s in &mut data.samples {
+            s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
+        }
+        let parts = k_folds(&Dataset::from_samples(&data.samples, 0), 4, 1).unwrap();
+        // A lambda of 0 is refused by every part's problem.
+        let lambdas = [1e-2, 0.0, 1e-3];
+        for threads in [1, 2, 3] {
+            let fits = fit.fit_path(&parts, &lambdas, None, &fit.grid_stop(), threads);
+            assert_eq!(fits.len(), 3);
+            assert!(
+                fits[0].iter().all(|f| matches!(f, Some(Ok(_)))),
+                "{threads}"
+            );
+            assert!(
+                fits[1].iter().all(|f| matches!(f, Some(Err(_)))),
+                "{threads}"
+            );
+            assert!(fits[2].iter().all(Option::is_none), "{threads}");
+            let mut rows = fits.into_iter();
+            let first = rows.next().unwrap();
+            assert!(fit.score_point(&parts, lambdas[0], first, "t").is_ok());
+            let failed = rows.next().unwrap();
+            assert!(fit.score_point(&parts, lambdas[1], failed, "t").is_err());
+            let skipped = rows.next().unwrap();
+            assert!(fit.score_point(&parts, lambdas[2], skipped, "t").is_err());
+        }
+    }
+
     #[test]
     fn ties_go_to_the_larger_lambda() {
         let point = |lambda, loss| Point {
