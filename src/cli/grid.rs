@@ -575,28 +575,45 @@ mod tests {
         assert!(k_folds(&Dataset::from_samples(&data.samples[..4], 0), 5, 7).is_none());
     }
 
-    /// The folds' fits side by side, along a path of lambdas, give what they give one after
-    /// another: the same models, duals and certificates, in lambda and part order; and a path
-    /// started from a point continues from that point's states.
-    #[test]
-    fn folds_fitted_on_threads_match_one_thread() {
+    /// `thresher fit x.svm -k 5` as parsed: the flags the grid's tests fit with.
+    fn fit_args() -> crate::cli::FitArgs {
         use clap::Parser;
         let cli = crate::cli::Cli::parse_from(["thresher", "fit", "x.svm", "-k", "5"]);
         let crate::cli::Command::Fit(args) = cli.command else {
             panic!("not fit");
         };
-        let fit = Fit {
-            args: &args,
+        *args
+    }
+
+    /// A logistic fit at k = 5 with the coordinate step and the default stop rule.
+    fn logistic_fit(args: &crate::cli::FitArgs) -> Fit<'_> {
+        Fit {
+            args,
             loss: crate::loss::Loss::new(crate::loss::LossKind::Logistic, 1.0).unwrap(),
             k: 5,
             step: crate::solver::StepRule::Coordinate,
             stop: StopRule::default(),
-        };
-        let mut data = crate::synth::sparse_stream(200, 40, 4, 6, 0.1, false, 3);
+        }
+    }
+
+    /// `folds` folds (seed 1) of a seeded synthetic stream of `n` rows over `d` features, labelled
+    /// by sign.
+    fn classified_folds(n: usize, d: usize, seed: u64, folds: usize) -> Vec<Part> {
+        let mut data = crate::synth::sparse_stream(n, d, 4, 6, 0.1, false, seed);
         for s in &mut data.samples {
             s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
         }
-        let parts = k_folds(&Dataset::from_samples(&data.samples, 0), 5, 1).unwrap();
+        k_folds(&Dataset::from_samples(&data.samples, 0), folds, 1).unwrap()
+    }
+
+    /// The folds' fits side by side, along a path of lambdas, give what they give one after
+    /// another: the same models, duals and certificates, in lambda and part order; and a path
+    /// started from a point continues from that point's states.
+    #[test]
+    fn folds_fitted_on_threads_match_one_thread() {
+        let args = fit_args();
+        let fit = logistic_fit(&args);
+        let parts = classified_folds(200, 40, 3, 5);
         let lambdas = [1e-1, 1e-2, 1e-3];
         let run = |lambdas: &[f64], from: Option<&Point>, threads| {
             fit.fit_path(&parts, lambdas, from, &fit.grid_stop(), threads)
@@ -634,23 +651,9 @@ mod tests {
     /// or several; scoring the failed lambda returns its error.
     #[test]
     fn a_failed_fit_ends_its_parts_path_without_a_hang() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::parse_from(["thresher", "fit", "x.svm", "-k", "5"]);
-        let crate::cli::Command::Fit(args) = cli.command else {
-            panic!("not fit");
-        };
-        let fit = Fit {
-            args: &args,
-            loss: crate::loss::Loss::new(crate::loss::LossKind::Logistic, 1.0).unwrap(),
-            k: 5,
-            step: crate::solver::StepRule::Coordinate,
-            stop: StopRule::default(),
-        };
-        let mut data = crate::synth::sparse_stream(120, 30, 4, 6, 0.1, false, 2);
-        for s in &mut data.samples {
-            s.label = if s.label >= 0.0 { 1.0 } else { -1.0 };
-        }
-        let parts = k_folds(&Dataset::from_samples(&data.samples, 0), 4, 1).unwrap();
+        let args = fit_args();
+        let fit = logistic_fit(&args);
+        let parts = classified_folds(120, 30, 2, 4);
         // A lambda of 0 is refused by every part's problem.
         let lambdas = [1e-2, 0.0, 1e-3];
         for threads in [1, 2, 3] {

@@ -325,17 +325,14 @@ impl Dataset {
         let mut indices = Vec::with_capacity(nnz);
         let mut values = Vec::with_capacity(nnz);
         indptr.push(0usize);
+        let mut dim = 0;
         for &i in rows {
             let r = self.row(i);
             indices.extend_from_slice(r.indices);
             values.extend_from_slice(r.values);
             indptr.push(indices.len());
+            dim = r.indices.last().map_or(dim, |&j| dim.max(j as usize + 1));
         }
-        let dim = rows
-            .iter()
-            .filter_map(|&i| self.row(i).indices.last())
-            .max()
-            .map_or(0, |&j| j as usize + 1);
         let weights: Vec<f64> = rows.iter().map(|&i| self.weights[i]).collect();
         Dataset {
             features: CsMatI::new((rows.len(), dim), indptr, indices, values),

@@ -673,36 +673,5 @@ pub fn separate_certificate<S: SampleSet>(
     }
 }
 
-/// [`fused_certificate_with_intercept`]'s values with an intercept `b`, by the separate calls:
-/// [`primal_value`] at `(w, b)`, [`dual_value`] at the iterate projected onto `sum alpha = 0` (if one
-/// is given), [`dual_of_primal`] at `(w, b)` projected into `alpha`, then [`dual_value`] at it. The
-/// reference the fused kernel is tested against.
-#[allow(clippy::too_many_arguments)]
-pub fn separate_intercept_certificate<S: SampleSet>(
-    data: &S,
-    loss: &Loss,
-    lambda: f64,
-    k: usize,
-    (w, b): (&[f64], f64),
-    iterate: Option<&[f64]>,
-    alpha: &mut Vec<f64>,
-    scratch: &mut DualScratch,
-) -> CertificateValues {
-    let primal = primal_value(data, loss, lambda, w, b);
-    let dual_at_iterate = iterate.map(|alphas| {
-        alpha.clear();
-        alpha.extend_from_slice(alphas);
-        project_with_sum(data, loss, alpha, 0.0);
-        dual_value(data, loss, lambda, k, alpha, scratch)
-    });
-    dual_of_primal(data, loss, w, b, true, alpha);
-    let dual_at_primal = dual_value(data, loss, lambda, k, alpha, scratch);
-    CertificateValues {
-        primal,
-        dual_at_iterate,
-        dual_at_primal,
-    }
-}
-
 #[cfg(test)]
 mod tests;
