@@ -38,10 +38,11 @@
 //! their warm-start duals: a single learner's insert, bit for bit); the other members only take the
 //! evicted samples out of their `z` and admit the new rows with dual 0, for their block steps to raise.
 //! So an insert costs about one learner's, and the members' progressive losses are not kept (the record's
-//! `progressive` is the served member's alone; the held-out ring ranks them). Under a backlog (an
-//! insert of more learned samples than the window holds) only the newest window's worth is copied out
-//! of the batches and predicted: the older ones would pass through the window within the insert, and
-//! copying them made the insert's scratch as large as the backlog (the peak RSS under load). A step
+//! `progressive` is the served member's alone; the held-out ring ranks them). The served member
+//! reads the learned rows straight from the batches ([`super::holdout::Learned`]): a copy of them,
+//! up to a window's worth per insert, was a second window's memory at the peak under load. Under a
+//! backlog (an insert of more learned samples than the window holds) only the newest window's worth
+//! is predicted: the older ones would pass through the window within the insert. A step
 //! steps the served member and the next member that has work (round-robin), as
 //! [`super::AutoLambdaLearner`] does.
 //!
@@ -369,8 +370,7 @@ impl StreamingLearner for SharedGrid {
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         // The window is the served member's; older learned samples would pass through it.
         let capacity = self.members[self.live()].window().capacity();
-        self.holdout.split(batches, capacity);
-        let learned = self.holdout.take_learned();
+        let learned = self.holdout.split_ring(batches, capacity);
         let total = learned.len();
         if total > 0 {
             let live = self.live();
@@ -387,7 +387,8 @@ impl StreamingLearner for SharedGrid {
             }
             self.members[live].lend(&mut self.hand, &mut self.scratch);
             let before = self.members[live].stats();
-            self.members[live].insert_batches(&[&learned]);
+            let slot = self.config.slot;
+            self.members[live].insert_rows(total, learned.dim(), learned.rows(batches, slot));
             let after = self.members[live].stats();
             self.deltas.iter_mut().for_each(|d| *d = (0.0, 0));
             self.deltas[live] = (
@@ -406,7 +407,6 @@ impl StreamingLearner for SharedGrid {
             self.idle.iter_mut().for_each(|idle| *idle = false);
             self.selector.observe(&self.deltas);
         }
-        self.holdout.give_back_learned(learned);
     }
 
     /// Nothing to remove here: an insert evicts from the shared window.

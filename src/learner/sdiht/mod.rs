@@ -26,7 +26,7 @@ use super::global::{replace_remote, PartialSums, RemoteSums};
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::learner::params::LearnerConfig;
 use crate::model::Model;
-use crate::sample::{Row, SampleBlock, SampleSet};
+use crate::sample::{Row, SampleBlock, SampleRef, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::objective::{
     conjugate_sum, fused_certificate_with_intercept, margins_into, masked_margins_into,
@@ -98,6 +98,77 @@ pub struct StreamSdiht {
 }
 
 impl StreamSdiht {
+    /// [`StreamingLearner::insert_batches`] over any sequence of `total` rows (each with the score
+    /// this learner served for it, for late labels) whose features lie below `dim`: a shared grid
+    /// ([`crate::learner::auto::shared`]) inserts the rows of its batches that are not held out
+    /// without copying them.
+    pub(crate) fn insert_rows<'a>(
+        &mut self,
+        total: usize,
+        dim: usize,
+        rows: impl Iterator<Item = (SampleRef<'a>, Option<f64>)>,
+    ) {
+        if total == 0 {
+            return;
+        }
+        let loss = self.core.config.loss;
+        let capacity = self.core.window.capacity();
+        self.it.ensure_dim(dim);
+        // Only the newest `capacity` samples of this call can still be in the window afterwards; the
+        // others would enter and leave within the call, touching nothing but the progressive loss. So
+        // they are only predicted, and when the whole window turns over, `z` and `sum l*` restart
+        // from zero instead of subtracting every old sample (exact, and cheaper under a backlog).
+        let passing = total.saturating_sub(capacity);
+        if total >= capacity {
+            self.core.window.clear();
+            zero_dense(&mut self.it.z);
+            self.it.conj_sum = 0.0;
+            self.it.alpha_sum = 0.0;
+        }
+        let b = self.intercept();
+        // Every sample is predicted with the model as it was before this call. `w` has at most k
+        // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
+        // bytes, cache resident) before reading `w` (8d bytes, random access).
+        for &j in &self.it.support {
+            self.it.coord_mask[j as usize / 64] |= 1 << (j % 64);
+        }
+        self.new_positions.clear();
+        self.new_alpha.clear();
+        for (seq, (sample, served)) in rows.take(total).enumerate() {
+            let r = sample.row();
+            let l = loss.sample(r.label, r.weight);
+            let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask) + b;
+            let (value, alpha) = l.value_and_dual_of_margin(u);
+            self.core
+                .predicted_served(r.label, r.weight, u, value, served);
+            if seq < passing {
+                continue;
+            }
+            // The oldest sample leaves before its slot takes the new row's features. The samples
+            // leaving next are prefetched (their rows, then their targets in `z`), as the block steps
+            // do: the oldest slots are cold, each in its own allocation.
+            if let Some(r) = self.core.window.oldest_ahead(2 * EVICT_PREFETCH_ROWS_AHEAD) {
+                prefetch_row(r);
+            }
+            if let Some(r) = self.core.window.oldest_ahead(EVICT_PREFETCH_ROWS_AHEAD) {
+                for &j in r.indices {
+                    prefetch(&self.it.z, j as usize);
+                }
+            }
+            if let Some((old, old_alpha)) = self.core.window.oldest_if_full() {
+                remove_contribution(&loss, old, old_alpha, &mut self.it);
+            }
+            let at = self.core.window.push_ref(sample, alpha);
+            self.new_positions.push(at);
+            self.new_alpha.push(alpha);
+        }
+        for &j in &self.it.support {
+            self.it.coord_mask[j as usize / 64] = 0;
+        }
+        self.enter_warm_starts();
+        self.core.inserted();
+    }
+
     /// A learner with an empty window, or resumed from `state`.
     pub fn new(
         config: LearnerConfig,
@@ -215,70 +286,12 @@ impl StreamingLearner for StreamSdiht {
 
     fn insert_batches(&mut self, batches: &[&SampleBlock]) {
         let total: usize = batches.iter().map(|b| b.len()).sum();
-        if total == 0 {
-            return;
-        }
-        let loss = self.core.config.loss;
-        let capacity = self.core.window.capacity();
         let dim = batches.iter().map(|b| b.dim()).max().unwrap_or(0);
-        self.it.ensure_dim(dim);
-        // Only the newest `capacity` samples of this call can still be in the window afterwards; the
-        // others would enter and leave within the call, touching nothing but the progressive loss. So
-        // they are only predicted, and when the whole window turns over, `z` and `sum l*` restart
-        // from zero instead of subtracting every old sample (exact, and cheaper under a backlog).
-        let passing = total.saturating_sub(capacity);
-        if total >= capacity {
-            self.core.window.clear();
-            zero_dense(&mut self.it.z);
-            self.it.conj_sum = 0.0;
-            self.it.alpha_sum = 0.0;
-        }
-        let b = self.intercept();
-        // Every sample is predicted with the model as it was before this call. `w` has at most k
-        // nonzeros spread over d coordinates, so the dot product tests a bit mask of the support (d/8
-        // bytes, cache resident) before reading `w` (8d bytes, random access).
-        for &j in &self.it.support {
-            self.it.coord_mask[j as usize / 64] |= 1 << (j % 64);
-        }
-        self.new_positions.clear();
-        self.new_alpha.clear();
         let slot = self.core.config.slot;
         let rows = batches
             .iter()
             .flat_map(|b| (0..b.len()).map(move |i| (b.get(i), b.served(i, slot))));
-        for (seq, (sample, served)) in rows.enumerate() {
-            let r = sample.row();
-            let l = loss.sample(r.label, r.weight);
-            let u = masked_dot(r.indices, r.values, &self.it.w, &self.it.coord_mask) + b;
-            let (value, alpha) = l.value_and_dual_of_margin(u);
-            self.core
-                .predicted_served(r.label, r.weight, u, value, served);
-            if seq < passing {
-                continue;
-            }
-            // The oldest sample leaves before its slot takes the new row's features. The samples
-            // leaving next are prefetched (their rows, then their targets in `z`), as the block steps
-            // do: the oldest slots are cold, each in its own allocation.
-            if let Some(r) = self.core.window.oldest_ahead(2 * EVICT_PREFETCH_ROWS_AHEAD) {
-                prefetch_row(r);
-            }
-            if let Some(r) = self.core.window.oldest_ahead(EVICT_PREFETCH_ROWS_AHEAD) {
-                for &j in r.indices {
-                    prefetch(&self.it.z, j as usize);
-                }
-            }
-            if let Some((old, old_alpha)) = self.core.window.oldest_if_full() {
-                remove_contribution(&loss, old, old_alpha, &mut self.it);
-            }
-            let at = self.core.window.push_ref(sample, alpha);
-            self.new_positions.push(at);
-            self.new_alpha.push(alpha);
-        }
-        for &j in &self.it.support {
-            self.it.coord_mask[j as usize / 64] = 0;
-        }
-        self.enter_warm_starts();
-        self.core.inserted();
+        self.insert_rows(total, dim, rows);
     }
 
     fn evict(&mut self, sample: Row<'_>, alpha: f64) {
