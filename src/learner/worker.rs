@@ -50,7 +50,11 @@ impl Absorbed {
     }
 }
 
-/// Block steps a learner takes per lock, so inserts and snapshots interleave with solving.
+/// Block steps a learner takes per lock, so inserts and snapshots interleave with solving. Fewer when
+/// a batch is waiting: it is inserted after one step. Under a stream the learner barely keeps up
+/// with, every step taken while batches wait adds to the samples in flight (the ingest queue's memory
+/// and the model's staleness); `lambda = "auto"`'s step, two members' block steps, held a quarter more
+/// samples in flight than one learner's before this (`docs/benchmarks/learners.md`).
 pub const STEPS_PER_LOCK: usize = 4;
 /// How long an idle learner or the router waits before re-checking for shutdown.
 pub const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -243,7 +247,7 @@ pub fn learner_loop(
                 last = l.step();
                 // Between block steps: the learner's scheduling point (`sys::yield_point`).
                 crate::sys::yield_point();
-                if last != StepOutcome::Stepped {
+                if last != StepOutcome::Stepped || !rx.is_empty() {
                     break;
                 }
             }
@@ -305,6 +309,72 @@ mod tests {
         fn state(&self) -> LearnerState {
             unreachable!("never checkpointed")
         }
+    }
+
+    /// A learner that logs its inserts and steps, sends one more batch from its first step, and
+    /// closes the channel (its last sender) once the log holds seven entries.
+    struct Logged {
+        core: LearnerCore,
+        log: Arc<Mutex<Vec<&'static str>>>,
+        send: Option<Batch>,
+        tx: Option<crossbeam_channel::Sender<Batch>>,
+    }
+
+    impl StreamingLearner for Logged {
+        fn core(&self) -> &LearnerCore {
+            &self.core
+        }
+        fn insert_batches(&mut self, _: &[&SampleBlock]) {
+            self.log.lock().push("insert");
+        }
+        fn evict(&mut self, _: crate::sample::Row<'_>, _: f64) {}
+        fn step(&mut self) -> StepOutcome {
+            let mut log = self.log.lock();
+            log.push("step");
+            if let (Some(batch), Some(tx)) = (self.send.take(), &self.tx) {
+                tx.send(batch).unwrap();
+            }
+            if log.len() >= 7 {
+                self.tx = None;
+            }
+            StepOutcome::Stepped
+        }
+        fn certify(&mut self) -> LearnerSnapshot {
+            unreachable!("never published")
+        }
+        fn state(&self) -> LearnerState {
+            unreachable!("never checkpointed")
+        }
+    }
+
+    /// A batch that arrives during a step is inserted after that step, not after the lock's
+    /// remaining [`STEPS_PER_LOCK`] steps; with no batch waiting the steps run on.
+    #[test]
+    fn a_waiting_batch_is_inserted_after_one_step() {
+        let config = Config::defaults().learners.remove(0);
+        let budget = SampleBudget::new(10);
+        let batch = || {
+            let one =
+                SampleBlock::from_samples(&[Sample::new(vec![1], vec![1.0], 1.0, None).unwrap()]);
+            Arc::new(QueuedBatch::reserve(&budget, one).unwrap())
+        };
+        let (tx, rx) = crossbeam_channel::bounded::<Batch>(4);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let learner: SharedLearner = Arc::new(Mutex::new(Box::new(Logged {
+            core: LearnerCore::new(config, 4, None),
+            log: log.clone(),
+            send: Some(batch()),
+            tx: Some(tx.clone()),
+        })));
+        tx.send(batch()).unwrap();
+        drop(tx);
+        let guard = PanicGuard {
+            fatal: Fatal::new(),
+            name: "logged".into(),
+        };
+        learner_loop(learner, rx, None, Default::default(), guard);
+        let expected = [["insert", "step", "insert"].as_slice(), &["step"; 4]].concat();
+        assert_eq!(*log.lock(), expected);
     }
 
     #[test]
