@@ -44,7 +44,11 @@
 //! backlog (an insert of more learned samples than the window holds) only the newest window's worth
 //! is predicted: the older ones would pass through the window within the insert. A step
 //! steps the served member and the next member that has work (round-robin), as
-//! [`super::AutoLambdaLearner`] does.
+//! [`super::AutoLambdaLearner`] does. Under a stream that replaces more of the window between a
+//! parked member's block steps than one block (an insert's evictions times the blocks times the
+//! other members above the window's capacity), the parked members lose duals faster than their
+//! steps raise them and decay towards `w = 0` whatever they are given: they step at every other
+//! step call only, and the served member takes the time.
 //!
 //! **Checkpoint.** The served member's state (window, its duals) with the selection state; a restore
 //! gives the other members the served duals scaled by the ratio of the lambdas (which keeps `w`),
@@ -87,6 +91,11 @@ pub struct SharedGrid {
     selector: Selector,
     /// The next member (other than the served one) a step advances.
     rotor: usize,
+    /// The last insert replaced more of the window than the parked members' block steps follow
+    /// (module docs, "Work"): they step at every other step call, the served member at every call.
+    pressed: bool,
+    /// Step calls while `pressed`, for the alternation.
+    pressed_calls: u64,
     /// Per member: `(loss sum, count)` of the last insert, its last held-out loss, and whether its
     /// last step found no work.
     deltas: Vec<(f64, u64)>,
@@ -147,6 +156,8 @@ impl SharedGrid {
             holdout: Holdout::new(capacity),
             selector: Selector::new(&rule, selection),
             rotor: 0,
+            pressed: false,
+            pressed_calls: 0,
             deltas: vec![(0.0, 0); n],
             last_loss: vec![f64::NAN; n],
             idle: vec![false; n],
@@ -380,6 +391,10 @@ impl StreamingLearner for SharedGrid {
             self.members[live].park(&mut self.hand, &mut self.scratch);
             self.evicted.clear();
             self.evicted.extend(self.hand.evicted_by(pushes));
+            // A parked member steps one block every `n - 1` step rounds; when more slots than a
+            // block are replaced meanwhile, it loses duals faster than it raises them.
+            let others = self.members.len().saturating_sub(1).max(1);
+            self.pressed = self.evicted.len() * self.config.blocks * others > capacity;
             for (i, m) in self.members.iter_mut().enumerate() {
                 if i != live {
                     m.evict_parked(&self.hand, &self.evicted, total >= capacity, learned.dim());
@@ -417,6 +432,12 @@ impl StreamingLearner for SharedGrid {
         let live = self.live();
         let served = self.members[live].step();
         self.set_idle(live, served != StepOutcome::Stepped);
+        if self.pressed {
+            self.pressed_calls += 1;
+            if self.pressed_calls.is_multiple_of(2) && served == StepOutcome::Stepped {
+                return served;
+            }
+        }
         let (n, mut rotor) = (self.members.len(), self.rotor);
         let outcome = step_round(served, n, Some(live), &mut rotor, |i| {
             let other = self.with(i, |m| m.step());

@@ -152,3 +152,35 @@ fn a_checkpointed_grid_may_extend_the_configured_one_below() {
         .collect();
     assert!(!extends(&long, &configured));
 }
+
+/// An insert that replaces more of the window than the parked members' block steps follow gives the
+/// served member every step call and the parked ones every other; a small insert leaves the round
+/// as it was (every call steps the served member and one other).
+#[test]
+fn under_a_window_turning_over_the_served_member_takes_the_parked_members_steps() {
+    let data = sparse_stream(3000, 100, 5, 10, 0.1, true, 12);
+    let mut l = SharedGrid::new(auto_config(LossKind::Logistic), 400, None);
+    l.insert_samples(&data.samples[..400]);
+    let steps =
+        |l: &SharedGrid| -> Vec<u64> { l.members().iter().map(|m| m.stats().steps).collect() };
+    let mut at = 400;
+    for (rows, other_steps) in [(1, 4), (200, 2), (1, 4), (100, 2)] {
+        l.insert_samples(&data.samples[at..at + rows]);
+        at += rows;
+        let (before, live) = (steps(&l), l.live());
+        for _ in 0..4 {
+            l.step();
+        }
+        let after = steps(&l);
+        let taken: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        let others: u64 = (0..taken.len())
+            .filter(|&i| i != live)
+            .map(|i| taken[i])
+            .sum();
+        assert_eq!(
+            (taken[live], others),
+            (4, other_steps),
+            "{rows} rows: {taken:?}"
+        );
+    }
+}
