@@ -70,7 +70,7 @@ use crate::solver::driver::SparseModel;
 use crate::solver::mirror::state::MirrorState;
 use crate::solver::mirror::{mean_one_scale, DEFAULT_HORIZON};
 use crate::solver::objective::{
-    best_intercept, fused_certificate_with_intercept, margins_into, CertificateScratch,
+    best_intercept, fused_certificate_with_intercept, masked_margins_into, CertificateScratch,
 };
 use crate::solver::smidas::SmidasState;
 use crate::solver::Certificate;
@@ -90,6 +90,8 @@ pub struct StreamPrimal<E: PrimalEngine> {
     order: Vec<usize>,
     certificate_scratch: CertificateScratch,
     margins: Vec<f64>,
+    /// The support's bit mask for the intercept's margins (all zero between certificates).
+    mask: Vec<u64>,
     /// The newest samples of the window no step has learned from yet (module docs, "Intake apart from
     /// learning"); at most the window's length.
     unlearned: usize,
@@ -124,6 +126,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             order: Vec::new(),
             certificate_scratch: CertificateScratch::default(),
             margins: Vec::new(),
+            mask: Vec::new(),
             unlearned: 0,
             unlearned_evicted: 0,
         }
@@ -209,7 +212,16 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
                 // it is set to its exact minimiser over the window for the current weights (as the
                 // offline solvers do after each epoch), a one-dimensional convex problem.
                 let window = &self.core.window;
-                margins_into(window, self.engine.model().weights, &mut self.margins);
+                // `w` is zero outside its support (after `sync`): its margins against the
+                // support's bit mask read the d-long `w` only where it can be nonzero.
+                let model = self.engine.model();
+                masked_margins_into(
+                    window,
+                    model.weights,
+                    model.support,
+                    &mut self.mask,
+                    &mut self.margins,
+                );
                 let b = best_intercept(window, &c.loss, &self.margins);
                 if b.is_finite() {
                     self.engine.set_intercept(b);
