@@ -155,6 +155,17 @@ impl<'a> SampleRef<'a> {
         }
     }
 
+    /// An owned copy written over `out`, whose buffers are reused (a ring of held-out samples
+    /// replaces its oldest without allocating).
+    pub fn copy_into(&self, out: &mut Sample) {
+        out.indices.clear();
+        out.indices.extend_from_slice(self.indices);
+        out.values.clear();
+        out.values.extend_from_slice(self.values);
+        out.label = self.label;
+        out.weight = self.weight;
+    }
+
     /// An owned copy.
     pub fn to_sample(&self) -> Sample {
         Sample {

@@ -119,11 +119,20 @@ impl Holdout {
                     self.dropped += 1;
                     continue;
                 }
-                if self.ring.len() == self.capacity {
-                    self.ring.pop_front();
+                // The oldest of a full ring leaves, and its buffers take the new sample.
+                let mut slot = if self.ring.len() == self.capacity {
                     self.dropped += 1;
-                }
-                self.ring.push_back(sample.to_sample());
+                    self.ring.pop_front().expect("a full ring")
+                } else {
+                    Sample {
+                        indices: Vec::new(),
+                        values: Vec::new(),
+                        label: 0.0,
+                        weight: None,
+                    }
+                };
+                sample.copy_into(&mut slot);
+                self.ring.push_back(slot);
             } else {
                 seen += 1;
                 if seen > skip_learned {
@@ -197,6 +206,12 @@ mod tests {
         let learned = named.split_ring(&batches, 300);
         assert_eq!((named.len(), named.dropped()), (full.len(), full.dropped()));
         assert!(named.ring.iter().zip(&full.ring).all(|(x, y)| x == y));
+        // The ring holds the newest 20 of the samples 5, 10, .. (1-based), in order.
+        let held: Vec<&Sample> = data.samples.iter().skip(4).step_by(5).collect();
+        assert!(named
+            .ring
+            .iter()
+            .eq(held[held.len() - 20..].iter().copied()));
         let f = full.learned();
         assert_eq!(learned.len(), 300);
         let rows: Vec<_> = learned.rows(&batches, 0).collect();
