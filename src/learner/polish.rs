@@ -130,7 +130,7 @@ mod tests {
             &window,
             &config.loss,
             1e-2,
-            &dense(&search),
+            &search.to_dense(64),
             0.0,
         );
         let model = crate::learner::model_of(
@@ -148,24 +148,17 @@ mod tests {
             &window,
             &config.loss,
             1e-2,
-            &dense(&SparseModel {
+            &SparseModel {
                 support: polished.support.clone(),
                 weights: polished.weights.clone(),
                 intercept: 0.0,
-            }),
+            }
+            .to_dense(64),
             polished.intercept,
         );
         assert!((recomputed - polished.certificate.primal).abs() < 1e-12);
         // The budget: a polish just ran, so the next waits (its cost is more than zero).
         budget.last = Some((Instant::now(), Duration::from_secs(3600)));
         assert!(budget.apply(&config, &window, model).polish.is_none());
-    }
-
-    fn dense(m: &SparseModel) -> Vec<f64> {
-        let mut w = vec![0.0; 64];
-        for (&j, &v) in m.support.iter().zip(&m.weights) {
-            w[j as usize] = v;
-        }
-        w
     }
 }

@@ -143,6 +143,16 @@ pub struct SparseModel {
 }
 
 impl SparseModel {
+    /// The weights as a dense vector of `dim` entries, zero off the support (`dim` must exceed the
+    /// support's largest index).
+    pub fn to_dense(&self, dim: usize) -> Vec<f64> {
+        let mut w = vec![0.0; dim];
+        for (&j, &v) in self.support.iter().zip(&self.weights) {
+            w[j as usize] = v;
+        }
+        w
+    }
+
     /// An owned copy of a solver's dense view.
     pub fn from_view(view: ModelView<'_>) -> SparseModel {
         let mut model = SparseModel::default();

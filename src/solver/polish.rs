@@ -421,10 +421,7 @@ pub fn polish_fit<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) ->
     let record = polished.judged(primal_search);
     if record.outcome == PolishOutcome::Kept {
         let model = polished.model;
-        let mut w = vec![0.0; problem.data.dim()];
-        for (&j, &v) in model.support.iter().zip(&model.weights) {
-            w[j as usize] = v;
-        }
+        let w = model.to_dense(problem.data.dim());
         // `D` at the polished model's dual point, as `Problem::dual_of_model` gives it, in the fused
         // certificate's one walk (two with an intercept) against the support's bit mask.
         let dual = if problem.intercept || model.intercept == 0.0 {

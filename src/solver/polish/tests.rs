@@ -20,14 +20,6 @@ fn data(kind: LossKind, seed: u64) -> Dataset {
     Dataset::from_samples(&samples, 0)
 }
 
-fn dense(model: &SparseModel, dim: usize) -> Vec<f64> {
-    let mut w = vec![0.0; dim];
-    for (&j, &v) in model.support.iter().zip(&model.weights) {
-        w[j as usize] = v;
-    }
-    w
-}
-
 /// Squared loss + l2 on a fixed support is a ridge regression: `(2/N) X_S^T X_S + lambda I` (no ridge on
 /// the intercept's row) times `(w_S, b)` equals `(2/N) X_S^T y`. One polish from zero weights lands on
 /// its solution, computed here from the dense restricted design.
@@ -85,7 +77,13 @@ fn squared_loss_polishes_to_the_closed_form_ridge_solution() {
             "{} Newton steps",
             polished.iterations
         );
-        let p = primal_value(&data, &loss, lambda, &dense(&polished.model, data.dim()), b);
+        let p = primal_value(
+            &data,
+            &loss,
+            lambda,
+            &polished.model.to_dense(data.dim()),
+            b,
+        );
         assert!((polished.primal - p).abs() < 1e-12 * p.max(1.0));
     }
 }
@@ -105,7 +103,7 @@ fn smooth_losses_reach_a_stationary_point_on_the_support() {
         };
         let polished = polish(&problem, &start).unwrap();
         assert!(polished.primal < polished.primal_start);
-        let w = dense(&polished.model, data.dim());
+        let w = polished.model.to_dense(data.dim());
         let b = polished.model.intercept;
         let n = data.len() as f64;
         let mut grad = vec![0.0; start.support.len() + 1];
@@ -159,7 +157,7 @@ fn polishing_never_raises_the_primal_and_never_widens_the_gap() {
                 assert!(after.dual >= before.dual);
                 assert!(after.gap >= 0.0, "weak duality: {after:?}");
                 assert!(report.model.support.len() <= problem.k);
-                let w = dense(&report.model, data.dim());
+                let w = report.model.to_dense(data.dim());
                 let p = primal_value(&data, &loss, 0.02, &w, report.model.intercept);
                 match record.outcome {
                     PolishOutcome::Kept => {
