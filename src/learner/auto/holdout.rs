@@ -17,7 +17,9 @@ pub struct Holdout {
     arrived: u64,
     /// Held-out samples dropped from the full ring (the oldest first).
     dropped: u64,
-    /// Reused: the samples of an insert the members learn.
+    /// Reused by [`Holdout::split`] (a grid whose members keep their own windows): a copy of the
+    /// samples of an insert the members learn. The shared grid names them in place instead
+    /// ([`Holdout::split_ring`]).
     learned: SampleBlock,
 }
 

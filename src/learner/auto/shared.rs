@@ -98,7 +98,8 @@ pub struct SharedGrid {
     /// The next member (other than the served one) a step advances.
     rotor: usize,
     /// The last insert replaced more of the window than the parked members' block steps follow
-    /// (module docs, "Work"): until the next insert only the served member steps.
+    /// (module docs, "A stream faster than the grid"): until the next insert only the served member
+    /// steps.
     pressed: bool,
     /// Per member: `(loss sum, count)` of the last insert, its last held-out loss, and whether its
     /// last step found no work.
