@@ -140,7 +140,7 @@ impl Selector {
     /// model will change before new samples arrive (every member idle): the losses are final, so the
     /// leader takes the place without waiting for more scorings, which may not come.
     pub fn judge_among(&mut self, losses: &[f64], eligible: &[bool], last: bool) -> bool {
-        self.judge_with(losses, eligible, last, true)
+        self.judge_with(losses, eligible, last, true, f64::INFINITY)
     }
 
     /// [`Selector::judge_among`] counting the scorings at which the served member was led by the
@@ -149,10 +149,31 @@ impl Selector {
     /// and the best of several falling ones changes from scoring to scoring while each beats the
     /// served one.
     pub fn judge_led(&mut self, losses: &[f64], eligible: &[bool], last: bool) -> bool {
-        self.judge_with(losses, eligible, last, false)
+        self.judge_with(losses, eligible, last, false, f64::INFINITY)
     }
 
-    fn judge_with(&mut self, losses: &[f64], eligible: &[bool], last: bool, same: bool) -> bool {
+    /// [`Selector::judge_led`] with the served member's loss taken as the lower of this scoring's and
+    /// `served_before` (its loss at the last scoring): a served member whose loss swings is led only
+    /// by a loss below its better one (the shared grid's members near their optimum swing by a few
+    /// percent between scorings).
+    pub fn judge_led_from(
+        &mut self,
+        losses: &[f64],
+        eligible: &[bool],
+        last: bool,
+        served_before: f64,
+    ) -> bool {
+        self.judge_with(losses, eligible, last, false, served_before)
+    }
+
+    fn judge_with(
+        &mut self,
+        losses: &[f64],
+        eligible: &[bool],
+        last: bool,
+        same: bool,
+        served_before: f64,
+    ) -> bool {
         let s = &mut self.state;
         s.holdout.clear();
         s.holdout.extend(
@@ -161,7 +182,8 @@ impl Selector {
                 .map(|&l| if l.is_finite() { l } else { NON_FINITE_LOSS }),
         );
         let live = s.live;
-        let served = s.holdout[live];
+        // `min` ignores a NaN `served_before` (no earlier scoring).
+        let served = s.holdout[live].min(served_before);
         let candidates = s.holdout.iter().copied().enumerate();
         let leading = best_other(
             candidates.filter(|&(i, _)| eligible.get(i) == Some(&true)),
