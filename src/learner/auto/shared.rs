@@ -18,10 +18,12 @@
 //! leading while falling, it only leads more as it settles — a small lambda's duals grow for many
 //! passes on a small window, and waiting for it to settle served `w` = 0 on a rare-positive set), or
 //! when it had no work left at its last step (converged or stalled on its window), or when its loss
-//! at this scoring and the last were both below the served member's by the margin (a k-sparse
-//! member near its optimum may swap support entries and swing by a few percent at every scoring: on
-//! fine_foods a member at 0.52 against the served 0.61 swung by 2% and waited past the benchmark's
-//! three-second settling, serving 11 points of accuracy less). Any other member whose loss swings up
+//! at this scoring and the last were both below the served member's less the margin, by more than it
+//! moved between the two (a k-sparse member near its optimum may swap support entries and swing by a
+//! few percent at every scoring: on fine_foods a member at 0.52 against the served 0.61 swung by 2%
+//! and waited past the benchmark's three-second settling, serving 11 points of accuracy less; a lead
+//! smaller than the swing may be the swing's doing). The served member's loss is the lower of its
+//! last two ([`Selector::judge_led_from`]): a swing of its own does not count as being led. Any other member whose loss swings up
 //! and down is eligible at most every other scoring. A move only changes which member
 //! holds the window: every member has been learning all along, so the new served model is that
 //! member's own.
