@@ -37,7 +37,7 @@ mirror = "euclidean"
 beta = 1.0
 p = 0.0
 constraint = "none"
-batch = 1
+batch = 0
 horizon = 0
 memory = "dense"
 l1 = 0.001
@@ -63,7 +63,7 @@ const APPLIES_TO: &[(&str, &[&str])] = &[
     ("beta", &["mirror"]),
     ("p", &["mirror", "smidas"]),
     ("constraint", &["mirror"]),
-    ("batch", &["mirror"]),
+    ("batch", &["mirror", "smidas"]),
     ("horizon", &["mirror", "smidas"]),
     ("memory", &["mirror"]),
     ("l1", &["smidas"]),
@@ -119,6 +119,10 @@ pub fn read(
             p: read_p(t, i, max_dim)?,
             step: mirror_step,
             horizon: read_horizon(t, i)?,
+            batch: match count(&t.batch, &LearnerLayer::key(i, "batch"), 0, 1_000_000)? {
+                0 => crate::solver::smidas::STREAM_BATCH,
+                batch => batch,
+            },
         },
         "subset" => read_subset(t, i)?,
         _ => SolverOptions::Sdiht,
@@ -163,7 +167,11 @@ fn read_mirror(
     let config = MirrorConfig {
         constraint,
         step,
-        batch: count(&t.batch, &key("batch"), 1, 1_000_000)?,
+        // 0: the mirror solver's default, a step per sample.
+        batch: match count(&t.batch, &key("batch"), 0, 1_000_000)? {
+            0 => 1,
+            batch => batch,
+        },
         horizon: read_horizon(t, i)?,
         memory,
         ..MirrorConfig::new(map)
@@ -275,7 +283,8 @@ mod tests {
                 l1: 0.01,
                 p,
                 step: MirrorStep::Auto,
-                horizon: 0
+                horizon: 0,
+                batch: crate::solver::smidas::STREAM_BATCH,
             }
         );
         let SolverOptions::Subset {

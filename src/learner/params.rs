@@ -149,6 +149,8 @@ pub enum SolverOptions {
         p: f64,
         step: MirrorStep,
         horizon: u64,
+        /// Samples per step (`crate::solver::smidas::SmidasState::step_batch`).
+        batch: usize,
     },
     Subset {
         params: SubsetParams,
@@ -169,14 +171,16 @@ impl PartialEq for SolverOptions {
                     p,
                     step,
                     horizon,
+                    batch,
                 },
                 Smidas {
                     l1: l1b,
                     p: pb,
                     step: stepb,
                     horizon: hb,
+                    batch: bb,
                 },
-            ) => (l1, p, step, horizon) == (l1b, pb, stepb, hb),
+            ) => (l1, p, step, horizon, batch) == (l1b, pb, stepb, hb, bb),
             (
                 Subset {
                     params: a,

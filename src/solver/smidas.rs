@@ -9,7 +9,11 @@
 //!    mirror space: the l1 step, which is what makes `theta`, hence `w`, sparse);
 //! 3. the intercept takes a plain SGD step.
 //!
-//! Only `supp(theta) ∪ supp(x_i)` changes, so a step costs `O(|supp theta| + nnz(x_i))`.
+//! Only `supp(theta) ∪ supp(x_i)` changes, so a step costs `O(|supp theta| + nnz(x_i))`: the norm
+//! and the weights take a power per active coordinate. The weights are kept from the last step
+//! (`live`), so a margin costs no power. The streaming learner takes the steps in batches with the
+//! weights held for a batch ([`SmidasState::step_batch`]), which spreads the O(|supp theta|) part over
+//! the batch; `fit` steps sample by sample.
 //!
 //! The model is sparse but **not k-sparse**: its support size is whatever `l1` produces. It is certified
 //! like every primal solver (`alpha_i = l'(w.x_i + b)` projected, `D(alpha)`, gap on `P` without the l1
@@ -23,12 +27,17 @@
 //! streaming learner's checkpoint holds); [`Smidas`] drives it as a [`Solver`].
 
 use super::mirror::maps::{lp_norm, soft};
+use super::mirror::pending::PendingGradient;
 use super::mirror::state::checkpoint_dim;
 use super::mirror::{MirrorError, MirrorMap, MirrorStep, PrimalPass, StepClock, DEFAULT_HORIZON};
 use super::{Certificate, ModelView, Problem, Solver};
 use crate::loss::Loss;
 use crate::sample::{Row, SampleSet};
 use crate::sparse::{grow_dense, sparse_sq_norm};
+
+/// The streaming learner's default samples per step ([`SmidasState::step_batch`], config key
+/// `batch = 0`): measured on the W3-like stream (`docs/benchmarks/learners.md`).
+pub const STREAM_BATCH: usize = 256;
 
 /// The SMIDAS state, advanced one sample at a time.
 #[derive(Debug, Clone)]
@@ -53,6 +62,14 @@ pub struct SmidasState {
     gain: f64,
     /// `grad psi*(theta)` materialised for [`SmidasState::model`]; refreshed by [`SmidasState::sync`].
     w: Vec<f64>,
+    /// `grad psi*(theta)` as of the last step: `weight(theta_j)` on `active`, 0 elsewhere. The margins
+    /// and the ridge term read it instead of taking a power per coordinate (the same values, bit for
+    /// bit: one `powf` per active weight per step, not one per nonzero of every row as well).
+    live: Vec<f64>,
+    /// Samples per step of [`SmidasState::step_batch`] (1: Alg. 4.1 sample by sample).
+    batch: usize,
+    /// The mini-batch's summed `l'(u_i) x_i` ([`SmidasState::step_batch`]).
+    grad: PendingGradient,
     support: Vec<u32>,
     active_values: Vec<f64>,
     /// Samples whose step would have written a non-finite value (rejected, state unchanged).
@@ -91,6 +108,9 @@ impl SmidasState {
             horizon: DEFAULT_HORIZON,
             gain: p - 1.0,
             w: vec![0.0; dim],
+            live: vec![0.0; dim],
+            batch: 1,
+            grad: PendingGradient::default(),
             support: Vec::new(),
             active_values: Vec::new(),
             numeric_faults: 0,
@@ -118,9 +138,17 @@ impl SmidasState {
 
     /// `eta_t` of the next step: the p-norm mirror state's schedule.
     pub fn step_size(&self) -> f64 {
-        let smoothness = self.loss.smoothness() * self.clock.row_sq_max + self.lambda;
+        self.step_at(&self.clock)
+    }
+
+    /// `eta_t` at `clock`: a step takes its own rows into the running row bound before its size is
+    /// set, so a stream's first step is not sized by `lambda` alone (at `row_sq_max = 0` the bound
+    /// `1 / lambda` sent the daemon's first mini-batch to weights of 10^4 and the model never came
+    /// back).
+    fn step_at(&self, clock: &StepClock) -> f64 {
+        let smoothness = self.loss.smoothness() * clock.row_sq_max + self.lambda;
         self.step.at(
-            self.clock.steps,
+            clock.steps,
             self.gain,
             smoothness,
             self.lambda,
@@ -153,11 +181,34 @@ impl SmidasState {
     pub fn score(&self, row: Row<'_>) -> f64 {
         let mut acc = self.intercept;
         for (&j, &v) in row.indices.iter().zip(row.values) {
-            if let Some(&t) = self.theta.get(j as usize) {
-                acc += v * self.weight(t);
+            if let Some(&w) = self.live.get(j as usize) {
+                acc += v * w;
             }
         }
         acc
+    }
+
+    /// Samples per step of [`SmidasState::step_batch`].
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Sets the samples per step of [`SmidasState::step_batch`] (at least 1).
+    pub fn set_batch(&mut self, batch: usize) {
+        self.batch = batch.max(1);
+    }
+
+    /// `||theta||_p` over `active`, and `live` on `active` from it (coordinates that left `active`
+    /// were zeroed as they left).
+    fn refresh_live(&mut self) {
+        self.active_values.clear();
+        self.active_values
+            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
+        self.norm = lp_norm(&self.active_values, self.p);
+        for pos in 0..self.active.len() {
+            let j = self.active[pos] as usize;
+            self.live[j] = self.weight(self.theta[j]);
+        }
     }
 
     fn ensure_dim(&mut self, dim: usize) {
@@ -166,6 +217,7 @@ impl SmidasState {
             grow_dense(&mut self.theta, dim);
             self.is_active.resize(dim, false);
             grow_dense(&mut self.w, dim);
+            grow_dense(&mut self.live, dim);
         }
     }
 
@@ -184,60 +236,153 @@ impl SmidasState {
         let row_sq = row.weight * sparse_sq_norm(row.values);
         let margin = self.score(row);
         let dl = self.loss.sample(row.label, row.weight).derivative(margin);
-        let eta = self.step_size();
+        let mut clock = self.clock;
+        clock.observe(row_sq);
+        let eta = self.step_at(&clock);
         let finite = row_sq.is_finite()
             && (eta * dl).is_finite()
             && (!self.fit_intercept || (self.intercept - eta * dl).is_finite())
             && row.indices.iter().zip(row.values).all(|(&j, &v)| {
-                let theta = self.theta[j as usize];
-                (theta - eta * self.lambda * self.weight(theta) - eta * dl * v).is_finite()
+                let j = j as usize;
+                (self.theta[j] - eta * self.lambda * self.live[j] - eta * dl * v).is_finite()
             })
             && self.active.iter().all(|&j| {
-                let theta = self.theta[j as usize];
-                (theta - eta * self.lambda * self.weight(theta)).is_finite()
+                let j = j as usize;
+                (self.theta[j] - eta * self.lambda * self.live[j]).is_finite()
             });
         if !finite {
             self.numeric_faults += 1;
             return;
         }
-        self.clock.observe(row_sq);
+        self.clock = clock;
         // Ridge part of the gradient, against the weights before this step.
-        if self.lambda > 0.0 {
-            for pos in 0..self.active.len() {
-                let j = self.active[pos] as usize;
-                let wj = self.weight(self.theta[j]);
-                self.theta[j] -= eta * self.lambda * wj;
-            }
-        }
+        self.ridge(eta);
         if dl != 0.0 {
             for (&j, &v) in row.indices.iter().zip(row.values) {
                 self.theta[j as usize] -= eta * dl * v;
-                if !self.is_active[j as usize] {
-                    self.is_active[j as usize] = true;
-                    self.active.push(j);
-                }
+                self.activate(j);
             }
         }
-        let threshold = eta * self.l1;
+        self.soft_threshold(eta * self.l1);
+        self.refresh_live();
+        if self.fit_intercept {
+            self.intercept -= eta * dl;
+        }
+        self.clock.steps += 1;
+    }
+
+    /// The ridge part of the gradient on every active coordinate, against the weights before the step.
+    fn ridge(&mut self, eta: f64) {
+        if self.lambda > 0.0 {
+            for pos in 0..self.active.len() {
+                let j = self.active[pos] as usize;
+                self.theta[j] -= eta * self.lambda * self.live[j];
+            }
+        }
+    }
+
+    fn activate(&mut self, j: u32) {
+        if !self.is_active[j as usize] {
+            self.is_active[j as usize] = true;
+            self.active.push(j);
+        }
+    }
+
+    /// Step 2 of the module docs on every active coordinate; a coordinate that reaches 0 leaves
+    /// `active` (and its live weight becomes 0).
+    fn soft_threshold(&mut self, threshold: f64) {
         let mut pos = 0;
         while pos < self.active.len() {
             let j = self.active[pos] as usize;
             self.theta[j] = soft(self.theta[j], threshold);
             if self.theta[j] == 0.0 {
                 self.is_active[j] = false;
+                self.live[j] = 0.0;
                 self.active.swap_remove(pos);
             } else {
                 pos += 1;
             }
         }
-        self.active_values.clear();
-        self.active_values
-            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
-        self.norm = lp_norm(&self.active_values, self.p);
-        if self.fit_intercept {
-            self.intercept -= eta * dl;
+    }
+
+    /// Alg. 4.1's steps on a mini-batch of `B` samples with the weights held for the batch (delayed
+    /// updates): every row's margin against the weights before the step, then
+    /// `theta <- theta - eta (sum_i l'(u_i) x_i + B lambda w)`, the soft threshold by `B eta l1` and the
+    /// intercept's step on `sum_i l'(u_i)`; the schedule counts `B` steps. With `B = 1` these are the
+    /// per-sample step's operations ([`SmidasState::step_sample`], which the offline solver keeps). A
+    /// row with a non-finite margin, loss derivative or norm is rejected and counted in
+    /// [`SmidasState::numeric_faults`]; a step that would write a non-finite value is rejected whole
+    /// (every row of it counted), the state unchanged.
+    ///
+    /// Why: a step costs O(|active|) powers (the norm and the weights) whatever its batch, and on the
+    /// W3-like stream at the daemon's default `l1` some 10 000 weights are active, so sample by sample
+    /// the streaming learner learned a few hundred samples per 5 ms step and served a chance model.
+    /// The sum, not the mean: a batch then moves `theta` as far as its samples would one by one, and
+    /// one pass over a window learns as much (`docs/benchmarks/learners.md`).
+    pub fn step_batch<'r>(&mut self, rows: impl IntoIterator<Item = Row<'r>>) {
+        let mut clock = self.clock;
+        self.grad.clear();
+        let (mut count, mut dl_sum) = (0usize, 0.0);
+        for row in rows {
+            if let Some(&last) = row.indices.last() {
+                self.ensure_dim(last as usize + 1);
+            }
+            let row_sq = row.weight * sparse_sq_norm(row.values);
+            let dl = self
+                .loss
+                .sample(row.label, row.weight)
+                .derivative(self.score(row));
+            if !(row_sq.is_finite() && dl.is_finite()) {
+                self.numeric_faults += 1;
+                continue;
+            }
+            clock.observe(row_sq);
+            if dl != 0.0 {
+                for (&j, &v) in row.indices.iter().zip(row.values) {
+                    self.grad.add(j, dl * v);
+                }
+            }
+            dl_sum += dl;
+            count += 1;
         }
-        self.clock.steps += 1;
+        if count == 0 {
+            return;
+        }
+        let eta = self.step_at(&clock);
+        let c = eta;
+        let ridge = eta * self.lambda * count as f64;
+        // Every new value, checked before anything is written: the touched coordinates' into the
+        // batch's sums (from `theta` before the ridge step, which they include), the others' ridge.
+        let mut finite = !self.fit_intercept || (self.intercept - c * dl_sum).is_finite();
+        for p in 0..self.grad.len() {
+            let j = self.grad.coords[p] as usize;
+            let new = self.theta[j] - ridge * self.live[j] - c * self.grad.sums[p];
+            finite &= new.is_finite();
+            self.grad.sums[p] = new;
+        }
+        finite &= self
+            .active
+            .iter()
+            .all(|&j| (self.theta[j as usize] - ridge * self.live[j as usize]).is_finite());
+        if !finite {
+            self.numeric_faults += count as u64;
+            self.grad.clear();
+            return;
+        }
+        self.clock = clock;
+        self.ridge(eta * count as f64);
+        for p in 0..self.grad.len() {
+            let j = self.grad.coords[p];
+            self.theta[j as usize] = self.grad.sums[p];
+            self.activate(j);
+        }
+        self.grad.clear();
+        self.soft_threshold(eta * self.l1 * count as f64);
+        self.refresh_live();
+        if self.fit_intercept {
+            self.intercept -= c * dl_sum;
+        }
+        self.clock.steps += count as u64;
     }
 
     /// Materialises `w = grad psi*(theta)` and its support for [`SmidasState::model`].
@@ -250,7 +395,7 @@ impl SmidasState {
         self.support.sort_unstable();
         for pos in 0..self.support.len() {
             let j = self.support[pos] as usize;
-            self.w[j] = self.weight(self.theta[j]);
+            self.w[j] = self.live[j];
         }
     }
 
@@ -276,6 +421,9 @@ impl SmidasState {
             return Err(MirrorError::BadP(p));
         }
         self.p = p;
+        // The worst-case gain of this `p` until a sparsity hint (it kept the gain of the `p` derived
+        // from `dim` before).
+        self.gain = p - 1.0;
         Ok(self)
     }
 }
@@ -307,6 +455,7 @@ impl SmidasState {
     pub fn resume(&mut self, dim: usize, coordinates: &[(u32, f64, f64)], clock: StepClock) {
         for &j in &self.active {
             self.theta[j as usize] = 0.0;
+            self.live[j as usize] = 0.0;
             self.is_active[j as usize] = false;
         }
         self.active.clear();
@@ -318,10 +467,7 @@ impl SmidasState {
                 self.active.push(j);
             }
         }
-        self.active_values.clear();
-        self.active_values
-            .extend(self.active.iter().map(|&j| self.theta[j as usize]));
-        self.norm = lp_norm(&self.active_values, self.p);
+        self.refresh_live();
         self.clock = clock;
         self.sync();
     }

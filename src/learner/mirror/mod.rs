@@ -7,7 +7,8 @@
 //!   window, marked *unlearned*; nothing else;
 //! - `step`: while the window holds unlearned samples, a step learns from the oldest of them in arrival
 //!   order, one block's worth (`window / blocks` samples, for at most [`LEARN_STEP_BUDGET`]; mirror: in
-//!   mini-batches of `batch`; SMIDAS: one sample at a time, Alg. 4.1); once every sample was learned,
+//!   mini-batches of `batch`; SMIDAS: Alg. 4.1's steps in batches of `batch`, 256 by default, with
+//!   the weights held for a batch, `SmidasState::step_batch`); once every sample was learned,
 //!   one pass of mirror steps over a random one of `blocks` contiguous blocks of the window, rows in a
 //!   seeded random order;
 //! - `evict`: nothing to undo — a primal learner keeps no per-sample sums; the window only shrinks the
@@ -20,7 +21,7 @@
 //!   checkpoint carries feasible duals.
 //!
 //! **Intake apart from learning.** A mirror step costs ~2 µs per sample at d = 2^20 (the scatter of its
-//! gradient and the support's re-selection), a SMIDAS step O(|active|): stepping at insert capped what
+//! gradient and the support's re-selection), a SMIDAS step O(|active|) (hence its batches): stepping at insert capped what
 //! the window could take at what the solver could learn, and a backlog held the learner's lock for
 //! seconds while HTTP answered 503. Now the window takes every sample at the cost of a prediction and a
 //! copy, and the steps learn from the new samples as fast as the core allows, oldest first: under a
@@ -118,7 +119,7 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             engine.restore(core.window.dim(), primal);
         }
         if E::horizon_follows_window(&core.config) {
-            engine.set_horizon(auto_horizon(core.window.len(), engine.batch()));
+            engine.set_horizon(auto_horizon(core.window.len(), engine.samples_per_step()));
         }
         StreamPrimal {
             core,
@@ -157,7 +158,7 @@ impl<E: PrimalEngine> StreamingLearner for StreamPrimal<E> {
             let incoming: usize = batches.iter().map(|b| b.len()).sum();
             let window = (self.core.window.len() + incoming).min(self.core.window.capacity());
             self.engine
-                .set_horizon(auto_horizon(window, self.engine.batch()));
+                .set_horizon(auto_horizon(window, self.engine.samples_per_step()));
         }
         self.engine.rewind_schedule();
         let mut incoming = 0;

@@ -40,6 +40,7 @@ fn smidas() -> LearnerConfig {
         p: 2.0 * (200f64).ln(),
         step: MirrorStep::Auto,
         horizon: 10_000,
+        batch: 1,
     };
     config(StreamSolverKind::Smidas, options, 5)
 }
@@ -320,4 +321,69 @@ fn samples_the_window_evicts_before_a_step_learned_them_are_counted() {
     learn_inserted(&mut l);
     l.insert_samples(&data.samples[..30]);
     assert_eq!((l.unlearned, l.gauges().unlearned_samples), (30, 150));
+}
+
+/// SMIDAS with the daemon's defaults (mini-batches of [`crate::solver::smidas::STREAM_BATCH`]
+/// samples, the automatic step at the learner's k) on a logistic stream: the first insert's steps
+/// already give a model better than `w = 0` (the first step was once sized before its rows entered the
+/// row bound, `1 / lambda`, and sent the weights to 10^4), and the stream's true features are found.
+#[test]
+fn smidas_in_mini_batches_learns_from_the_first_insert() {
+    let data = sparse_stream(6000, 200, 5, 20, 0.05, true, 17);
+    let options = SolverOptions::Smidas {
+        l1: 1e-3,
+        p: 2.0 * (200f64).ln(),
+        step: MirrorStep::Auto,
+        horizon: 0,
+        batch: crate::solver::smidas::STREAM_BATCH,
+    };
+    let mut c = config(StreamSolverKind::Smidas, options, 5);
+    c.loss = Loss::new(LossKind::Logistic, 0.25).unwrap();
+    c.lambda = 1e-4;
+    let mut l = StreamSmidas::new(c, 2000, None);
+    assert_eq!(l.engine.batch(), crate::solver::smidas::STREAM_BATCH);
+    l.insert_samples(&data.samples[..1000]);
+    learn_inserted(&mut l);
+    let first = l.certify().model.certificate;
+    assert!(first.primal < std::f64::consts::LN_2, "{first:?}");
+    for chunk in data.samples[1000..].chunks(500) {
+        l.insert_samples(chunk);
+        learn_inserted(&mut l);
+        l.step();
+    }
+    let snap = l.certify();
+    assert!(snap.model.certificate.primal < first.primal, "{snap:?}");
+    for j in data.true_support() {
+        assert!(snap.model.support.contains(&j), "{j} missing: {snap:?}");
+    }
+}
+
+/// The streaming SMIDAS sizes its automatic step at its `k`, as `fit` does, not at the worst case of
+/// one nonzero weight (a step 72 times smaller at `p = 2 ln 2^20`, `k = 100`).
+#[test]
+fn the_smidas_learner_sizes_its_automatic_step_at_its_k() {
+    use crate::solver::smidas::SmidasState;
+    let p = 2.0 * (2f64.powi(20)).ln();
+    let options = SolverOptions::Smidas {
+        l1: 1e-3,
+        p,
+        step: MirrorStep::Auto,
+        horizon: 0,
+        batch: 1,
+    };
+    let c = config(StreamSolverKind::Smidas, options, 100);
+    let mut engine = <SmidasState as engine::PrimalEngine>::from_config(&c);
+    let fresh = || {
+        SmidasState::new(1e-3, MirrorStep::Auto, c.loss, c.lambda, c.intercept, 0)
+            .and_then(|s| s.with_p(p))
+            .unwrap()
+    };
+    let (mut at_k, mut no_hint) = (fresh(), fresh());
+    at_k.set_sparsity_hint(100);
+    for s in [&mut engine, &mut at_k, &mut no_hint] {
+        s.observe_row_bound(1.0);
+    }
+    assert_eq!(engine.step_size(), at_k.step_size());
+    let ratio = engine.step_size() / no_hint.step_size();
+    assert!(ratio > 50.0, "{ratio}");
 }

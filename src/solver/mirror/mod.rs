@@ -37,7 +37,7 @@
 
 pub mod greedy;
 pub mod maps;
-mod pending;
+pub(crate) mod pending;
 pub mod state;
 #[cfg(test)]
 mod tests;

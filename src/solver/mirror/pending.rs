@@ -21,16 +21,16 @@ const INITIAL_SLOTS: usize = 64;
 
 /// Sums `value`s per coordinate, remembering the order in which coordinates first arrived.
 #[derive(Debug, Clone)]
-pub(super) struct PendingGradient {
+pub(crate) struct PendingGradient {
     /// Linear probing from Fibonacci hashing of the coordinate; `slots.len()` is a power of two, at
     /// least twice `coords.len()`.
     slots: Vec<Slot>,
     /// `log2(slots.len())`.
     bits: u32,
     /// The coordinates in first-touch order.
-    pub(super) coords: Vec<u32>,
+    pub(crate) coords: Vec<u32>,
     /// `sums[p]` belongs to `coords[p]`; the learner overwrites it in place during a step.
-    pub(super) sums: Vec<f64>,
+    pub(crate) sums: Vec<f64>,
     /// `slot_of[p]`: the slot holding `coords[p]`, so that a reset frees exactly the used slots.
     slot_of: Vec<u32>,
 }
@@ -94,18 +94,18 @@ impl PendingGradient {
 
     /// `sum[coord] += value`.
     #[inline(always)]
-    pub(super) fn add(&mut self, coord: u32, value: f64) {
+    pub(crate) fn add(&mut self, coord: u32, value: f64) {
         let place = self.place(coord);
         self.sums[place] += value;
     }
 
     /// Makes `coord` a candidate (sum unchanged, `0.0` if new).
-    pub(super) fn touch(&mut self, coord: u32) {
+    pub(crate) fn touch(&mut self, coord: u32) {
         self.place(coord);
     }
 
     /// The sum held for `coord` (`0.0` if it was never touched).
-    pub(super) fn get(&self, coord: u32) -> f64 {
+    pub(crate) fn get(&self, coord: u32) -> f64 {
         let slot = self.slots[self.find(coord)];
         if slot.place == 0 {
             0.0
@@ -114,12 +114,12 @@ impl PendingGradient {
         }
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.coords.len()
     }
 
     /// Forgets every coordinate, keeping the room.
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         for &at in &self.slot_of {
             self.slots[at as usize] = Slot::default();
         }
