@@ -36,6 +36,14 @@ pub const PARSER_NICE: i32 = 10;
 /// up — no 503s, staleness p50 0.5 s instead of 0.8 s, the same ingest rate (`examples/loadgen`).
 pub const LEARNER_NICE: i32 = 5;
 
+/// Niceness of a learner's background solve (the best-subset learner's outer steps on a copy of the
+/// window, `learner::subset::away`): below the parsers. Why: spawned from a thread at nice 0, the
+/// solve ran level with the HTTP threads and above the parsers and the learner, took ~90% of a core
+/// under load, and the window took 0.51-0.56 M samples/s; at 15, 0.78 M, at 0.3 points less held-out
+/// accuracy at the end of a 10 s burst (a solve that gets a core only when ingest leaves one converges
+/// once the burst ends; `docs/benchmarks/learners.md`).
+pub const SOLVE_NICE: i32 = 15;
+
 /// Sets the calling thread's nice value (per thread on Linux). Best effort: a failure leaves the
 /// default.
 ///

@@ -177,6 +177,7 @@ pub fn finished(gaps: &[f64], params: &SubsetParams) -> bool {
 
 /// The thread: runs each job's outer steps until a stopping rule, a newer job, or the learner is gone.
 fn run(jobs: Receiver<Job>, outcomes: Sender<Outcome>, current: &AtomicU64) {
+    crate::sys::set_thread_nice(crate::sys::SOLVE_NICE);
     for mut job in jobs.iter() {
         let mut gaps = Vec::new();
         while current.load(Ordering::Acquire) == job.generation {
@@ -197,6 +198,39 @@ mod tests {
     use super::*;
     use crate::solver::subset::Penalty;
     use crate::synth::sparse_stream;
+
+    /// The solve thread runs at [`crate::sys::SOLVE_NICE`], whatever the thread that started it (it
+    /// inherited nice 0 from the daemon's start-up and outran the parsers and the learner).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_solve_runs_below_the_parsers() {
+        let away = Away::start("nice").unwrap();
+        let nice_of_solve = || {
+            for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                if comm.trim() == "subset-nice" {
+                    let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
+                    // Fields after the command's closing parenthesis: state is field 3, nice 19.
+                    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+                    return rest.split(' ').nth(16).and_then(|n| n.parse::<i32>().ok());
+                }
+            }
+            None
+        };
+        // The thread names itself and sets its nice value as it starts: look until it has, a bounded
+        // number of times (a thread left at 0 fails instead of hanging the suite).
+        let mut seen = nice_of_solve();
+        for _ in 0..100_000 {
+            if seen == Some(crate::sys::SOLVE_NICE) {
+                break;
+            }
+            std::thread::yield_now();
+            seen = nice_of_solve();
+        }
+        assert_eq!(seen, Some(crate::sys::SOLVE_NICE));
+        const { assert!(crate::sys::SOLVE_NICE > crate::sys::PARSER_NICE) };
+        drop(away);
+    }
 
     #[test]
     fn a_newer_job_supersedes_the_one_running() {
