@@ -256,7 +256,7 @@ impl SmidasState {
         }
         self.clock = clock;
         // Ridge part of the gradient, against the weights before this step.
-        self.ridge(eta);
+        self.ridge(eta * self.lambda);
         if dl != 0.0 {
             for (&j, &v) in row.indices.iter().zip(row.values) {
                 self.theta[j as usize] -= eta * dl * v;
@@ -271,12 +271,13 @@ impl SmidasState {
         self.clock.steps += 1;
     }
 
-    /// The ridge part of the gradient on every active coordinate, against the weights before the step.
-    fn ridge(&mut self, eta: f64) {
+    /// The ridge part of the gradient on every active coordinate, `scale * w_j` (`scale` = the step
+    /// times `lambda`), against the weights before the step.
+    fn ridge(&mut self, scale: f64) {
         if self.lambda > 0.0 {
             for pos in 0..self.active.len() {
                 let j = self.active[pos] as usize;
-                self.theta[j] -= eta * self.lambda * self.live[j];
+                self.theta[j] -= scale * self.live[j];
             }
         }
     }
@@ -349,14 +350,13 @@ impl SmidasState {
             return;
         }
         let eta = self.step_at(&clock);
-        let c = eta;
         let ridge = eta * self.lambda * count as f64;
         // Every new value, checked before anything is written: the touched coordinates' into the
         // batch's sums (from `theta` before the ridge step, which they include), the others' ridge.
-        let mut finite = !self.fit_intercept || (self.intercept - c * dl_sum).is_finite();
+        let mut finite = !self.fit_intercept || (self.intercept - eta * dl_sum).is_finite();
         for p in 0..self.grad.len() {
             let j = self.grad.coords[p] as usize;
-            let new = self.theta[j] - ridge * self.live[j] - c * self.grad.sums[p];
+            let new = self.theta[j] - ridge * self.live[j] - eta * self.grad.sums[p];
             finite &= new.is_finite();
             self.grad.sums[p] = new;
         }
@@ -370,7 +370,7 @@ impl SmidasState {
             return;
         }
         self.clock = clock;
-        self.ridge(eta * count as f64);
+        self.ridge(ridge);
         for p in 0..self.grad.len() {
             let j = self.grad.coords[p];
             self.theta[j as usize] = self.grad.sums[p];
@@ -380,7 +380,7 @@ impl SmidasState {
         self.soft_threshold(eta * self.l1 * count as f64);
         self.refresh_live();
         if self.fit_intercept {
-            self.intercept -= c * dl_sum;
+            self.intercept -= eta * dl_sum;
         }
         self.clock.steps += count as u64;
     }
@@ -437,10 +437,7 @@ impl SmidasState {
     pub fn coordinates(&self) -> Vec<(u32, f64, f64)> {
         self.active
             .iter()
-            .map(|&j| {
-                let t = self.theta[j as usize];
-                (j, self.weight(t), t)
-            })
+            .map(|&j| (j, self.live[j as usize], self.theta[j as usize]))
             .collect()
     }
 
