@@ -622,6 +622,7 @@ impl GlobalModel {
                 None => RemoteSums::of([total.as_ref()], proposal.nodes.len()),
             };
             remote.intercept = (proposal.proposer != me).then_some(proposal.intercept);
+            remote.certificate = Some(certificate);
             let mut model = model_of(&config, &proposal.model(), certificate);
             model.cluster = Some(ClusterCut {
                 cut: proposal.cut,

@@ -30,6 +30,9 @@ const CHUNK_HEADER: &str = "Thresher-Chunk";
 const SUMS_HEADER: &str = "Thresher-Sums-2";
 /// The sums header of the versions before the mass, `"samples loss conj"`: refused.
 const OLD_SUMS_HEADER: &str = "Thresher-Sums";
+/// A part's [`PartialSums::seen`] (decimal). Optional: a part without it (a node of an earlier
+/// version) makes every change of the other nodes' part count as new data.
+const SEEN_HEADER: &str = "Thresher-Seen";
 /// A cut sum's certificate, `"primal dual"` as `f64` bits.
 const CERTIFICATE_HEADER: &str = "Thresher-Certificate";
 /// A cut sum's per-node sample counts, in the proposal's node order.
@@ -63,6 +66,9 @@ pub fn encode_part(
             headers.insert(CUT_HEADER, cut.to_string().as_str());
             headers.insert(CHUNK_HEADER, format!("{i}/{n}").as_str());
             headers.insert(SUMS_HEADER, sums.as_str());
+            if let Some(seen) = part.seen {
+                headers.insert(SEEN_HEADER, seen.to_string().as_str());
+            }
             let mut payload = Vec::with_capacity(pairs.len() * PAIR_BYTES);
             for &(j, v) in pairs {
                 payload.extend_from_slice(&j.to_le_bytes());
@@ -83,6 +89,7 @@ pub struct Chunk {
     pub loss_sum: f64,
     pub conj_sum: f64,
     pub mass: f64,
+    pub seen: Option<u64>,
     pub pairs: Vec<(u32, f64)>,
 }
 
@@ -107,6 +114,10 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
     let bits = |s: &str| u64::from_str_radix(s, 16).ok().map(f64::from_bits);
     let (samples, loss_sum, conj_sum) = (samples.parse().ok()?, bits(loss)?, bits(conj)?);
     let mass = bits(mass)?;
+    let seen = match headers.get(SEEN_HEADER) {
+        Some(seen) => Some(seen.as_str().parse().ok()?),
+        None => None,
+    };
     let whole = payload.len().is_multiple_of(PAIR_BYTES);
     if !(loss_sum.is_finite() && conj_sum.is_finite() && mass.is_finite() && mass >= 0.0 && whole) {
         return None;
@@ -131,6 +142,7 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
         loss_sum,
         conj_sum,
         mass,
+        seen,
         pairs,
     })
 }
@@ -142,6 +154,7 @@ pub(crate) struct Assembly {
     chunks: Vec<Option<Vec<(u32, f64)>>>,
     missing: usize,
     sums: (usize, f64, f64, f64),
+    seen: Option<u64>,
 }
 
 impl Assembly {
@@ -151,13 +164,16 @@ impl Assembly {
             chunks: vec![None; c.count],
             missing: c.count,
             sums: (c.samples, c.loss_sum, c.conj_sum, c.mass),
+            seen: c.seen,
         }
     }
 
     /// Adds a chunk; the whole part once the last one is in (`None` also for a chunk that does not
     /// fit this assembly, which the caller counts).
     pub(crate) fn add(&mut self, c: Chunk) -> Result<Option<PartialSums>, ()> {
-        if c.count != self.chunks.len() || (c.samples, c.loss_sum, c.conj_sum, c.mass) != self.sums
+        if c.count != self.chunks.len()
+            || (c.samples, c.loss_sum, c.conj_sum, c.mass) != self.sums
+            || c.seen != self.seen
         {
             return Err(());
         }
@@ -184,6 +200,7 @@ impl Assembly {
             loss_sum,
             conj_sum,
             z,
+            seen: self.seen,
         }))
     }
 }
@@ -267,6 +284,7 @@ mod tests {
             loss_sum: 0.1 + 0.2,
             conj_sum: -1.0 / 3.0,
             z: (0..pairs as u32).map(|j| (3 * j, j as f64 / 7.0)).collect(),
+            seen: Some(1 << 40),
         }
     }
 
@@ -294,6 +312,15 @@ mod tests {
     }
 
     #[test]
+    fn a_part_without_its_seen_count_says_it_does_not_know() {
+        let mut p = part(3);
+        p.seen = None;
+        let chunks = encode_part(7, &p, 10);
+        assert!(chunks.iter().all(|(h, _)| h.get(SEEN_HEADER).is_none()));
+        assert_eq!(reassemble(chunks), Some(p));
+    }
+
+    #[test]
     fn malformed_chunks_are_refused() {
         let (h, p) = encode_part(1, &part(3), 10).remove(0);
         assert!(decode_chunk(None, &p).is_none());
@@ -309,6 +336,9 @@ mod tests {
         assert!(decode_chunk(Some(&bad), &p).is_none());
         let mut bad = h.clone();
         bad.insert(SUMS_HEADER, "1 2");
+        assert!(decode_chunk(Some(&bad), &p).is_none());
+        let mut bad = h.clone();
+        bad.insert(SEEN_HEADER, "-1");
         assert!(decode_chunk(Some(&bad), &p).is_none());
         // A part of the format before the mass (three sums, the old header) is refused and known.
         let mut old = HeaderMap::new();

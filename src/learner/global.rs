@@ -57,6 +57,10 @@ pub struct PartialSums {
     pub conj_sum: f64,
     /// `z_n = sum_i alpha_i x_i`, its nonzeros in ascending index order.
     pub z: Vec<(u32, f64)>,
+    /// The samples the node has taken in since it started (its `samples_seen`; summed over the nodes
+    /// in a cut's total). With `samples`, it tells another node whether a changed part brings new data
+    /// or only the sender's steps on the same data. `None` from a node that does not send it.
+    pub seen: Option<u64>,
 }
 
 /// The other nodes' parts, summed: what a node adds to its own window's sums in its steps.
@@ -73,6 +77,11 @@ pub struct RemoteSums {
     /// proposer's, fitted on its shard), so all nodes ascend the dual of the same problem. `None` for
     /// the proposer (and without an intercept).
     pub intercept: Option<f64>,
+    /// The other nodes' [`PartialSums::seen`], summed; `None` when a part did not carry it.
+    pub seen: Option<u64>,
+    /// The cut's certificate (of the whole cluster's problem), for [`CutProgress`]; `None` when not
+    /// known.
+    pub certificate: Option<Certificate>,
 }
 
 impl RemoteSums {
@@ -80,9 +89,11 @@ impl RemoteSums {
     pub fn of<'a>(parts: impl IntoIterator<Item = &'a PartialSums>, nodes: usize) -> RemoteSums {
         let mut sum = RemoteSums {
             nodes,
+            seen: Some(0),
             ..RemoteSums::default()
         };
         for part in parts {
+            sum.seen = sum.seen.zip(part.seen).map(|(a, b)| a.saturating_add(b));
             sum.samples += part.samples;
             sum.mass += part.mass;
             sum.conj_sum += part.conj_sum;
@@ -107,7 +118,71 @@ impl RemoteSums {
             z,
             nodes,
             intercept: None,
+            certificate: None,
+            seen: total.seen.zip(own.seen).map(|(t, o)| t.saturating_sub(o)),
         }
+    }
+}
+
+/// Cuts in a row that did not improve the certificate (with no new sample anywhere) after which a node
+/// no longer steps again on the others' changed part ([`CutProgress`]).
+pub const CUT_PATIENCE: u32 = 10;
+/// What counts as an improvement: the gap smaller, or the primal lower, by this fraction of the best
+/// gap since the last new sample.
+pub const CUT_PROGRESS: f64 = 0.1;
+
+/// The samples a cluster held at a cut, as one node sees them: the others' `(seen, samples)` and its
+/// own. Equal at two cuts when no node took in or dropped a sample between them.
+pub type CutData = ((u64, usize), (u64, usize));
+
+/// Whether a cluster's cuts still improve its certificate since the last new sample on any node.
+///
+/// Each cut changes every node's remote part while any node steps, and a changed part moves the
+/// node's local optimum, so nodes that stepped again on every change would step forever: an idle
+/// three-node cluster on the W3-like stream kept its gap moving between 3e-5 and 1e-3 for minutes,
+/// rebuilding and sending ~10 MB parts at every cut (`docs/benchmarks/cluster.md`, section 6). So a
+/// node steps again on a change that brings no new data only while the cuts improve the certificate
+/// (by [`CUT_PROGRESS`] of the best gap, within [`CUT_PATIENCE`] cuts); after that it goes on to its
+/// stall ([`crate::learner::Idle::Stalled`]) as one node does, its duals stop, and its part is
+/// reused. New data on any node starts the count again.
+#[derive(Debug, Clone, Default)]
+pub struct CutProgress {
+    /// The data of the last cut recorded.
+    data: Option<CutData>,
+    /// The lowest primal and gap since the data last changed.
+    best: Option<(f64, f64)>,
+    /// Cuts since the last improvement.
+    idle_cuts: u32,
+}
+
+impl CutProgress {
+    /// Records a cut over `data` (`None`: not known) with `certificate`; returns whether a change of
+    /// the other nodes' part should set this node stepping again.
+    pub fn record(&mut self, data: Option<CutData>, certificate: Option<Certificate>) -> bool {
+        if data.is_none() || data != self.data {
+            *self = CutProgress {
+                data,
+                ..CutProgress::default()
+            };
+            return true;
+        }
+        let Some(c) = certificate else {
+            return true;
+        };
+        match self.best {
+            Some((primal, gap))
+                if !(c.gap < gap - CUT_PROGRESS * gap
+                    || c.primal < primal - CUT_PROGRESS * gap) =>
+            {
+                self.idle_cuts += 1;
+            }
+            best => {
+                let (primal, gap) = best.unwrap_or((c.primal, c.gap));
+                self.best = Some((primal.min(c.primal), gap.min(c.gap)));
+                self.idle_cuts = 0;
+            }
+        }
+        self.idle_cuts < CUT_PATIENCE
     }
 }
 
@@ -138,8 +213,12 @@ pub fn merge_add(a: &[(u32, f64)], b: &[(u32, f64)]) -> Vec<(u32, f64)> {
 /// The parts summed in the order given (the nodes' name order): the union's `N`, `M`, loss and
 /// conjugate sums and `z` (module docs).
 pub fn cut_total(parts: &[&PartialSums]) -> PartialSums {
-    let mut total = PartialSums::default();
+    let mut total = PartialSums {
+        seen: Some(0),
+        ..PartialSums::default()
+    };
     for part in parts {
+        total.seen = total.seen.zip(part.seen).map(|(a, b)| a.saturating_add(b));
         total.samples += part.samples;
         total.mass += part.mass;
         total.loss_sum += part.loss_sum;
@@ -274,14 +353,21 @@ mod tests {
     }
 
     /// Every node takes the others' parts of a cut proposed by node 0 (and, but for node 0, its
-    /// intercept), then steps up to `steps` times.
-    fn exchange(nodes: &mut [StreamSdiht], parts: &[PartialSums], at: &SparseModel, steps: usize) {
+    /// intercept) with the cut's certificate, then steps up to `steps` times.
+    fn exchange(
+        nodes: &mut [StreamSdiht],
+        parts: &[PartialSums],
+        at: &SparseModel,
+        cut: Certificate,
+        steps: usize,
+    ) {
         let count = nodes.len();
         let total = cut_total(&parts.iter().collect::<Vec<_>>());
         for (me, node) in nodes.iter_mut().enumerate() {
             // As the daemon does: the proposer's sum of the parts, less this node's own.
             let mut remote = RemoteSums::without(&total, &parts[me], count);
             remote.intercept = (me > 0).then_some(at.intercept);
+            remote.certificate = Some(cut);
             node.set_remote(&remote);
             for _ in 0..steps {
                 if node.step() != crate::learner::StepOutcome::Stepped {
@@ -427,7 +513,7 @@ mod tests {
                 // Few steps per exchange, and many: a node that reaches its local optimum between
                 // exchanges (as a daemon does in one snapshot interval) goes on once the others'
                 // part moves.
-                exchange(&mut nodes, &parts, &at, steps_per_exchange);
+                exchange(&mut nodes, &parts, &at, cut, steps_per_exchange);
             }
             let mut single = learner(&c, &shards.concat());
             for _ in 0..500 {
@@ -476,12 +562,95 @@ mod tests {
             }
             let (at, parts, this) = cut_at(&mut nodes, 0, &c);
             cut = this;
-            exchange(&mut nodes, &parts, &at, 1600);
+            exchange(&mut nodes, &parts, &at, cut, 1600);
         }
         assert_eq!(cut.samples, 6000);
         // Stalled, the gap stayed at 5e-3 of the objective. Since the nodes take the sum less their own
         // part, rounding moves the iterates: 0.7e-3 to 2.1e-3 over seeds 7 to 10 (0.6e-3 to 1.5e-3 with
         // the other parts summed exactly).
         assert!(cut.gap < 3e-3 * cut.primal, "{cut:?}");
+    }
+
+    #[test]
+    fn cut_progress_stops_the_steps_after_its_patience_and_new_data_restarts_them() {
+        let data = |seen: u64| Some(((seen, 10), (5, 10)));
+        let cert = |primal: f64, dual: f64| Some(Certificate::new(primal, dual, 20));
+        let mut p = CutProgress::default();
+        // A part that does not say what data it holds always steps on.
+        for _ in 0..2 * CUT_PATIENCE {
+            assert!(p.record(None, cert(1.0, 0.5)));
+        }
+        assert!(p.record(data(7), cert(1.0, 0.5)));
+        // Improving cuts: the gap halves each time.
+        let mut gap = 0.5;
+        for _ in 0..3 * CUT_PATIENCE {
+            gap /= 2.0;
+            assert!(p.record(data(7), cert(1.0, 1.0 - gap)));
+        }
+        // A primal lower by a tenth of the best gap is progress too.
+        assert!(p.record(data(7), cert(1.0 - 0.2 * gap, 1.0 - 1.2 * gap)));
+        // Then cuts that move less than a tenth of the best gap: patience, then rest.
+        for i in 1..=CUT_PATIENCE {
+            let wobble = if i % 2 == 0 { 0.05 } else { -0.05 } * gap;
+            let step_on = p.record(data(7), cert(1.0 - 0.2 * gap + wobble, 1.0 - 1.2 * gap));
+            assert_eq!(step_on, i < CUT_PATIENCE, "cut {i}");
+        }
+        assert!(!p.record(data(7), cert(1.0, 1.0 - gap)));
+        // New samples anywhere start the count again; a cut without a certificate steps on.
+        assert!(p.record(data(8), cert(1.0, 1.0 - gap)));
+        assert!(p.record(data(8), None));
+    }
+
+    /// Regression: an idle cluster kept stepping on the rounding of its exchanges, every cut changing
+    /// every node's part (`CutProgress`). Once the samples stop, the nodes' parts stop changing (so
+    /// the daemon reuses them) with the gap closed; a new sample on one node sets every node
+    /// stepping again.
+    #[test]
+    fn an_idle_cluster_rests_and_new_data_wakes_it() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut shards = vec![Vec::new(), Vec::new(), Vec::new()];
+        for i in 0..3000 {
+            let mut idx: Vec<u32> = vec![1, 2, 3];
+            idx.extend((0..5).map(|_| rng.gen_range(10..500u32)));
+            idx.sort_unstable();
+            idx.dedup();
+            let vals: Vec<f64> = idx.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let y = 2.0 * vals[0] - vals[1] + 0.5 * vals[2] + 0.1 * rng.gen_range(-1.7..1.7);
+            shards[i % 3].push(Sample::new(idx, vals, y, None).unwrap());
+        }
+        let mut c = config(LossKind::Squared, false);
+        (c.k, c.lambda) = (5, 0.01);
+        let mut nodes: Vec<StreamSdiht> = (0..3)
+            .map(|_| StreamSdiht::new(c.clone(), 10_000, None))
+            .collect();
+        for (node, shard) in nodes.iter_mut().zip(&shards) {
+            node.insert_samples(&shard[..900]);
+        }
+        let mut previous: Option<Vec<PartialSums>> = None;
+        let mut rested_at = None;
+        let mut cut = Certificate::new(0.0, 0.0, 0);
+        for round in 0..200 {
+            let (at, parts, this) = cut_at(&mut nodes, 0, &c);
+            cut = this;
+            if previous.as_ref() == Some(&parts) {
+                rested_at = Some(round);
+                break;
+            }
+            previous = Some(parts.clone());
+            exchange(&mut nodes, &parts, &at, cut, 1600);
+        }
+        assert!(rested_at.is_some(), "the parts still change: {cut:?}");
+        assert!(cut.gap < 3e-3 * cut.primal, "{cut:?}");
+        // One more sample on node 2: every node steps again.
+        nodes[2].insert_samples(&shards[2][900..901]);
+        let before: Vec<PartialSums> = previous.unwrap();
+        for _ in 0..2 {
+            let (at, parts, this) = cut_at(&mut nodes, 0, &c);
+            exchange(&mut nodes, &parts, &at, this, 1600);
+        }
+        let (_, after, _) = cut_at(&mut nodes, 0, &c);
+        for n in 0..2 {
+            assert_ne!(after[n].z, before[n].z, "node {n} did not step");
+        }
     }
 }

@@ -22,7 +22,7 @@ mod member;
 pub use member::Scratch;
 mod warm;
 
-use super::global::{replace_remote, PartialSums, RemoteSums};
+use super::global::{replace_remote, CutProgress, PartialSums, RemoteSums};
 use super::{LearnerCore, LearnerSnapshot, LearnerState, StepOutcome, StreamingLearner};
 use crate::learner::params::LearnerConfig;
 use crate::model::Model;
@@ -95,6 +95,9 @@ pub struct StreamSdiht {
     remote_installed_at: Option<u64>,
     /// Passes over the window that installing a remote part took (tests).
     remote_recomputes: u64,
+    /// Whether the cluster's cuts still improve its certificate: a changed remote part sets the
+    /// learner stepping again only while they do or when it brings new data ([`CutProgress`]).
+    cut_progress: CutProgress,
 }
 
 impl StreamSdiht {
@@ -198,6 +201,7 @@ impl StreamSdiht {
             global: None,
             follows_intercept: false,
             remote_installed_at: None,
+            cut_progress: CutProgress::default(),
             remote_recomputes: 0,
             cut_w: Vec::new(),
             cut_z: Vec::new(),
@@ -444,6 +448,7 @@ impl StreamingLearner for StreamSdiht {
             loss_sum,
             conj_sum,
             z,
+            seen: Some(self.core.stats.samples_seen),
         })
     }
 
@@ -460,6 +465,9 @@ impl StreamingLearner for StreamSdiht {
         self.follows_intercept = remote.intercept.is_some();
         self.it.intercept = intercept;
         let changed = replace_remote(&mut self.it, &remote.z, remote.mass, remote.conj_sum);
+        let here = (self.core.stats.samples_seen, self.core.window.len());
+        let data = remote.seen.map(|seen| ((seen, remote.samples), here));
+        let step_on = self.cut_progress.record(data, remote.certificate);
         if !changed && context_same && self.remote_installed_at == Some(self.core.stats.mutations) {
             // The same remote part, and no step or insert since the last one was installed: `z` is
             // what the pass below would rebuild, bit for bit.
@@ -474,8 +482,9 @@ impl StreamingLearner for StreamSdiht {
         self.recompute();
         self.remote_recomputes += 1;
         self.remote_installed_at = Some(self.core.stats.mutations);
-        if changed {
-            // The local optimum moved with the other nodes' part: step again.
+        if changed && step_on {
+            // The local optimum moved with the other nodes' part: step again, while the cuts improve
+            // or bring new data (`cut_progress`).
             self.core.inserted_since_certificate = true;
             self.core.steps_since_insert = 0;
         }
