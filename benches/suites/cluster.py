@@ -8,7 +8,7 @@
     shards         3 daemons, nats.global_model = false  (each learns its own shard)
     global         3 daemons, nats.global_model = true   (one exact model over the three windows)
     global-idle    3 daemons, global model, the stream stopped after the warm-up: measured idle after as
-                   long again to settle (not in the default list: CASES=global-idle)
+                   long again to settle, or SETTLE seconds (not in the default list: CASES=global-idle)
   Counters are read after WARMUP seconds and DURATION seconds later. Per node: samples/s, process CPU
   per sample (the learner thread and the rest), cuts completed and abandoned, partial-sum bytes sent
   and received per second and per proposal, wall time per merge and per own part; per case the
@@ -236,7 +236,9 @@ def run_case(name, thresher, publish, nats, rate, duration, warmup, snapshot_ms,
                                      stdout=subprocess.PIPE, stderr=open(os.path.join(work, "publish.log"), "w"),
                                      text=True)
         procs.append(publisher)
-        time.sleep(float(warmup) * (2 if name in IDLE else 1))
+        # An idle case settles for SETTLE seconds after the stream stops (default: as long as the warm-up).
+        settle = float(os.environ.get("SETTLE", warmup)) if name in IDLE else 0.0
+        time.sleep(float(warmup) + settle)
         a = snapshot(nodes, mport)
         time.sleep(float(duration))
         b = snapshot(nodes, mport)

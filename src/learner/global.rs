@@ -143,8 +143,9 @@ pub type CutData = ((u64, usize), (u64, usize));
 /// rebuilding and sending ~10 MB parts at every cut (`docs/benchmarks/cluster.md`, section 6). So a
 /// node steps again on a change that brings no new data only while the cuts improve the certificate
 /// (by [`CUT_PROGRESS`] of the best gap, within [`CUT_PATIENCE`] cuts); after that it goes on to its
-/// stall ([`crate::learner::Idle::Stalled`]) as one node does, its duals stop, and its part is
-/// reused. New data on any node starts the count again.
+/// stall ([`crate::learner::Idle::Stalled`]) as one node does, [`crate::learner::IDLE_EPOCHS`] epochs
+/// after the last new data or improving cut, its duals stop, and its part is reused. New data on any
+/// node starts the count again.
 #[derive(Debug, Clone, Default)]
 pub struct CutProgress {
     /// The data of the last cut recorded.
@@ -157,7 +158,8 @@ pub struct CutProgress {
 
 impl CutProgress {
     /// Records a cut over `data` (`None`: not known) with `certificate`; returns whether a change of
-    /// the other nodes' part should set this node stepping again.
+    /// the other nodes' part should set this node stepping again (`false` once the cuts stopped
+    /// improving).
     pub fn record(&mut self, data: Option<CutData>, certificate: Option<Certificate>) -> bool {
         if data.is_none() || data != self.data {
             *self = CutProgress {
@@ -641,6 +643,10 @@ mod tests {
         }
         assert!(rested_at.is_some(), "the parts still change: {cut:?}");
         assert!(cut.gap < 3e-3 * cut.primal, "{cut:?}");
+        for node in nodes.iter_mut() {
+            let idle = crate::learner::StepOutcome::Idle(crate::learner::Idle::Stalled);
+            assert_eq!(node.step(), idle);
+        }
         // One more sample on node 2: every node steps again.
         nodes[2].insert_samples(&shards[2][900..901]);
         let before: Vec<PartialSums> = previous.unwrap();
