@@ -191,43 +191,40 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         step: step_arg.unwrap_or(StepRule::Coordinate),
         stop,
     };
-    let (lambda, lambda_auto, data, start, scales) = match lambda_arg {
-        LambdaArg::Value(lambda) => {
-            let mut data = load(&args.data, args.format)?;
-            if let Some(class) = one_vs_rest {
-                data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
-            }
-            let (data, scales) = refine::standardize_dataset(args, data);
-            fit.step = step_arg
-                .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
-            (lambda, None, data, None, scales)
+    let mut data = load(&args.data, args.format)?;
+    if let Some(class) = one_vs_rest {
+        data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
+    }
+    let (data, scales) = refine::standardize_dataset(args, data);
+    fit.step = step_arg.unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
+    let (lambda, lambda_auto, warm, cold) = std::thread::scope(|scope| {
+        if scales.is_none() {
+            // Whether to suggest `--standardize` takes a pass over every stored value; it reads the
+            // data beside the search (a one-pass fit leaves the second core idle) and warns on its own.
+            scope.spawn(|| refine::suggest_standardize(&data));
         }
-        LambdaArg::Auto => {
-            let mut data = load(&args.data, args.format)?;
-            if let Some(class) = one_vs_rest {
-                data.map_labels(|y| if y == class { 1.0 } else { -1.0 });
+        let (lambda, lambda_auto, start) = match lambda_arg {
+            LambdaArg::Value(lambda) => (lambda, None, None),
+            LambdaArg::Auto => {
+                let (record, start) = fit.choose_lambda(&data)?;
+                (record.grid[record.live], Some(record), start)
             }
-            let (data, scales) = refine::standardize_dataset(args, data);
-            fit.step = step_arg
-                .unwrap_or_else(|| auto_step(data.nonzero_values(), data.len(), data.dim()));
-            let (record, start) = fit.choose_lambda(&data)?;
-            (record.grid[record.live], Some(record), data, start, scales)
-        }
-    };
-
-    let (warm, cold) = match &start {
-        // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The
-        // refit"); the two runs share nothing mutable, so they run side by side.
-        Some(start) => std::thread::scope(|scope| {
-            let cold = scope.spawn(|| fit.refit(&data, lambda, None, false));
-            let warm = fit.refit(&data, lambda, Some(start), true);
-            let cold = cold
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (warm, Some(cold))
-        }),
-        None => (fit.refit(&data, lambda, None, true), None),
-    };
+        };
+        let (warm, cold) = match &start {
+            // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The
+            // refit"); the two runs share nothing mutable, so they run side by side.
+            Some(start) => std::thread::scope(|scope| {
+                let cold = scope.spawn(|| fit.refit(&data, lambda, None, false));
+                let warm = fit.refit(&data, lambda, Some(start), true);
+                let cold = cold
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (warm, Some(cold))
+            }),
+            None => (fit.refit(&data, lambda, None, true), None),
+        };
+        Ok::<_, CliError>((lambda, lambda_auto, warm, cold))
+    })?;
     let mut run = warm?;
     let mut refit = None;
     // A cold run that fails leaves the warm one, which is a whole fit of its own: the model is

@@ -246,6 +246,25 @@ impl Loss {
         }
     }
 
+    /// `(l'(u, y), l''(u, y))`, equal bit for bit to [`Loss::derivative`] and
+    /// [`Loss::second_derivative`]; logistic computes the `exp(-|y u|)` they share once.
+    #[inline]
+    pub fn derivatives(&self, u: f64, y: f64) -> (f64, Option<f64>) {
+        match self {
+            Loss::Logistic(_) => {
+                let m = y * u;
+                let e = (-m.abs()).exp();
+                let first = if m >= 0.0 {
+                    -y * e / (1.0 + e)
+                } else {
+                    -y / (1.0 + e)
+                };
+                (first, Some(e / ((1.0 + e) * (1.0 + e))))
+            }
+            _ => (self.derivative(u, y), self.second_derivative(u, y)),
+        }
+    }
+
     /// `(l(u, y), l'(u, y))`, equal bit for bit to [`Loss::value`] and [`Loss::derivative`]; logistic
     /// computes the `exp` they share once (at `m = 0` both take `exp(±0) = 1`).
     #[inline]
@@ -443,7 +462,7 @@ mod tests {
         }
     }
 
-    /// The shared-`exp` pair equals the separate calls bit for bit, at `m = 0` (both signs), far out,
+    /// The shared-`exp` pairs equal the separate calls bit for bit, at `m = 0` (both signs), far out,
     /// on NaN, and through the weighted view's projection.
     #[test]
     fn value_and_derivative_equal_the_separate_calls_bit_for_bit() {
@@ -467,6 +486,14 @@ mod tests {
                     assert_eq!(value.to_bits(), loss.value(u, y).to_bits(), "{loss:?} {u}");
                     let d = loss.derivative(u, y).to_bits();
                     assert_eq!(derivative.to_bits(), d, "{loss:?} {u}");
+                    // The same for the pair of derivatives (a NaN margin: NaN in both, of either sign).
+                    let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan();
+                    let (first, second) = loss.derivatives(u, y);
+                    assert!(same(first, loss.derivative(u, y)), "{loss:?} {u}");
+                    match (second, loss.second_derivative(u, y)) {
+                        (Some(a), Some(b)) => assert!(same(a, b), "{loss:?} {u}"),
+                        (a, b) => assert_eq!(a.is_some(), b.is_some(), "{loss:?} {u}"),
+                    }
                     for c in [1.0, 0.3, 2.0] {
                         let s = loss.sample(y, c);
                         let (value, dual) = s.value_and_dual_of_margin(u);

@@ -256,11 +256,16 @@ pub fn polish<S: SampleSet>(
         for (x, d) in x.iter_mut().zip(&newton.d) {
             *x += t * d;
         }
-        // Margins from scratch rather than u + t du, so no rounding drift builds up across steps.
+        // Margins from scratch rather than u + t du, so no rounding drift builds up across steps;
+        // the objective at them differs from the trial's `f_t` by rounding alone, and is taken once,
+        // after the last step (each evaluation is a logarithm and an exponential per row).
         rows.margins(&x, b_of(&x), &mut u);
         debug_assert!(f_t <= f);
-        f = objective(problem, &u, &x[..s]);
+        f = f_t;
         iterations += 1;
+    }
+    if iterations > 0 {
+        f = objective(problem, &u, &x[..s]);
     }
     let intercept = b_of(&x);
     x.truncate(s);
@@ -320,8 +325,9 @@ impl NewtonScratch {
         let n = problem.mass();
         for (i, &u) in u.iter().enumerate() {
             let r = problem.data.row(i);
-            let d1 = r.weight * problem.loss.derivative(u, r.label) / n;
-            let d2 = r.weight * problem.loss.second_derivative(u, r.label).unwrap_or(0.0) / n;
+            let (first, second) = problem.loss.derivatives(u, r.label);
+            let d1 = r.weight * first / n;
+            let d2 = r.weight * second.unwrap_or(0.0) / n;
             let (pos, val) = rows.row(i);
             for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
                 let p = p as usize;

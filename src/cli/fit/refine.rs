@@ -60,8 +60,10 @@ impl Fit<'_> {
 /// problem's solver diverges or its certificate is vacuous (`docs/benchmarks/quality.md`).
 pub const SUGGEST_STANDARDIZE_DECADES: f64 = 6.0;
 
-/// Prints the suggestion of [`SUGGEST_STANDARDIZE_DECADES`] when it applies.
-fn suggest_standardize(scales: &ColumnScales) {
+/// Measures the columns' RMS and prints the suggestion of [`SUGGEST_STANDARDIZE_DECADES`] when it
+/// applies.
+pub(super) fn suggest_standardize(data: &Dataset) {
+    let scales = ColumnScales::rms(data);
     if scales.decades() > SUGGEST_STANDARDIZE_DECADES {
         eprintln!(
             "warning: the columns' root mean squares span {:.1} decades; the solver may diverge or stall with a vacuous gap: consider --standardize",
@@ -71,16 +73,15 @@ fn suggest_standardize(scales: &ColumnScales) {
 }
 
 /// `data` with its columns scaled when `--standardize` asks for it, and the scales; without it, the
-/// scales are measured only to suggest it.
+/// data as they are (the caller may [`suggest_standardize`]).
 pub(super) fn standardize_dataset(
     args: &FitArgs,
     mut data: Dataset,
 ) -> (Dataset, Option<ColumnScales>) {
-    let scales = ColumnScales::rms(&data);
     if !args.standardize {
-        suggest_standardize(&scales);
         return (data, None);
     }
+    let scales = ColumnScales::rms(&data);
     data.scale_columns(&scales);
     (data, Some(scales))
 }
