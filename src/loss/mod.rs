@@ -487,7 +487,8 @@ mod tests {
                     let d = loss.derivative(u, y).to_bits();
                     assert_eq!(derivative.to_bits(), d, "{loss:?} {u}");
                     // The same for the pair of derivatives (a NaN margin: NaN in both, of either sign).
-                    let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan();
+                    let same =
+                        |a: f64, b: f64| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan();
                     let (first, second) = loss.derivatives(u, y);
                     assert!(same(first, loss.derivative(u, y)), "{loss:?} {u}");
                     match (second, loss.second_derivative(u, y)) {
