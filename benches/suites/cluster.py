@@ -180,6 +180,7 @@ def report(name, a, b):
         merges, merge_s = d("thresher_cluster_merges_total"), d("thresher_cluster_merge_seconds_total")
         partial_s = d("thresher_cluster_partial_seconds_total")
         reused = d("thresher_cluster_parts_reused_total")
+        references = d("thresher_cluster_references_total")
         complete = d("thresher_cluster_cuts_total", 'outcome="complete"')
         abandoned = d("thresher_cluster_cuts_total", 'outcome="abandoned"')
         sent = d("thresher_cluster_partial_bytes_total", 'direction="sent"')
@@ -196,7 +197,7 @@ def report(name, a, b):
               f"partial_bytes_per_proposal={(sent / proposals if proposals else 0):.0f} "
               f"merge_ms={(merge_s / merges * 1e3 if merges else 0):.3f} merges={merges:.0f} "
               f"partial_ms={(partial_s / proposals * 1e3 if proposals else 0):.3f} parts_reused={reused:.0f} "
-              f"gap={gap:.3g}")
+              f"references={references:.0f} gap={gap:.3g}")
     va, vb = a["varz"], b["varz"]
     print(f"case={name} node=server in_bytes_per_s={(vb['in_bytes'] - va['in_bytes']) / dt:.0f} "
           f"out_bytes_per_s={(vb['out_bytes'] - va['out_bytes']) / dt:.0f} "

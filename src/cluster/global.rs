@@ -21,6 +21,15 @@
 //!    `"scope": "global"`) and replaces its view of the other nodes' part by the sum less its own part
 //!    ([`RemoteSums::without`]) with CoCoA's `sigma' =` the number of nodes.
 //!
+//! **Unchanged, referred to.** A node whose part of this cut is the one it sent for the cut it last
+//! merged (nothing changed: `Taken::Reused`), with the same proposer, sends a reference to that
+//! cut instead of the pairs (`wire::encode_reference`); the proposer files the part it holds, after
+//! checking the sums agree. When every listed part of a cut is the very one of the last cut reduced,
+//! at the same model, the sum and certificate are the last ones bit for bit: the proposer sums
+//! nothing and sends a reference to that sum, which every listed node holds (each referred to its
+//! part, so each merged that cut). A reference that cannot be resolved leaves that cut incomplete, and
+//! the next part is whole. So an idle cluster's cut costs a few hundred bytes a node, not its parts.
+//!
 //! Why a reduction: when every node sent its part to every node, the server sent `N^2` parts per cut
 //! and every node merged `N` of them (`docs/benchmarks/cluster.md`); now the server sends `N - 1` parts
 //! to one node and one sum to `N` nodes, and every node but the proposer subtracts one part.
@@ -30,8 +39,8 @@
 //! leaves the members after the TTL and the next proposals do not wait for it; a proposer that died
 //! mid-cut is replaced by the next lowest name). So under load the cut cadence is the time a cut
 //! takes, not the interval. Everything held is bounded: one proposal, one own part, one assembly and
-//! one complete part per node (the proposer), one sum being assembled and one waiting for its
-//! proposal, at most [`MAX_NODES`] nodes and [`super::wire::MAX_CHUNKS`] chunks per part; a malformed message
+//! one complete part per node (the proposer), one sum being assembled, one waiting for its proposal
+//! and the last one merged, at most [`MAX_NODES`] nodes and [`super::wire::MAX_CHUNKS`] chunks per part; a malformed message
 //! is dropped and counted (`thresher_cluster_cuts_total{outcome="invalid"}`). Core NATS delivers at
 //! most once: a lost chunk only leaves that cut incomplete.
 
@@ -44,8 +53,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::wire::{
-    decode_chunk, decode_sum_extras, encode_part, encode_sum, from_older_version, Assembly,
-    SumExtras, HEADER_ROOM, PAIR_BYTES,
+    decode_chunk, decode_sum_extras, encode_part, encode_reference, encode_sum,
+    encode_sum_reference, from_older_version, Assembly, SumExtras, HEADER_ROOM, PAIR_BYTES,
 };
 use super::ClusterView;
 use crate::learner::global::{cut_total, total_certificate, PartialSums, RemoteSums};
@@ -134,8 +143,15 @@ impl Subjects {
 struct Exchange {
     /// The latest proposal, until its cut completes.
     proposal: Option<Proposal>,
-    /// The cut last merged.
+    /// The cut last merged, and its proposer.
     merged: Option<u64>,
+    merged_by: Option<String>,
+    /// The sum of the cut last merged here (with its certificate and node samples), which a later
+    /// cut's proposer may refer to instead of sending it again (`encode_sum_reference`).
+    last_sum: Option<(u64, Arc<PartialSums>, SumExtras)>,
+    /// As a proposer: the cut last reduced here, its model and each listed node's part, so a cut whose
+    /// parts are all the same ones, at the same model, reuses its sum and sends a reference to it.
+    last_reduced: Option<(u64, SparseModel, Vec<Arc<PartialSums>>)>,
     /// This node's part of the latest cut it answered: the sum less it is the other nodes' part.
     own: Option<(u64, Arc<PartialSums>)>,
     /// What `own` was taken at: the samples the learner had seen, its window's
@@ -329,6 +345,7 @@ impl GlobalModel {
     /// files it with the parts it collects).
     async fn answer(&self, cut: u64, at: SparseModel, proposer: &str, exchange: &mut Exchange) {
         let learner = self.learner.clone();
+        let previous_cut = exchange.own.as_ref().map(|(cut, _)| *cut);
         let previous = exchange.own.as_ref().map(|(_, part)| part.clone());
         let taken_at = exchange.own_taken_at.take();
         let taken = tokio::task::spawn_blocking(move || {
@@ -351,12 +368,21 @@ impl GlobalModel {
             return;
         };
         let name = [self.config.name.as_str()];
+        // The proposer holds this node's part of the cut last merged (it summed it): the same part
+        // again travels as a reference to that cut.
+        let held_by_proposer = previous_cut.is_some()
+            && previous_cut == exchange.merged
+            && exchange.merged_by.as_deref() == Some(proposer);
+        let mut reference = None;
         let part = match part {
             Taken::Reused(part) => {
                 self.metrics
                     .cluster_parts_reused
                     .with_label_values(&name)
                     .inc();
+                if held_by_proposer {
+                    reference = previous_cut;
+                }
                 part
             }
             Taken::Computed(part) => {
@@ -376,8 +402,21 @@ impl GlobalModel {
             return;
         }
         let subject = self.subjects.part_to(proposer, &self.node);
-        self.send(subject, encode_part(cut, &part, self.pairs_per_chunk()))
-            .await;
+        let chunks = match reference {
+            Some(same_as) => {
+                self.referenced("part");
+                encode_reference(cut, same_as, &part)
+            }
+            None => encode_part(cut, &part, self.pairs_per_chunk()),
+        };
+        self.send(subject, chunks).await;
+    }
+
+    fn referenced(&self, kind: &str) {
+        self.metrics
+            .cluster_references
+            .with_label_values(&[&self.config.name, kind])
+            .inc();
     }
 
     /// Pairs per chunk under the server's `max_payload`.
@@ -424,6 +463,20 @@ impl GlobalModel {
             self.count("invalid");
             return;
         };
+        if let Some(same_as) = chunk.same_as {
+            // The node's part of an earlier cut, held here: filed for this cut if its sums agree.
+            match exchange.parts.get(&node) {
+                Some((held, part)) if *held == same_as && chunk.sums_match(part) => {
+                    let part = part.clone();
+                    self.view
+                        .part_received(&self.config.name, &node, chunk.cut, part.samples);
+                    exchange.parts.insert(node, (chunk.cut, part));
+                    self.reduce_if_complete(exchange).await;
+                }
+                _ => self.count("invalid"),
+            }
+            return;
+        }
         if !exchange.assembling.contains_key(&node) && exchange.assembling.len() >= MAX_NODES {
             self.count("invalid");
             return;
@@ -481,7 +534,32 @@ impl GlobalModel {
         };
         let proposal = exchange.proposal.take().expect("checked above");
         exchange.merged = Some(proposal.cut);
+        exchange.merged_by = Some(proposal.proposer.clone());
         let own = exchange.own.as_ref().map(|(_, part)| part.clone());
+        // The same parts (the very ones, not equal copies) at the same model: the same sum and
+        // certificate, bit for bit, which every listed node holds (each referred to its part of that
+        // cut, so each merged it). A reference to it travels instead, and nothing is summed.
+        let model = proposal.model();
+        let unchanged = match (&exchange.last_reduced, &exchange.last_sum) {
+            (Some((cut, at, previous)), Some((summed, _, _))) => {
+                cut == summed
+                    && *at == model
+                    && previous.len() == parts.len()
+                    && previous.iter().zip(&parts).all(|(a, b)| Arc::ptr_eq(a, b))
+            }
+            _ => false,
+        };
+        exchange.last_reduced = Some((proposal.cut, model, parts.clone()));
+        if unchanged {
+            let (same_as, total, extras) = exchange.last_sum.clone().expect("checked above");
+            let chunks = encode_sum_reference(proposal.cut, same_as, &total, &extras);
+            exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
+            self.referenced("sum");
+            self.install(proposal, total, extras, own, Duration::ZERO)
+                .await;
+            self.send(self.subjects.sum.clone(), chunks).await;
+            return;
+        }
         let config = self.config.clone();
         let summed = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
@@ -511,8 +589,9 @@ impl GlobalModel {
             return;
         }
         let chunks = encode_sum(proposal.cut, &total, &extras, self.pairs_per_chunk());
-        self.install(proposal, Arc::new(total), extras, own, took)
-            .await;
+        let total = Arc::new(total);
+        exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
+        self.install(proposal, total, extras, own, took).await;
         self.send(self.subjects.sum.clone(), chunks).await;
     }
 
@@ -525,6 +604,21 @@ impl GlobalModel {
         };
         if exchange.merged == Some(chunk.cut) {
             // This node's own sum (the proposer), or one it installed already.
+            return;
+        }
+        if let Some(same_as) = chunk.same_as {
+            // The sum of an earlier cut, installed here: ready for this cut if it agrees.
+            match &exchange.last_sum {
+                Some((held, total, held_extras))
+                    if *held == same_as && *held_extras == extras && chunk.sums_match(total) =>
+                {
+                    exchange.sum_ready = Some((chunk.cut, total.clone(), extras));
+                    self.install_sum_if_ready(exchange).await;
+                }
+                // Not held: this node did not merge that cut (it was not listed: it joined since,
+                // or came back). Its next part is whole, so the next sum it is listed in is too.
+                _ => {}
+            }
             return;
         }
         let proposed = exchange.proposal.as_ref().map(|p| p.cut);
@@ -581,6 +675,8 @@ impl GlobalModel {
         let (_, total, extras) = exchange.sum_ready.take().expect("checked above");
         let proposal = exchange.proposal.take().expect("checked above");
         exchange.merged = Some(proposal.cut);
+        exchange.merged_by = Some(proposal.proposer.clone());
+        exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
         let listed = proposal.nodes.binary_search(&self.node).is_ok();
         let own = match &exchange.own {
             Some((cut, part)) if *cut == proposal.cut => Some(part.clone()),

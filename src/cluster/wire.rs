@@ -2,7 +2,9 @@
 //! proposer's sum of a complete cut, each as chunks of `(u32 index, f64 value)` pairs (little-endian,
 //! ascending) under the server's `max_payload`, with the cut, the chunk (`i/n`) and the scalar sums in
 //! headers (the sums as `f64` bits, exactly). A sum's chunks also carry the cut's certificate (`primal
-//! dual`, bits) and each listed node's sample count, so every node installs the proposer's bits.
+//! dual`, bits) and each listed node's sample count, so every node installs the proposer's bits. A
+//! part or sum that is the same, bit for bit, as the sender's of an earlier cut the receiver holds
+//! travels as a reference to that cut: one chunk, no pairs ([`encode_reference`]).
 //! Decoding refuses anything malformed (missing header, bad numbers, a payload that is not whole pairs,
 //! a non-finite value, indices not ascending), and a part's chunks must agree on their sums.
 
@@ -33,6 +35,9 @@ const OLD_SUMS_HEADER: &str = "Thresher-Sums";
 /// A part's [`PartialSums::seen`] (decimal). Optional: a part without it (a node of an earlier
 /// version) makes every change of the other nodes' part count as new data.
 const SEEN_HEADER: &str = "Thresher-Seen";
+/// A reference instead of a payload: the part (or sum) is the sender's part (or sum) of the cut named,
+/// bit for bit, which the receiver holds ([`encode_reference`]).
+const SAME_AS_HEADER: &str = "Thresher-Same-As";
 /// A cut sum's certificate, `"primal dual"` as `f64` bits.
 const CERTIFICATE_HEADER: &str = "Thresher-Certificate";
 /// A cut sum's per-node sample counts, in the proposal's node order.
@@ -79,6 +84,40 @@ pub fn encode_part(
         .collect()
 }
 
+/// A part that is, bit for bit, the one the sender sent for cut `same_as` (an idle node's): one chunk
+/// with the part's sums and no pairs, naming that cut. The receiver files the part it holds of that cut
+/// and checks the sums agree.
+pub fn encode_reference(cut: u64, same_as: u64, part: &PartialSums) -> Vec<(HeaderMap, Bytes)> {
+    let sums = PartialSums {
+        z: Vec::new(),
+        ..part.clone()
+    };
+    let mut chunks = encode_part(cut, &sums, 1);
+    for (headers, _) in &mut chunks {
+        headers.insert(SAME_AS_HEADER, same_as.to_string().as_str());
+    }
+    chunks
+}
+
+/// A sum that is, bit for bit, the one the proposer sent for cut `same_as`, with `extras` (the same
+/// certificate): [`encode_reference`] of a sum.
+pub fn encode_sum_reference(
+    cut: u64,
+    same_as: u64,
+    total: &PartialSums,
+    extras: &SumExtras,
+) -> Vec<(HeaderMap, Bytes)> {
+    let sums = PartialSums {
+        z: Vec::new(),
+        ..total.clone()
+    };
+    let mut chunks = encode_sum(cut, &sums, extras, 1);
+    for (headers, _) in &mut chunks {
+        headers.insert(SAME_AS_HEADER, same_as.to_string().as_str());
+    }
+    chunks
+}
+
 /// One chunk of a part, as received.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chunk {
@@ -90,7 +129,21 @@ pub struct Chunk {
     pub conj_sum: f64,
     pub mass: f64,
     pub seen: Option<u64>,
+    /// A reference to the sender's part (or sum) of this earlier cut instead of pairs
+    /// ([`encode_reference`]).
+    pub same_as: Option<u64>,
     pub pairs: Vec<(u32, f64)>,
+}
+
+impl Chunk {
+    /// Whether this chunk's sums are those of `part` (a reference's check), bit for bit.
+    pub fn sums_match(&self, part: &PartialSums) -> bool {
+        self.samples == part.samples
+            && self.loss_sum.to_bits() == part.loss_sum.to_bits()
+            && self.conj_sum.to_bits() == part.conj_sum.to_bits()
+            && self.mass.to_bits() == part.mass.to_bits()
+            && self.seen == part.seen
+    }
 }
 
 /// A part from a node of a version before the mass (the `Thresher-Sums` header, not `Thresher-Sums-2`).
@@ -118,6 +171,14 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
         Some(seen) => Some(seen.as_str().parse().ok()?),
         None => None,
     };
+    let same_as: Option<u64> = match headers.get(SAME_AS_HEADER) {
+        Some(same) => Some(same.as_str().parse().ok()?),
+        None => None,
+    };
+    // A reference names an earlier cut and is one chunk without pairs.
+    if same_as.is_some_and(|same| same >= cut || count != 1 || !payload.is_empty()) {
+        return None;
+    }
     let whole = payload.len().is_multiple_of(PAIR_BYTES);
     if !(loss_sum.is_finite() && conj_sum.is_finite() && mass.is_finite() && mass >= 0.0 && whole) {
         return None;
@@ -143,6 +204,7 @@ pub fn decode_chunk(headers: Option<&HeaderMap>, payload: &[u8]) -> Option<Chunk
         conj_sum,
         mass,
         seen,
+        same_as,
         pairs,
     })
 }
@@ -318,6 +380,39 @@ mod tests {
         let chunks = encode_part(7, &p, 10);
         assert!(chunks.iter().all(|(h, _)| h.get(SEEN_HEADER).is_none()));
         assert_eq!(reassemble(chunks), Some(p));
+    }
+
+    /// A reference is one chunk with the part's (or sum's) sums and no pairs, naming an earlier cut;
+    /// one that names this cut or a later one, or carries pairs, is refused.
+    #[test]
+    fn a_reference_names_an_earlier_cut_and_carries_the_sums_alone() {
+        let p = part(10);
+        let chunks = encode_reference(42, 41, &p);
+        assert_eq!(chunks.len(), 1);
+        let (h, payload) = &chunks[0];
+        let c = decode_chunk(Some(h), payload).expect("a valid reference");
+        assert_eq!((c.cut, c.same_as, c.pairs.len()), (42, Some(41), 0));
+        assert!(c.sums_match(&p));
+        let mut other = p.clone();
+        other.seen = Some(1);
+        assert!(!c.sums_match(&other));
+        assert!(decode_chunk(Some(&encode_reference(42, 42, &p)[0].0), &[]).is_none());
+        assert!(decode_chunk(Some(h), &payload_of(&p)).is_none());
+        let extras = SumExtras {
+            primal: 0.5,
+            dual: 0.25,
+            node_samples: vec![3, 4],
+        };
+        let (h, payload) = encode_sum_reference(9, 8, &p, &extras).remove(0);
+        let c = decode_chunk(Some(&h), &payload).expect("a valid sum reference");
+        assert_eq!(
+            (c.same_as, decode_sum_extras(Some(&h))),
+            (Some(8), Some(extras))
+        );
+    }
+
+    fn payload_of(p: &PartialSums) -> Vec<u8> {
+        encode_part(1, p, 1000).remove(0).1.to_vec()
     }
 
     #[test]

@@ -58,6 +58,7 @@
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate (the proposer) and installing the sum less this node's part as its remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
 //! | `thresher_cluster_parts_reused_total` | counter | learner | cuts this node answered with its previous part, the learner unchanged since and the cut's model the same (no pass over the window) |
+//! | `thresher_cluster_references_total` | counter | learner, kind | parts (`kind="part"`) and, as the proposer, sums (`kind="sum"`) sent as a reference to the same one of an earlier cut, which the receiver holds, instead of their pairs |
 //! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
 //! | `thresher_label_store_dropped_total` | counter | reason (`capacity`, `expired`, `replaced`) | stored samples that left unlabelled: the oldest, for room; past `labels.ttl_seconds`; replaced by a prediction with the same id |
 //! | `thresher_labels_total` | counter | outcome (`joined`, `unknown`, `expired`, `evicted`, `duplicate`) | labels of `POST /v1/labels` by what they found ([`labels::outcome`]) |
@@ -136,6 +137,7 @@ pub struct Metrics {
     pub cluster_merge_seconds: CounterVec,
     pub cluster_merges: IntCounterVec,
     pub cluster_parts_reused: IntCounterVec,
+    pub cluster_references: IntCounterVec,
     /// Late labels: the label store and what labels found ([`labels`]).
     pub labels: labels::LabelMetrics,
 }
@@ -518,6 +520,7 @@ struct ClusterFamily {
     cluster_merge_seconds: CounterVec,
     cluster_merges: IntCounterVec,
     cluster_parts_reused: IntCounterVec,
+    cluster_references: IntCounterVec,
 }
 
 fn cluster_family(r: &Registrar) -> ClusterFamily {
@@ -553,6 +556,11 @@ fn cluster_family(r: &Registrar) -> ClusterFamily {
             "thresher_cluster_parts_reused_total",
             "Cuts answered with this node's previous part (learner and cut model unchanged: no window pass)",
             LEARNER,
+        ),
+        cluster_references: r.counter(
+            "thresher_cluster_references_total",
+            "Parts and sums sent as a reference to the same one of an earlier cut, held by the receiver",
+            &["learner", "kind"],
         ),
     }
 }
@@ -627,6 +635,7 @@ impl Metrics {
             cluster_merge_seconds: cluster.cluster_merge_seconds,
             cluster_merges: cluster.cluster_merges,
             cluster_parts_reused: cluster.cluster_parts_reused,
+            cluster_references: cluster.cluster_references,
             labels: late_labels,
         };
         m.create_initial_series();
@@ -717,6 +726,9 @@ impl Metrics {
         self.numeric_faults.with_label_values(&[name]);
         self.unlearned_samples.with_label_values(&[name]);
         self.cluster_parts_reused.with_label_values(&[name]);
+        for kind in ["part", "sum"] {
+            self.cluster_references.with_label_values(&[name, kind]);
+        }
     }
 
     /// Creates the series of a `lambda = "auto"` learner: one progressive-loss gauge per grid lambda,

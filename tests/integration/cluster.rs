@@ -547,6 +547,25 @@ fn three_nodes_learn_one_exact_model_through_a_server_and_the_proposer_killed() 
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    // Unchanged, a part or a sum the receiver holds travels as a reference to it: n2 and n3 refer to
+    // their parts of the last cut, and n1, proposing, to its sum.
+    for (name, d) in NODES.iter().zip(&nodes) {
+        let d = d.as_ref().unwrap();
+        let kind = if *name == "n1" {
+            "kind=\"sum\""
+        } else {
+            "kind=\"part\""
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while metric_sum(d, "thresher_cluster_references_total", &[kind]) == 0.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: no {kind} reference sent while idle\n{}",
+                counters(&nodes)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     eprintln!(
         "{} {} cuts seen; history points read: {:?}\n{}",
         at(),
