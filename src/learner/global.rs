@@ -533,15 +533,12 @@ mod tests {
         }
     }
 
-    /// Regression: nodes that each run to their local optimum between exchanges while samples stream
-    /// in, with the daemon's default (adaptive) step rule, keep closing the gap. The adaptive step
-    /// scale, kept across exchanges, collapsed; every node stalled with its duals far from the fixed
-    /// point, and the cut's gap stayed at 5e-3 of the objective here.
-    #[test]
-    fn nodes_that_stall_between_exchanges_go_on_when_the_others_move() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    /// `n` regression samples dealt to three shards in turn: 3 planted features always present and 5
+    /// random ones of 490, labels from the planted weights with a little noise.
+    fn planted_shards(seed: u64, n: usize) -> Vec<Vec<Sample>> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let mut shards = vec![Vec::new(), Vec::new(), Vec::new()];
-        for i in 0..6000 {
+        for i in 0..n {
             let mut idx: Vec<u32> = vec![1, 2, 3];
             idx.extend((0..5).map(|_| rng.gen_range(10..500u32)));
             idx.sort_unstable();
@@ -550,11 +547,27 @@ mod tests {
             let y = 2.0 * vals[0] - vals[1] + 0.5 * vals[2] + 0.1 * rng.gen_range(-1.7..1.7);
             shards[i % 3].push(Sample::new(idx, vals, y, None).unwrap());
         }
+        shards
+    }
+
+    /// Three empty nodes of the daemon's default (adaptive) SDIHT at k = 5, lambda = 0.01, squared loss.
+    fn empty_nodes() -> (LearnerConfig, Vec<StreamSdiht>) {
         let mut c = config(LossKind::Squared, false);
         (c.k, c.lambda) = (5, 0.01);
-        let mut nodes: Vec<StreamSdiht> = (0..3)
+        let nodes = (0..3)
             .map(|_| StreamSdiht::new(c.clone(), 10_000, None))
             .collect();
+        (c, nodes)
+    }
+
+    /// Regression: nodes that each run to their local optimum between exchanges while samples stream
+    /// in, with the daemon's default (adaptive) step rule, keep closing the gap. The adaptive step
+    /// scale, kept across exchanges, collapsed; every node stalled with its duals far from the fixed
+    /// point, and the cut's gap stayed at 5e-3 of the objective here.
+    #[test]
+    fn nodes_that_stall_between_exchanges_go_on_when_the_others_move() {
+        let shards = planted_shards(7, 6000);
+        let (c, mut nodes) = empty_nodes();
         let mut cut = Certificate::new(0.0, 0.0, 0);
         for round in 0..40 {
             if round < 10 {
@@ -609,22 +622,8 @@ mod tests {
     /// stepping again.
     #[test]
     fn an_idle_cluster_rests_and_new_data_wakes_it() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
-        let mut shards = vec![Vec::new(), Vec::new(), Vec::new()];
-        for i in 0..3000 {
-            let mut idx: Vec<u32> = vec![1, 2, 3];
-            idx.extend((0..5).map(|_| rng.gen_range(10..500u32)));
-            idx.sort_unstable();
-            idx.dedup();
-            let vals: Vec<f64> = idx.iter().map(|_| rng.gen_range(-1.0..1.0)).collect();
-            let y = 2.0 * vals[0] - vals[1] + 0.5 * vals[2] + 0.1 * rng.gen_range(-1.7..1.7);
-            shards[i % 3].push(Sample::new(idx, vals, y, None).unwrap());
-        }
-        let mut c = config(LossKind::Squared, false);
-        (c.k, c.lambda) = (5, 0.01);
-        let mut nodes: Vec<StreamSdiht> = (0..3)
-            .map(|_| StreamSdiht::new(c.clone(), 10_000, None))
-            .collect();
+        let shards = planted_shards(11, 3000);
+        let (c, mut nodes) = empty_nodes();
         for (node, shard) in nodes.iter_mut().zip(&shards) {
             node.insert_samples(&shard[..900]);
         }
