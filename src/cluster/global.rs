@@ -369,10 +369,16 @@ impl GlobalModel {
         };
         let name = [self.config.name.as_str()];
         // The proposer holds this node's part of the cut last merged (it summed it): the same part
-        // again travels as a reference to that cut.
+        // again travels as a reference to that cut. Only to a proposer that reads references: that
+        // cut's sum carried the samples-taken-in count, which the same version began to send (a
+        // proposer of an earlier version would take a reference for a part without pairs).
         let held_by_proposer = previous_cut.is_some()
             && previous_cut == exchange.merged
-            && exchange.merged_by.as_deref() == Some(proposer);
+            && exchange.merged_by.as_deref() == Some(proposer)
+            && exchange
+                .last_sum
+                .as_ref()
+                .is_some_and(|(cut, total, _)| Some(*cut) == previous_cut && total.seen.is_some());
         let mut reference = None;
         let part = match part {
             Taken::Reused(part) => {
