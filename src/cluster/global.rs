@@ -143,12 +143,12 @@ impl Subjects {
 struct Exchange {
     /// The latest proposal, until its cut completes.
     proposal: Option<Proposal>,
-    /// The cut last merged, and its proposer.
+    /// The cut last merged.
     merged: Option<u64>,
-    merged_by: Option<String>,
-    /// The sum of the cut last merged here (with its certificate and node samples), which a later
-    /// cut's proposer may refer to instead of sending it again (`encode_sum_reference`).
-    last_sum: Option<(u64, Arc<PartialSums>, SumExtras)>,
+    /// The sum of the cut last merged here, which a later cut's proposer may refer to instead of
+    /// sending it again (`encode_sum_reference`), and to whose proposer this node's unchanged part
+    /// may travel as a reference (`encode_reference`).
+    last_sum: Option<MergedSum>,
     /// As a proposer: the cut last reduced here, its model and each listed node's part, so a cut whose
     /// parts are all the same ones, at the same model, reuses its sum and sends a reference to it.
     last_reduced: Option<(u64, SparseModel, Vec<Arc<PartialSums>>)>,
@@ -167,6 +167,16 @@ struct Exchange {
     /// arrive before its proposal on a node the proposal does not list).
     sum_assembling: Option<(Assembly, SumExtras)>,
     sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
+}
+
+/// A merged cut's sum as this node holds it: the cut, its proposer, the sum and its extras (the
+/// certificate and node samples).
+#[derive(Clone)]
+struct MergedSum {
+    cut: u64,
+    proposer: String,
+    total: Arc<PartialSums>,
+    extras: SumExtras,
 }
 
 /// A node's part of a cut: taken now, or the previous one (nothing changed since).
@@ -372,13 +382,11 @@ impl GlobalModel {
         // again travels as a reference to that cut. Only to a proposer that reads references: that
         // cut's sum carried the samples-taken-in count, which the same version began to send (a
         // proposer of an earlier version would take a reference for a part without pairs).
-        let held_by_proposer = previous_cut.is_some()
-            && previous_cut == exchange.merged
-            && exchange.merged_by.as_deref() == Some(proposer)
-            && exchange
-                .last_sum
-                .as_ref()
-                .is_some_and(|(cut, total, _)| Some(*cut) == previous_cut && total.seen.is_some());
+        let held_by_proposer = exchange.last_sum.as_ref().is_some_and(|merged| {
+            Some(merged.cut) == previous_cut
+                && merged.proposer == proposer
+                && merged.total.seen.is_some()
+        });
         let mut reference = None;
         let part = match part {
             Taken::Reused(part) => {
@@ -540,15 +548,14 @@ impl GlobalModel {
         };
         let proposal = exchange.proposal.take().expect("checked above");
         exchange.merged = Some(proposal.cut);
-        exchange.merged_by = Some(proposal.proposer.clone());
         let own = exchange.own.as_ref().map(|(_, part)| part.clone());
         // The same parts (the very ones, not equal copies) at the same model: the same sum and
         // certificate, bit for bit, which every listed node holds (each referred to its part of that
         // cut, so each merged it). A reference to it travels instead, and nothing is summed.
         let model = proposal.model();
         let unchanged = match (&exchange.last_reduced, &exchange.last_sum) {
-            (Some((cut, at, previous)), Some((summed, _, _))) => {
-                cut == summed
+            (Some((cut, at, previous)), Some(merged)) => {
+                *cut == merged.cut
                     && *at == model
                     && previous.len() == parts.len()
                     && previous.iter().zip(&parts).all(|(a, b)| Arc::ptr_eq(a, b))
@@ -557,11 +564,14 @@ impl GlobalModel {
         };
         exchange.last_reduced = Some((proposal.cut, model, parts.clone()));
         if unchanged {
-            let (same_as, total, extras) = exchange.last_sum.clone().expect("checked above");
-            let chunks = encode_sum_reference(proposal.cut, same_as, &total, &extras);
-            exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
+            let last = exchange.last_sum.take().expect("checked above");
+            let chunks = encode_sum_reference(proposal.cut, last.cut, &last.total, &last.extras);
+            exchange.last_sum = Some(MergedSum {
+                cut: proposal.cut,
+                ..last.clone()
+            });
             self.referenced("sum");
-            self.install(proposal, total, extras, own, Duration::ZERO)
+            self.install(proposal, last.total, last.extras, own, Duration::ZERO)
                 .await;
             self.send(self.subjects.sum.clone(), chunks).await;
             return;
@@ -596,7 +606,12 @@ impl GlobalModel {
         }
         let chunks = encode_sum(proposal.cut, &total, &extras, self.pairs_per_chunk());
         let total = Arc::new(total);
-        exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
+        exchange.last_sum = Some(MergedSum {
+            cut: proposal.cut,
+            proposer: proposal.proposer.clone(),
+            total: total.clone(),
+            extras: extras.clone(),
+        });
         self.install(proposal, total, extras, own, took).await;
         self.send(self.subjects.sum.clone(), chunks).await;
     }
@@ -615,10 +630,12 @@ impl GlobalModel {
         if let Some(same_as) = chunk.same_as {
             // The sum of an earlier cut, installed here: ready for this cut if it agrees.
             match &exchange.last_sum {
-                Some((held, total, held_extras))
-                    if *held == same_as && *held_extras == extras && chunk.sums_match(total) =>
+                Some(held)
+                    if held.cut == same_as
+                        && held.extras == extras
+                        && chunk.sums_match(&held.total) =>
                 {
-                    exchange.sum_ready = Some((chunk.cut, total.clone(), extras));
+                    exchange.sum_ready = Some((chunk.cut, held.total.clone(), extras));
                     self.install_sum_if_ready(exchange).await;
                 }
                 // Not held: this node did not merge that cut (it was not listed: it joined since,
@@ -681,8 +698,12 @@ impl GlobalModel {
         let (_, total, extras) = exchange.sum_ready.take().expect("checked above");
         let proposal = exchange.proposal.take().expect("checked above");
         exchange.merged = Some(proposal.cut);
-        exchange.merged_by = Some(proposal.proposer.clone());
-        exchange.last_sum = Some((proposal.cut, total.clone(), extras.clone()));
+        exchange.last_sum = Some(MergedSum {
+            cut: proposal.cut,
+            proposer: proposal.proposer.clone(),
+            total: total.clone(),
+            extras: extras.clone(),
+        });
         let listed = proposal.nodes.binary_search(&self.node).is_ok();
         let own = match &exchange.own {
             Some((cut, part)) if *cut == proposal.cut => Some(part.clone()),
