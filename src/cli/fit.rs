@@ -213,14 +213,15 @@ pub(super) fn fit_model(args: &FitArgs, one_vs_rest: Option<f64>) -> Result<Fitt
         let (warm, cold) = match &start {
             // Either start can end at the lower primal of a non-convex problem (`grid`'s docs, "The
             // refit"); the two runs share nothing mutable, so they run side by side.
-            Some(start) => std::thread::scope(|scope| {
-                let cold = scope.spawn(|| fit.refit(&data, lambda, None, false));
-                let warm = fit.refit(&data, lambda, Some(start), true);
+            Some(start) => {
+                let (fit, data) = (&fit, &data);
+                let cold = scope.spawn(move || fit.refit(data, lambda, None, false));
+                let warm = fit.refit(data, lambda, Some(start), true);
                 let cold = cold
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                 (warm, Some(cold))
-            }),
+            }
             None => (fit.refit(&data, lambda, None, true), None),
         };
         Ok::<_, CliError>((lambda, lambda_auto, warm, cold))
