@@ -318,6 +318,11 @@ impl SampleSet for Window {
     fn row(&self, i: usize) -> Row<'_> {
         self.slots[i].sample.row()
     }
+    #[inline(always)]
+    fn prefetch_meta(&self, i: usize) {
+        crate::sparse::prefetch(&self.slots, i);
+        crate::sparse::prefetch(&self.alphas, i);
+    }
     fn dim(&self) -> usize {
         self.dim
     }

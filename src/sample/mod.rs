@@ -198,6 +198,13 @@ pub trait SampleSet {
         self.len() == 0
     }
     fn row(&self, i: usize) -> Row<'_>;
+    /// Asks the CPU to bring what [`SampleSet::row`] reads before the row's pairs (where they are, the
+    /// label, the weight) into cache: a hint for a row read a few rows from now, in an order the
+    /// hardware prefetcher cannot follow. Nothing by default.
+    #[inline(always)]
+    fn prefetch_meta(&self, i: usize) {
+        let _ = i;
+    }
     /// One past the largest feature index any row may use.
     fn dim(&self) -> usize;
     /// The mass `M = sum_i c_i`: the rows' total weight, the normaliser of the weighted-mean objective
@@ -409,6 +416,12 @@ impl SampleSet for Dataset {
             label: self.labels[i],
             weight: self.weights[i],
         }
+    }
+    #[inline(always)]
+    fn prefetch_meta(&self, i: usize) {
+        crate::sparse::prefetch(self.features.indptr().raw_storage(), i);
+        crate::sparse::prefetch(&self.labels, i);
+        crate::sparse::prefetch(&self.weights, i);
     }
     fn dim(&self) -> usize {
         self.features.cols()

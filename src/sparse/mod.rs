@@ -154,13 +154,13 @@ pub fn masked_dot(indices: &[u32], values: &[f64], w: &[f64], mask: &[u64]) -> f
 /// value; nothing on other targets or out of bounds). For scatters into d-vectors far larger than the
 /// cache, where each update is otherwise a miss waited for in turn.
 #[inline(always)]
-pub fn prefetch(v: &[f64], j: usize) {
+pub fn prefetch<T>(v: &[T], j: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(x) = v.get(j) {
         // SAFETY: a prefetch never faults and changes no memory; the address is an element of `v`.
         unsafe {
             std::arch::x86_64::_mm_prefetch(
-                (x as *const f64).cast::<i8>(),
+                (x as *const T).cast::<i8>(),
                 std::arch::x86_64::_MM_HINT_T0,
             )
         };

@@ -292,6 +292,11 @@ impl DualIterate {
         self.new_alpha.clear();
         let mut fresh_visits = false;
         for (pos, &i) in block.iter().enumerate() {
+            // Two stages: where the row is (and its label, weight and dual), then the row itself.
+            if let Some(&ahead) = block.get(pos + 2 * PREFETCH_ROWS_AHEAD) {
+                data.prefetch_meta(ahead);
+                prefetch(&self.fresh, ahead);
+            }
             if let Some(&ahead) = block.get(pos + PREFETCH_ROWS_AHEAD) {
                 prefetch_row(data.row(ahead));
             }
@@ -442,8 +447,11 @@ impl DualIterate {
         let mut finite = self.trial_alpha.iter().all(|a| a.is_finite());
         if finite {
             for (pos, &i) in block.iter().enumerate() {
-                // Two stages: the row, then (its indices cached) its targets in `z` (8 MiB at
-                // d = 2^20), so the cache misses overlap instead of queueing.
+                // Three stages: where the row is, the row, then (its indices cached) its targets in
+                // `z` (8 MiB at d = 2^20), so the cache misses overlap instead of queueing.
+                if let Some(&ahead) = block.get(pos + 3 * PREFETCH_ROWS_AHEAD) {
+                    data.prefetch_meta(ahead);
+                }
                 if let Some(&ahead) = block.get(pos + 2 * PREFETCH_ROWS_AHEAD) {
                     prefetch_row(data.row(ahead));
                 }

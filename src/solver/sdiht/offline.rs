@@ -34,6 +34,11 @@ impl<S: SampleSet> SampleSet for DataDuals<'_, S> {
     fn row(&self, i: usize) -> Row<'_> {
         self.data.row(i)
     }
+    #[inline(always)]
+    fn prefetch_meta(&self, i: usize) {
+        self.data.prefetch_meta(i);
+        crate::sparse::prefetch(self.alpha, i);
+    }
     fn dim(&self) -> usize {
         self.data.dim()
     }
