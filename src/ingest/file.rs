@@ -1,7 +1,7 @@
 //! Whole files for `thresher fit` and `predict`, in either [`Format`] (the format from the extension:
 //! [`guess_format`]). [`read_file`] reads a file line by line into samples; [`read_dataset`] cuts it
-//! at line boundaries into one piece per core, each piece read and parsed on its own thread straight
-//! into its own stretch of the data set's compressed-row columns, which are then the [`Dataset`]'s own.
+//! at line boundaries into one piece per core, each piece parsed on its own thread straight into its
+//! own stretch of the data set's compressed-row columns, which are then the [`Dataset`]'s own.
 //!
 //! Why [`read_dataset`] and not [`read_samples`]: a line at a time into a `String`, then a
 //! [`Sample`] with two vectors of its own, then a copy into the data set is three allocations per row
@@ -16,6 +16,16 @@
 //! pair holds a `:`; a JSON line's index array holds at most one more entry than the line has commas),
 //! so that count, taken once the piece is read, reserves its stretch of the joined columns in advance;
 //! the stretches are closed up afterwards only if a piece used less than it reserved (comments, JSON).
+//!
+//! Why the file is mapped (`memmap2`), not read: reading copies every byte from the page cache into
+//! fresh heap pages that the kernel must first zero: 660 MB of the W3-like stream's text, and its
+//! loading took 1.2-2.3 s against 0.7-1.0 s mapped (`docs/benchmarks/fit_speed.md`). The mapped
+//! bytes are the page cache's own. The caveat every mapping reader shares (ripgrep's `--mmap`): a
+//! file truncated by another process while it is parsed ends the process with `SIGBUS`. A file the
+//! system cannot map is read in pieces, one thread each ([`read_pieces`]), and a pipe in one piece.
+//!
+//! The joined columns are advised onto huge pages (`sparse::advise`): an epoch reads the rows in a
+//! shuffled order, and with 4 KiB pages nearly every row was a TLB miss as well as a cache miss.
 
 use std::fs::File;
 use std::io::{BufRead, Read, Seek, SeekFrom};
@@ -79,8 +89,56 @@ pub fn read_dataset(path: &Path, format: Format) -> Result<Dataset, ReadError> {
         .min(MAX_PIECES)
         .min(usize::try_from(len).unwrap_or(usize::MAX) / MIN_PIECE_BYTES)
         .max(1);
+    if len > 0 {
+        // SAFETY: the map is only read, and dropped before this function returns; what the OS does if
+        // another process truncates the file meanwhile (`SIGBUS`) is the module docs' caveat.
+        if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+            return parse_mapped(path, format, &map, threads);
+        }
+    }
+    // A file the system cannot map (some special and network file systems): read in pieces.
     let starts = cut_points(&mut file, len, threads).map_err(io)?;
     read_pieces(path, format, &starts)
+}
+
+/// [`read_dataset`] of a mapped file: cut at line boundaries in memory ([`cut_in_memory`]), each
+/// piece's pairs bounded and then parsed on its own thread.
+fn parse_mapped(
+    path: &Path,
+    format: Format,
+    bytes: &[u8],
+    pieces: usize,
+) -> Result<Dataset, ReadError> {
+    let starts = cut_in_memory(bytes, pieces);
+    let slices: Vec<&[u8]> = (0..starts.len())
+        .map(|p| &bytes[starts[p]..starts.get(p + 1).copied().unwrap_or(bytes.len())])
+        .collect();
+    let bounds: Vec<usize> = std::thread::scope(|scope| {
+        let handles: Vec<_> = slices[1..]
+            .iter()
+            .map(|&piece| scope.spawn(move || pair_bound(piece, format)))
+            .collect();
+        let mut bounds = vec![pair_bound(slices[0], format)];
+        // Counting separators does not panic; a count that did would only lose the bound's room.
+        bounds.extend(handles.into_iter().map(|h| h.join().unwrap_or(0)));
+        bounds
+    });
+    parse_pieces(path, format, slices.into_iter().zip(bounds).collect())
+}
+
+/// Where `bytes` is cut into at most `pieces` pieces: offset 0, then each even cut moved just past the
+/// first `\n` at or after it (and after the previous start); none when that `\n` is the last byte or
+/// there is none.
+fn cut_in_memory(bytes: &[u8], pieces: usize) -> Vec<usize> {
+    let mut starts = vec![0];
+    for p in 1..pieces {
+        let target = (bytes.len() * p / pieces).max(*starts.last().unwrap_or(&0));
+        match memchr::memchr(b'\n', &bytes[target..]) {
+            Some(at) if target + at + 1 < bytes.len() => starts.push(target + at + 1),
+            _ => break,
+        }
+    }
+    starts
 }
 
 /// [`read_dataset`] with the pieces starting at `starts` (ascending line starts, the first 0), each on
@@ -118,15 +176,18 @@ fn read_pieces(path: &Path, format: Format, starts: &[u64]) -> Result<Dataset, R
 
 /// Parses the pieces `read` (each piece's bytes and the bound on its pairs, in file order), each on
 /// its own thread, into one data set; the first bad line stops it, numbered from the file's start.
-fn parse_pieces(
+fn parse_pieces<B: AsRef<[u8]> + Send>(
     path: &Path,
     format: Format,
-    read: Vec<(Vec<u8>, usize)>,
+    read: Vec<(B, usize)>,
 ) -> Result<Dataset, ReadError> {
     let reserved: Vec<usize> = read.iter().map(|&(_, bound)| bound).collect();
     // Zeroed by the allocator (`calloc`): pages no pair reaches are never touched.
     let mut indices = vec![0u32; reserved.iter().sum()];
     let mut values = vec![0.0f64; indices.len()];
+    // An epoch reads the rows in a shuffled order: huge pages spare it a TLB miss per row.
+    crate::sparse::advise(&indices);
+    crate::sparse::advise(&values);
     let mut parsed: Vec<Columns> = {
         let mut stretches = Vec::with_capacity(read.len());
         let (mut rest_i, mut rest_v) = (&mut indices[..], &mut values[..]);
@@ -144,12 +205,12 @@ fn parse_pieces(
             let first = jobs.next();
             let handles: Vec<_> = jobs
                 .map(|((bytes, _), mut out)| {
-                    scope.spawn(move || parse_piece(&bytes, format, &mut out))
+                    scope.spawn(move || parse_piece(bytes.as_ref(), format, &mut out))
                 })
                 .collect();
             let mut parsed = Vec::with_capacity(handles.len() + 1);
             if let Some(((bytes, _), mut out)) = first {
-                parsed.push(parse_piece(&bytes, format, &mut out));
+                parsed.push(parse_piece(bytes.as_ref(), format, &mut out));
             }
             // A parser thread only runs the line parsers, which do not panic; if one did, the read
             // fails as if that piece could not be read rather than taking the process down.
@@ -224,7 +285,10 @@ fn read_piece(
             bytes
         }
         None => {
-            let mut bytes = Vec::new();
+            // Room for the rest of the file as it is now, so the read does not grow the buffer by
+            // copies; a file that grew meanwhile is still read to its end.
+            let rest = file.metadata()?.len().saturating_sub(start);
+            let mut bytes = Vec::with_capacity(usize::try_from(rest).unwrap_or(0));
             file.read_to_end(&mut bytes)?;
             bytes
         }
@@ -234,15 +298,18 @@ fn read_piece(
 
 /// A piece's bytes with the bound on the pairs they can hold (module docs).
 fn with_bound(bytes: Vec<u8>, format: Format) -> (Vec<u8>, usize) {
-    let bound = match format {
-        Format::Libsvm => memchr::memchr_iter(b':', &bytes).count(),
-        Format::Jsonl => {
-            memchr::memchr_iter(b',', &bytes).count()
-                + memchr::memchr_iter(b'\n', &bytes).count()
-                + 1
-        }
-    };
+    let bound = pair_bound(&bytes, format);
     (bytes, bound)
+}
+
+/// The bound on the pairs `bytes` can hold (module docs).
+fn pair_bound(bytes: &[u8], format: Format) -> usize {
+    match format {
+        Format::Libsvm => memchr::memchr_iter(b':', bytes).count(),
+        Format::Jsonl => {
+            memchr::memchr_iter(b',', bytes).count() + memchr::memchr_iter(b'\n', bytes).count() + 1
+        }
+    }
 }
 
 /// Parses one piece into `out`; stops at its first bad line.
@@ -486,6 +553,8 @@ mod tests {
             let starts = starts.unwrap();
             assert_eq!(starts.len(), pieces);
             same(&read_pieces(&path, Format::Libsvm, &starts).unwrap(), &slow);
+            let mapped = parse_mapped(&path, Format::Libsvm, text.as_bytes(), pieces);
+            same(&mapped.unwrap(), &slow);
         }
 
         let json = "{\"label\": 1, \"indices\": [2], \"values\": [0.5], \"weight\": 2}\n\n{\"label\": -1}\n";
@@ -509,6 +578,7 @@ mod tests {
         }
         let path = write("pieces.jsonl", json.as_bytes());
         let slow = Dataset::from_samples(&read_file(&path, Format::Jsonl).unwrap(), 0);
+        same(&read_dataset(&path, Format::Jsonl).unwrap(), &slow);
         let starts = cut_points(&mut File::open(&path).unwrap(), json.len() as u64, 4).unwrap();
         assert_eq!(starts.len(), 4);
         same(&read_pieces(&path, Format::Jsonl, &starts).unwrap(), &slow);
@@ -519,17 +589,10 @@ mod tests {
     #[test]
     fn cut_points_are_the_in_memory_cuts() {
         fn in_memory(bytes: &[u8], pieces: usize) -> Vec<u64> {
-            let mut starts = vec![0];
-            for p in 1..pieces {
-                let target = (bytes.len() * p / pieces).max(*starts.last().unwrap() as usize);
-                match memchr::memchr(b'\n', &bytes[target..]) {
-                    Some(at) if target + at + 1 < bytes.len() => {
-                        starts.push((target + at + 1) as u64)
-                    }
-                    _ => break,
-                }
-            }
-            starts
+            cut_in_memory(bytes, pieces)
+                .into_iter()
+                .map(|at| at as u64)
+                .collect()
         }
         // A line three probes long.
         let pairs: String = (1..3 * CUT_PROBE_BYTES / 6)
@@ -582,6 +645,11 @@ mod tests {
                 let mut file = File::open(&path).unwrap();
                 let starts = cut_points(&mut file, text.len() as u64, pieces).unwrap();
                 let err = read_pieces(&path, Format::Libsvm, &starts)
+                    .unwrap_err()
+                    .to_string();
+                assert!(err.contains(&format!(":{}: ", lines + 1)), "{err}");
+                assert!(err.contains(what), "{err}");
+                let err = parse_mapped(&path, Format::Libsvm, &text, pieces)
                     .unwrap_err()
                     .to_string();
                 assert!(err.contains(&format!(":{}: ", lines + 1)), "{err}");

@@ -20,6 +20,15 @@ pub fn set_dense_advice(advice: fn(*const u8, usize)) {
     let _ = DENSE_ADVICE.set(advice);
 }
 
+/// Hands `v`'s allocation to the installed memory hint ([`set_dense_advice`]) before its pages are
+/// first written: for a large buffer read at random rows other than a d-vector (a data set's columns,
+/// read in a shuffled order by an epoch), allocated zeroed and not yet touched.
+pub fn advise<T>(v: &[T]) {
+    if let Some(advice) = DENSE_ADVICE.get() {
+        advice(v.as_ptr().cast(), std::mem::size_of_val(v));
+    }
+}
+
 /// Makes room in `v` for `len` elements and hands the new allocation to the installed memory hint
 /// ([`set_dense_advice`]; the binary's asks Linux for transparent huge pages). Call it before the new
 /// room is first written (e.g. before `resize`): pages are then faulted in 2 MiB at a time.

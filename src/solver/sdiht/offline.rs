@@ -159,7 +159,11 @@ impl Sdiht {
             order,
             bounds,
             block_order: Vec::new(),
-            alpha: vec![0.0; n],
+            alpha: {
+                let alpha = vec![0.0; n];
+                crate::sparse::advise(&alpha);
+                alpha
+            },
             iterate,
             steps: 0,
             epochs: 0,
