@@ -2,6 +2,7 @@
 //! `--lambda auto`, first pick lambda from a grid ([`super::grid`]). [`refine`] scales the columns first
 //! (`--standardize`) and polishes the model on its support after the search.
 
+mod cores;
 mod refine;
 
 use std::io::IsTerminal;

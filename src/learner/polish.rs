@@ -26,6 +26,7 @@ use crate::ring::Window;
 use crate::sample::SampleSet;
 use crate::solver::driver::SparseModel;
 use crate::solver::polish::{polish, PolishOutcome, PolishRecord};
+use crate::solver::spread::InTurn;
 use crate::solver::{Certificate, Problem};
 
 /// The largest share of the learner thread's time the polish may take.
@@ -76,7 +77,7 @@ impl PublishPolish {
             intercept: model.intercept,
         };
         let primal_search = model.certificate.primal;
-        let result = polish(&problem, &search);
+        let result = polish(&problem, &search, &InTurn);
         self.last = Some((Instant::now(), started.elapsed()));
         let polished = match result {
             Ok(polished) => polished,

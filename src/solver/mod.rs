@@ -27,6 +27,7 @@ pub mod primal;
 pub mod sdiht;
 pub mod smidas;
 pub mod softmax;
+pub mod spread;
 pub mod subset;
 
 use thiserror::Error;

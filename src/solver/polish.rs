@@ -32,12 +32,15 @@
 //!
 //! Cost: one pass to gather each row's entries on `S` (`O(nnz)`, through a `4 d`-byte map), then per Newton step
 //! `O(sum_i nnz_S(x_i)^2 + m^3)` for the Hessian and the solve, and `O(N)` per line-search trial.
+//! Each walk over the rows is cut into chunks that the caller's [`Spread`] walks (`fit`: on both
+//! cores); the sums are added chunk by chunk in order ([`super::spread`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::driver::{FitReport, SparseModel};
 use super::objective::{fused_certificate_with_intercept, CertificateScratch, DualScratch};
 use super::primal::cholesky_solve;
+use super::spread::{chunk, chunks_of, Spread};
 use super::{Certificate, Problem};
 use crate::sample::SampleSet;
 
@@ -142,7 +145,7 @@ impl Restricted {
     /// map from feature to position (`4 d` bytes, which a probe per stored value would miss in cache
     /// at every row: a third of the polish of a one-pass `fit` on the W3-like stream). Rows ascend in
     /// their indices, so the positions ascend too.
-    fn gather<S: SampleSet>(data: &S, support: &[u32]) -> Restricted {
+    fn gather<S: SampleSet + Sync, E: Spread>(data: &S, support: &[u32], spread: &E) -> Restricted {
         const ABSENT: u32 = u32::MAX;
         let dim = data
             .dim()
@@ -153,28 +156,51 @@ impl Restricted {
             position[j as usize] = at as u32;
             mask[j as usize / 64] |= 1 << (j % 64);
         }
+        let rows = data.len();
+        let chunks = chunks_of(rows);
+        // Each chunk's rows with their row ends counted from the chunk's own first entry.
+        let parts = spread.map(chunks, |c| {
+            let range = chunk(rows, chunks, c);
+            let mut part = Restricted {
+                ptr: Vec::with_capacity(range.len()),
+                pos: Vec::new(),
+                val: Vec::new(),
+            };
+            for i in range {
+                let r = data.row(i);
+                for (&j, &v) in r.indices.iter().zip(r.values) {
+                    let j = j as usize;
+                    if mask[j / 64] >> (j % 64) & 1 == 0 {
+                        continue;
+                    }
+                    let at = position[j];
+                    if at != ABSENT {
+                        part.pos.push(at);
+                        part.val.push(v);
+                    }
+                }
+                part.ptr.push(part.pos.len());
+            }
+            part
+        });
+        let entries = parts.iter().map(|p| p.pos.len()).sum();
         let mut out = Restricted {
-            ptr: Vec::with_capacity(data.len() + 1),
-            pos: Vec::new(),
-            val: Vec::new(),
+            ptr: Vec::with_capacity(rows + 1),
+            pos: Vec::with_capacity(entries),
+            val: Vec::with_capacity(entries),
         };
         out.ptr.push(0);
-        for i in 0..data.len() {
-            let r = data.row(i);
-            for (&j, &v) in r.indices.iter().zip(r.values) {
-                let j = j as usize;
-                if mask[j / 64] >> (j % 64) & 1 == 0 {
-                    continue;
-                }
-                let at = position[j];
-                if at != ABSENT {
-                    out.pos.push(at);
-                    out.val.push(v);
-                }
-            }
-            out.ptr.push(out.pos.len());
+        for part in parts {
+            let before = out.pos.len();
+            out.ptr.extend(part.ptr.iter().map(|end| before + end));
+            out.pos.extend_from_slice(&part.pos);
+            out.val.extend_from_slice(&part.val);
         }
         out
+    }
+
+    fn rows(&self) -> usize {
+        self.ptr.len() - 1
     }
 
     fn row(&self, i: usize) -> (&[u32], &[f64]) {
@@ -183,35 +209,52 @@ impl Restricted {
     }
 
     /// `x_iS . x[..s] + offset_b` for every row, where `offset_b` is the intercept.
-    fn margins(&self, x: &[f64], b: f64, out: &mut Vec<f64>) {
+    fn margins<E: Spread>(&self, x: &[f64], b: f64, out: &mut Vec<f64>, spread: &E) {
+        let (rows, chunks) = (self.rows(), chunks_of(self.rows()));
+        let parts = spread.map(chunks, |c| {
+            chunk(rows, chunks, c)
+                .map(|i| {
+                    let (pos, val) = self.row(i);
+                    let dot: f64 = pos.iter().zip(val).map(|(&p, v)| x[p as usize] * v).sum();
+                    dot + b
+                })
+                .collect::<Vec<f64>>()
+        });
         out.clear();
-        for i in 0..self.ptr.len() - 1 {
-            let (pos, val) = self.row(i);
-            let dot: f64 = pos.iter().zip(val).map(|(&p, v)| x[p as usize] * v).sum();
-            out.push(dot + b);
+        for part in parts {
+            out.extend_from_slice(&part);
         }
     }
 }
 
 /// `P_S` at margins `u` and support weights `w`: `(1/M) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
-fn objective<S: SampleSet>(problem: &Problem<S>, u: &[f64], w: &[f64]) -> f64 {
+fn objective<S: SampleSet + Sync, E: Spread>(
+    problem: &Problem<S>,
+    u: &[f64],
+    w: &[f64],
+    spread: &E,
+) -> f64 {
     let data = problem.data;
-    let loss: f64 = u
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| {
-            let r = data.row(i);
-            r.weight * problem.loss.value(u, r.label)
-        })
-        .sum();
+    let chunks = chunks_of(u.len());
+    let parts = spread.map(chunks, |c| {
+        chunk(u.len(), chunks, c)
+            .map(|i| {
+                let r = data.row(i);
+                r.weight * problem.loss.value(u[i], r.label)
+            })
+            .sum::<f64>()
+    });
+    let loss: f64 = parts.into_iter().sum();
     loss / problem.mass() + 0.5 * problem.lambda * w.iter().map(|v| v * v).sum::<f64>()
 }
 
 /// Minimises `P` over the weights on `start`'s support and (when the problem has one) the intercept,
-/// from `start`, by damped Newton (the module docs). `Err` names why it was not run.
-pub fn polish<S: SampleSet>(
+/// from `start`, by damped Newton (the module docs), its walks over the rows spread by `spread`. `Err`
+/// names why it was not run.
+pub fn polish<S: SampleSet + Sync, E: Spread>(
     problem: &Problem<S>,
     start: &SparseModel,
+    spread: &E,
 ) -> Result<Polished, PolishOutcome> {
     if problem.loss.second_derivative(0.0, 1.0).is_none() {
         return Err(PolishOutcome::NonSmoothLoss);
@@ -224,7 +267,7 @@ pub fn polish<S: SampleSet>(
     if m > MAX_COORDINATES {
         return Err(PolishOutcome::TooManyCoordinates);
     }
-    let rows = Restricted::gather(problem.data, &start.support);
+    let rows = Restricted::gather(problem.data, &start.support, spread);
     // x = (w_S, b): b is an unknown only with an intercept, else fixed at the start's.
     let mut x = start.weights.clone();
     let fixed_b = start.intercept;
@@ -233,13 +276,13 @@ pub fn polish<S: SampleSet>(
     }
     let b_of = |x: &[f64]| if problem.intercept { x[s] } else { fixed_b };
     let mut u = Vec::new();
-    rows.margins(&x, b_of(&x), &mut u);
-    let primal_start = objective(problem, &u, &x[..s]);
+    rows.margins(&x, b_of(&x), &mut u, spread);
+    let primal_start = objective(problem, &u, &x[..s], spread);
     let mut f = primal_start;
     let mut newton = NewtonScratch::new(m);
     let mut iterations = 0;
     while iterations < MAX_ITERATIONS && f.is_finite() {
-        newton.gradient_and_hessian(problem, &rows, &u, &x, s);
+        newton.gradient_and_hessian(problem, &rows, &u, &x, s, spread);
         if !newton.solve() {
             break;
         }
@@ -249,8 +292,8 @@ pub fn polish<S: SampleSet>(
             break;
         }
         // du_i = x_iS . d_S + d_b: the margins move linearly along d.
-        rows.margins(&newton.d, b_of(&newton.d), &mut newton.du);
-        let Some((t, f_t)) = newton.line_search(problem, &u, &x, s, f, slope) else {
+        rows.margins(&newton.d, b_of(&newton.d), &mut newton.du, spread);
+        let Some((t, f_t)) = newton.line_search(problem, &u, &x, s, f, slope, spread) else {
             break;
         };
         for (x, d) in x.iter_mut().zip(&newton.d) {
@@ -259,13 +302,13 @@ pub fn polish<S: SampleSet>(
         // Margins from scratch rather than u + t du, so no rounding drift builds up across steps;
         // the objective at them differs from the trial's `f_t` by rounding alone, and is taken once,
         // after the last step (each evaluation is a logarithm and an exponential per row).
-        rows.margins(&x, b_of(&x), &mut u);
+        rows.margins(&x, b_of(&x), &mut u, spread);
         debug_assert!(f_t <= f);
         f = f_t;
         iterations += 1;
     }
     if iterations > 0 {
-        f = objective(problem, &u, &x[..s]);
+        f = objective(problem, &u, &x[..s], spread);
     }
     let intercept = b_of(&x);
     x.truncate(s);
@@ -311,41 +354,53 @@ impl NewtonScratch {
 
     /// `g` and the lower triangle of `H` at margins `u` and unknowns `x` (`s` weights, then `b` if
     /// `m > s`).
-    fn gradient_and_hessian<S: SampleSet>(
+    #[allow(clippy::too_many_arguments)]
+    fn gradient_and_hessian<S: SampleSet + Sync, E: Spread>(
         &mut self,
         problem: &Problem<S>,
         rows: &Restricted,
         u: &[f64],
         x: &[f64],
         s: usize,
+        spread: &E,
     ) {
         let m = self.m;
-        self.g.iter_mut().for_each(|v| *v = 0.0);
-        self.h.iter_mut().for_each(|v| *v = 0.0);
         let n = problem.mass();
-        for (i, &u) in u.iter().enumerate() {
-            let r = problem.data.row(i);
-            let (first, second) = problem.loss.derivatives(u, r.label);
-            let d1 = r.weight * first / n;
-            let d2 = r.weight * second.unwrap_or(0.0) / n;
-            let (pos, val) = rows.row(i);
-            for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
-                let p = p as usize;
-                self.g[p] += d1 * v;
-                if d2 != 0.0 {
-                    // Positions ascend along the row: (p, q) with q <= p is the lower triangle.
-                    for (&q, &v2) in pos[..=a].iter().zip(&val[..=a]) {
-                        self.h[p * m + q as usize] += d2 * v * v2;
+        let chunks = chunks_of(u.len());
+        // Each chunk's own `g` and lower triangle of `H`, then their sum in chunk order.
+        let parts = spread.map(chunks, |c| {
+            let (mut g, mut h) = (vec![0.0; m], vec![0.0; m * m]);
+            for i in chunk(u.len(), chunks, c) {
+                let r = problem.data.row(i);
+                let (first, second) = problem.loss.derivatives(u[i], r.label);
+                let d1 = r.weight * first / n;
+                let d2 = r.weight * second.unwrap_or(0.0) / n;
+                let (pos, val) = rows.row(i);
+                for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
+                    let p = p as usize;
+                    g[p] += d1 * v;
+                    if d2 != 0.0 {
+                        // Positions ascend along the row: (p, q) with q <= p is the lower triangle.
+                        for (&q, &v2) in pos[..=a].iter().zip(&val[..=a]) {
+                            h[p * m + q as usize] += d2 * v * v2;
+                        }
+                    }
+                }
+                if m > s {
+                    g[s] += d1;
+                    h[s * m + s] += d2;
+                    for (&p, &v) in pos.iter().zip(val) {
+                        h[s * m + p as usize] += d2 * v;
                     }
                 }
             }
-            if m > s {
-                self.g[s] += d1;
-                self.h[s * m + s] += d2;
-                for (&p, &v) in pos.iter().zip(val) {
-                    self.h[s * m + p as usize] += d2 * v;
-                }
-            }
+            (g, h)
+        });
+        self.g.iter_mut().for_each(|v| *v = 0.0);
+        self.h.iter_mut().for_each(|v| *v = 0.0);
+        for (g, h) in parts {
+            self.g.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+            self.h.iter_mut().zip(&h).for_each(|(a, b)| *a += b);
         }
         for (j, (g, &x)) in self.g[..s].iter_mut().zip(&x[..s]).enumerate() {
             *g += problem.lambda * x;
@@ -387,7 +442,8 @@ impl NewtonScratch {
 
     /// Backtracking from the full step: the first `t = 2^-j` with
     /// `P(x + t d) <= P(x) + ARMIJO t g.d`, and its value; `None` if none within [`MAX_HALVINGS`].
-    fn line_search<S: SampleSet>(
+    #[allow(clippy::too_many_arguments)]
+    fn line_search<S: SampleSet + Sync, E: Spread>(
         &mut self,
         problem: &Problem<S>,
         u: &[f64],
@@ -395,6 +451,7 @@ impl NewtonScratch {
         s: usize,
         f: f64,
         slope: f64,
+        spread: &E,
     ) -> Option<(f64, f64)> {
         let mut t = 1.0;
         for _ in 0..MAX_HALVINGS {
@@ -404,7 +461,7 @@ impl NewtonScratch {
             self.trial_w.clear();
             self.trial_w
                 .extend(x[..s].iter().zip(&self.d).map(|(x, d)| x + t * d));
-            let f_t = objective(problem, &self.trial_u, &self.trial_w);
+            let f_t = objective(problem, &self.trial_u, &self.trial_w, spread);
             if f_t.is_finite() && f_t <= f + ARMIJO * t * slope {
                 return Some((t, f_t));
             }
@@ -418,9 +475,13 @@ impl NewtonScratch {
 /// certificate's: the report's model becomes the polished one and its certificate
 /// `Certificate::new(P(polished), max(D_best, D(alpha(polished))), N)`, so the gap only shrinks. The
 /// record says what happened.
-pub fn polish_fit<S: SampleSet>(problem: &Problem<S>, report: &mut FitReport) -> PolishRecord {
+pub fn polish_fit<S: SampleSet + Sync, E: Spread>(
+    problem: &Problem<S>,
+    report: &mut FitReport,
+    spread: &E,
+) -> PolishRecord {
     let primal_search = report.certificate.primal;
-    let polished = match polish(problem, &report.model) {
+    let polished = match polish(problem, &report.model, spread) {
         Ok(polished) => polished,
         Err(outcome) => return PolishRecord::not_run(outcome, primal_search),
     };

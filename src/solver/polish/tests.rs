@@ -7,6 +7,7 @@ use crate::sample::{Dataset, Sample};
 use crate::solver::driver::{run, StopRule};
 use crate::solver::objective::primal_value;
 use crate::solver::sdiht::offline::Sdiht;
+use crate::solver::spread::InTurn;
 use crate::solver::StepRule;
 use crate::synth;
 
@@ -36,7 +37,7 @@ fn squared_loss_polishes_to_the_closed_form_ridge_solution() {
             weights: vec![0.0; support.len()],
             intercept: 0.0,
         };
-        let polished = polish(&problem, &start).unwrap();
+        let polished = polish(&problem, &start, &InTurn).unwrap();
         // The normal equations, dense.
         let m = support.len() + usize::from(intercept);
         let n = data.len() as f64;
@@ -101,7 +102,7 @@ fn smooth_losses_reach_a_stationary_point_on_the_support() {
             weights: vec![0.3, -0.2, 0.0, 1.0, 0.1, -0.5],
             intercept: 0.2,
         };
-        let polished = polish(&problem, &start).unwrap();
+        let polished = polish(&problem, &start, &InTurn).unwrap();
         assert!(polished.primal < polished.primal_start);
         let w = polished.model.to_dense(data.dim());
         let b = polished.model.intercept;
@@ -146,7 +147,7 @@ fn polishing_never_raises_the_primal_and_never_widens_the_gap() {
                 };
                 let mut report = run(&problem, &mut solver, &stop, &mut |_| {});
                 let before = report.certificate;
-                let record = polish_fit(&problem, &mut report);
+                let record = polish_fit(&problem, &mut report, &InTurn);
                 let after = report.certificate;
                 assert_eq!(record.primal_search, before.primal);
                 assert!(
@@ -190,7 +191,7 @@ fn reports_why_it_did_not_run() {
     let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
     let problem = Problem::new(&data, loss, 0.1, 1, false).unwrap();
     assert_eq!(
-        polish(&problem, &SparseModel::default()),
+        polish(&problem, &SparseModel::default(), &InTurn),
         Err(PolishOutcome::NothingToSolve)
     );
     let big = SparseModel {
@@ -199,7 +200,7 @@ fn reports_why_it_did_not_run() {
         intercept: 0.0,
     };
     assert_eq!(
-        polish(&problem, &big),
+        polish(&problem, &big, &InTurn),
         Err(PolishOutcome::TooManyCoordinates)
     );
 }
