@@ -22,7 +22,7 @@
 //! loading took 1.2-2.3 s against 0.7-1.0 s mapped (`docs/benchmarks/fit_speed.md`). The mapped
 //! bytes are the page cache's own. The caveat every mapping reader shares (ripgrep's `--mmap`): a
 //! file truncated by another process while it is parsed ends the process with `SIGBUS`. A file the
-//! system cannot map is read in pieces, one thread each ([`read_pieces`]), and a pipe in one piece.
+//! system cannot map is read in pieces, one thread each (`read_pieces`), and a pipe in one piece.
 //!
 //! The joined columns are advised onto huge pages (`sparse::advise`): an epoch reads the rows in a
 //! shuffled order, and with 4 KiB pages nearly every row was a TLB miss as well as a cache miss.
