@@ -4,7 +4,7 @@
   SGD, liblinear L1 logistic (tuned to <= 100 nonzeros) and River on the W3-like stream
   (`benches/harness/w3_stream.rs`: 1M + 100k samples, quick 100k + 20k) and the text sets (data/real,
   when present or fetchable); the Markdown report is quality.md in the results folder;
-- fit: one pass of `thresher fit` (mirror, logistic, k = 100, lambda 1e-4) over the W3 training file:
+- fit, fit_sdiht: one pass of `thresher fit` (mirror; sdiht) (logistic, k = 100, lambda 1e-4) over the W3 training file:
   the solver's epoch time, the process's wall time, the model's certificate and sha256 (identical
   across builds when a change is meant to be exact);
 - real: `benches/peers/quality_real.py`, every real set of `benches/data/fetch.sh` (text with few long
@@ -58,7 +58,7 @@ def wanted(ctx, bench):
 
 
 def needs(ctx):
-    return Needs(examples=["w3_stream"] if wanted(ctx, "quality") or wanted(ctx, "fit") else [])
+    return Needs(examples=["w3_stream"] if any(wanted(ctx, b) for b in ("quality", "fit", "fit_sdiht")) else [])
 
 
 def prepare(ctx):
@@ -74,7 +74,7 @@ def prepare(ctx):
     ctx.methods_have = have
     w3 = w3_dir(ctx)
     have_w3 = all(os.path.exists(os.path.join(w3, f)) for f in ("train.svm", "test.svm"))
-    if (wanted(ctx, "quality") or wanted(ctx, "fit")) and not have_w3:
+    if any(wanted(ctx, b) for b in ("quality", "fit", "fit_sdiht")) and not have_w3:
         train, test = ("100000", "20000") if ctx.quick else ("1000000", "100000")
         ctx.sh([ctx.current.example("w3_stream"), "--train", train, "--test", test, "--out", w3],
                f"write the W3-like stream to {os.path.relpath(w3, ROOT)}")
@@ -217,9 +217,13 @@ def parse_multiclass(stdout, _stderr):
     return out
 
 
-def fit_cmd(ctx, build):
+def fit_cmd(ctx, build, solver="mirror"):
     return Command([sys.executable, __file__, "fit", build.thresher(), os.path.join(w3_dir(ctx), "train.svm"),
-                    ctx.path(f"fit-{build.key}.json")])
+                    ctx.path(f"fit-{solver}-{build.key}.json"), solver])
+
+
+def fit_sdiht_cmd(ctx, build):
+    return fit_cmd(ctx, build, "sdiht")
 
 
 def subset_cmd(ctx, build):
@@ -256,6 +260,9 @@ def benches(ctx):
         Bench("fit", "one pass of thresher fit (mirror, logistic) on the W3 training file",
               fit_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
                                 Metric("gap")], runs=(1, 3)),
+        Bench("fit_sdiht", "one pass of thresher fit (sdiht, logistic) on the W3 training file",
+              fit_sdiht_cmd, metrics=[Metric("epoch_s", "s"), Metric("wall_s_fit", "s"), Metric("primal"),
+                                      Metric("gap")], runs=(1, 3)),
         Bench("subset", "best subset vs abess and L0Learn (quick: p = 1000, n = 200, SNR 20, one copy)",
               subset_cmd, parse=parse_subset, runs=(1, 1), timeout=(1800, 14400)),
     ]
@@ -265,11 +272,11 @@ SUITE = Suite("quality", "held-out accuracy and speed against VW, scikit-learn, 
               needs, benches, prepare)
 
 
-def fit(binary, train, model):
-    """One-pass fit: prints epoch_s (the solver's, from fit's summary line), wall_s_fit, the model's
+def fit(binary, train, model, solver="mirror"):
+    """One-pass fit with `solver`: prints epoch_s (the solver's, from fit's summary line), wall_s_fit, the model's
     certificate and its sha256."""
     start = time.perf_counter()
-    r = subprocess.run([binary, "fit", train, "--solver", "mirror", "--loss", "logistic", "-k", "100",
+    r = subprocess.run([binary, "fit", train, "--solver", solver, "--loss", "logistic", "-k", "100",
                         "--lambda", "1e-4", "--epochs", "1", "--out", model], capture_output=True, text=True)
     wall = time.perf_counter() - start
     sys.stderr.write(r.stderr)
@@ -283,7 +290,7 @@ def fit(binary, train, model):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["fit"] and len(sys.argv) == 5:
+    if sys.argv[1:2] == ["fit"] and len(sys.argv) in (5, 6):
         fit(*sys.argv[2:])
     else:
-        sys.exit("usage: quality.py fit THRESHER TRAIN.svm MODEL.json")
+        sys.exit("usage: quality.py fit THRESHER TRAIN.svm MODEL.json [SOLVER]")
