@@ -6,6 +6,7 @@ mod cores;
 mod refine;
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::ValueEnum;
@@ -25,6 +26,7 @@ use crate::solver::polish::PolishRecord;
 use crate::solver::primal::{Htp, Iht};
 use crate::solver::sdiht::offline::{coordinate_blocks, Sdiht};
 use crate::solver::smidas::Smidas;
+use crate::solver::spread::Spread;
 use crate::solver::{Problem, Solver, StepRule, WarmStart};
 
 /// `--step`: a rule, or `None` for `auto` ([`auto_step`] picks it once the data is read).
@@ -322,8 +324,13 @@ impl Fit<'_> {
             );
             bar
         });
-        let (mut report, solver_name, _) =
-            self.solve(data, lambda, start, &self.stop, &mut |row| {
+        let spread = cores::Cores::shared();
+        let (mut report, solver_name, _) = self.solve(
+            data,
+            lambda,
+            start,
+            (&self.stop, Some(&spread)),
+            &mut |row| {
                 if let Some(bar) = &progress {
                     bar.set_position(row.epoch as u64);
                     bar.set_message(format!("gap {:.3e} support {}", row.gap, row.support_size));
@@ -331,7 +338,8 @@ impl Fit<'_> {
                 trace.push_str(&row.csv());
                 trace.push('\n');
                 rows.push(*row);
-            })?;
+            },
+        )?;
         if let Some(bar) = progress {
             bar.finish_and_clear();
         }
@@ -374,13 +382,14 @@ pub(super) struct Fit<'a> {
 impl Fit<'_> {
     /// Runs the solver `--solver` asks for on `data` with `lambda` until `stop`, from `start` when
     /// the solver keeps duals, reporting certified points to `observe`; returns the run, the solver's
-    /// name and its final dual state.
+    /// name and its final dual state. `spread`, when given, walks the chunks of its certificates (the
+    /// final search's; the grid's fits run side by side already).
     pub(super) fn solve(
         &self,
         data: &Dataset,
         lambda: f64,
         start: Option<&WarmStart>,
-        stop: &StopRule,
+        (stop, spread): (&StopRule, Option<&Arc<dyn Spread>>),
         observe: &mut dyn FnMut(&TraceRow),
     ) -> Result<(FitReport, &'static str, Option<WarmStart>), CliError> {
         let args = self.args;
@@ -438,6 +447,9 @@ impl Fit<'_> {
         };
         if let Some(start) = start {
             solver.warm_start(&problem, start);
+        }
+        if let Some(spread) = spread {
+            solver.spread_certificate(Arc::clone(spread));
         }
         let report = driver::run(&problem, solver.as_mut(), stop, observe);
         Ok((report, solver.name(), solver.warm_state()))

@@ -419,7 +419,13 @@ impl Fit<'_> {
         };
         let from_state = |p: usize| from.and_then(|f| f.states[p].as_ref().map(|s| (s, f.lambda)));
         let fit = |p: usize, lambda: f64, start: Option<WarmStart>| {
-            self.solve(&parts[p].train, lambda, start.as_ref(), stop, &mut |_| {})
+            self.solve(
+                &parts[p].train,
+                lambda,
+                start.as_ref(),
+                (stop, None),
+                &mut |_| {},
+            )
         };
         let mut path = FitPath::new(lambdas.len(), parts.len());
         let threads = threads.min(parts.len());

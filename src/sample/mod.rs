@@ -192,7 +192,7 @@ pub struct Row<'a> {
 }
 
 /// Anything the solvers can train on: a fixed set of rows addressed `0..len()`.
-pub trait SampleSet {
+pub trait SampleSet: Sync {
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -187,6 +187,9 @@ pub trait Solver<S: SampleSet> {
     fn warm_start(&mut self, _problem: &Problem<S>, _start: &WarmStart) -> bool {
         false
     }
+    /// Has `spread` walk the chunks of the solver's certificate (`objective::CertificateScratch::spread`);
+    /// a solver without a chunked certificate ignores it.
+    fn spread_certificate(&mut self, _spread: std::sync::Arc<dyn spread::Spread>) {}
 }
 
 #[cfg(test)]

@@ -201,10 +201,17 @@ pub struct CertificateScratch {
     /// `w~` of the dual points, interleaved: `w~(a)_j` at `[LANES j]`, `w~(alpha)_j` at `[LANES j + 1]`
     /// (`LANES` = 2 with an iterate, 1 without).
     w_tilde: Vec<f64>,
+    /// The second chunk's `w~` when the walk is cut in chunks ([`CertificateScratch::spread`]).
+    w_tilde_chunk: Vec<f64>,
     /// Bit set of the model's support (bit `j % 64` of word `j / 64`).
     support_mask: Vec<u64>,
     /// `H_k` scratch of each lane.
     threshold: [ThresholdScratch; 2],
+    /// Who walks the rows: `None`, this thread in one walk; `Some`, a walk over more than
+    /// [`crate::solver::spread::MIN_CHUNK_ROWS`] rows is cut in two chunks that it walks (`fit`, on its
+    /// cores; `objective/chunks.rs`). The chunks depend on the row count alone, so a caller that always
+    /// sets it gets the same certificate on every machine.
+    pub spread: Option<std::sync::Arc<dyn crate::solver::spread::Spread>>,
 }
 
 /// How many rows ahead [`fused_certificate`]'s scatter prefetches its targets (as the intake's warm
@@ -313,59 +320,44 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     for &j in support {
         mask[j as usize / 64] |= 1 << (j % 64);
     }
-    let alpha_from_primal = &mut scratch.alpha_from_primal;
-    alpha_from_primal.clear();
-    alpha_from_primal.reserve(rows);
     let w_tilde = &mut scratch.w_tilde;
     // Reset without writing the pages no row touches (`zeroed_dense`): a large feature index then
     // costs no resident memory here.
     zeroed_dense(w_tilde, LANES * dim);
     // `dual_value` scales each row by `-alpha_i / (lambda * n)`: the same divisor, once.
     let lambda_n = lambda * n;
-    // Starting values as in the functions replaced: `primal_value` sums from `0.0`; `conjugate_sum` is
-    // an `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from the library itself.
-    let mut loss_sum = 0.0;
-    let neutral: f64 = std::iter::empty::<f64>().sum();
-    let mut conjugates = [neutral; 2];
-    // Without an intercept each row is scattered as soon as its dual is known; with one, the dual
-    // points are projected onto `sum alpha = 0` first, so the scatter is a second walk.
-    let one_walk = intercept.is_none();
-    // `iterate` is empty with one lane: rows are counted, not zipped with it.
-    #[allow(clippy::needless_range_loop)]
-    for i in 0..rows {
-        prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&*w_tilde));
-        let r = data.row(i);
-        let l = loss.sample(r.label, r.weight);
-        let mut u = match margins {
-            Some(margins) => margins[i],
-            None => masked_dot(r.indices, r.values, w, mask),
-        };
-        if let Some(b) = intercept {
-            u += b;
-        }
-        let (value, a) = l.value_and_dual_of_margin(u);
-        loss_sum += value;
-        alpha_from_primal.push(a);
-        if one_walk {
-            let at_iterate = if LANES == 2 { iterate[i] } else { 0.0 };
-            scatter_row::<LANES>(r, &l, [a, at_iterate], lambda_n, w_tilde, &mut conjugates);
-        }
-    }
-    if !one_walk {
-        project_with_sum(data, loss, alpha_from_primal, 0.0);
-        let projected = &mut scratch.projected_iterate;
-        projected.clear();
-        projected.extend_from_slice(iterate);
-        project_with_sum(data, loss, projected, 0.0);
-        for i in 0..rows {
-            prefetch_ahead::<LANES, S>(data, i, Some(&*w_tilde));
-            let r = data.row(i);
-            let l = loss.sample(r.label, r.weight);
-            let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
-            let duals = [alpha_from_primal[i], at_iterate];
-            scatter_row::<LANES>(r, &l, duals, lambda_n, w_tilde, &mut conjugates);
-        }
-    }
+    let walk = Walk {
+        data,
+        loss,
+        lambda_n,
+        w,
+        mask: &scratch.support_mask,
+        intercept,
+        iterate,
+        margins,
+    };
+    let chunks = scratch
+        .spread
+        .as_ref()
+        .map_or(1, |_| chunks::certificate_chunks(rows));
+    let (loss_sum, conjugates) = match scratch.spread.as_deref() {
+        Some(spread) if chunks > 1 => walk.in_chunks::<LANES>(
+            spread,
+            (
+                &mut scratch.alpha_from_primal,
+                &mut scratch.projected_iterate,
+                w_tilde,
+                &mut scratch.w_tilde_chunk,
+            ),
+        ),
+        _ => walk.in_turn::<LANES>(
+            &mut scratch.alpha_from_primal,
+            &mut scratch.projected_iterate,
+            w_tilde,
+        ),
+    };
+    let w_tilde = &scratch.w_tilde;
+    let mask = &scratch.support_mask;
     let [conjugate_at_primal, conjugate_at_iterate] = conjugates;
     let primal = loss_sum / n + 0.5 * lambda * mask_sq_norm(w, mask);
     let on_support = |kept: &[u32], lane: usize| -> f64 {
@@ -391,6 +383,87 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
             dual_at_iterate: None,
             dual_at_primal: -conjugate_at_primal / n - on_support(kept, 0),
         }
+    }
+}
+
+/// What a certificate's walk over the rows reads: the rows, the loss, `lambda N`, the model (`w`, its
+/// support's bit mask, the intercept), the iterate (empty with one lane) and, when given, the margins.
+struct Walk<'a, S: SampleSet> {
+    data: &'a S,
+    loss: &'a Loss,
+    lambda_n: f64,
+    w: &'a [f64],
+    mask: &'a [u64],
+    intercept: Option<f64>,
+    iterate: &'a [f64],
+    margins: Option<&'a [f64]>,
+}
+
+impl<S: SampleSet> Walk<'_, S> {
+    /// The walk over every row in order, into `alpha_from_primal`, `projected` (with an intercept) and
+    /// `w_tilde`: the loss sum and each lane's conjugate sum.
+    fn in_turn<const LANES: usize>(
+        &self,
+        alpha_from_primal: &mut Vec<f64>,
+        projected: &mut Vec<f64>,
+        w_tilde: &mut [f64],
+    ) -> (f64, [f64; 2]) {
+        let (data, loss, iterate) = (self.data, self.loss, self.iterate);
+        alpha_from_primal.clear();
+        alpha_from_primal.reserve(data.len());
+        // Starting values as in the functions replaced: `primal_value` sums from `0.0`;
+        // `conjugate_sum` is an `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from
+        // the library itself.
+        let mut loss_sum = 0.0;
+        let neutral: f64 = std::iter::empty::<f64>().sum();
+        let mut conjugates = [neutral; 2];
+        // Without an intercept each row is scattered as soon as its dual is known; with one, the dual
+        // points are projected onto `sum alpha = 0` first, so the scatter is a second walk.
+        let one_walk = self.intercept.is_none();
+        // `iterate` is empty with one lane: rows are counted, not zipped with it.
+        #[allow(clippy::needless_range_loop)]
+        for i in 0..data.len() {
+            prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&*w_tilde));
+            let (r, l, a, value) = self.dual_of_row(i);
+            loss_sum += value;
+            alpha_from_primal.push(a);
+            if one_walk {
+                let at_iterate = if LANES == 2 { iterate[i] } else { 0.0 };
+                let duals = [a, at_iterate];
+                scatter_row::<LANES>(r, &l, duals, self.lambda_n, w_tilde, &mut conjugates);
+            }
+        }
+        if !one_walk {
+            project_with_sum(data, loss, alpha_from_primal, 0.0);
+            projected.clear();
+            projected.extend_from_slice(iterate);
+            project_with_sum(data, loss, projected, 0.0);
+            for i in 0..data.len() {
+                prefetch_ahead::<LANES, S>(data, i, Some(&*w_tilde));
+                let r = data.row(i);
+                let l = loss.sample(r.label, r.weight);
+                let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
+                let duals = [alpha_from_primal[i], at_iterate];
+                scatter_row::<LANES>(r, &l, duals, self.lambda_n, w_tilde, &mut conjugates);
+            }
+        }
+        (loss_sum, conjugates)
+    }
+
+    /// Row `i`, its loss, the model's dual point `a_i` and the loss at its margin `u_i = w.x_i + b`.
+    #[inline(always)]
+    fn dual_of_row(&self, i: usize) -> (crate::sample::Row<'_>, crate::loss::SampleLoss, f64, f64) {
+        let r = self.data.row(i);
+        let l = self.loss.sample(r.label, r.weight);
+        let mut u = match self.margins {
+            Some(margins) => margins[i],
+            None => masked_dot(r.indices, r.values, self.w, self.mask),
+        };
+        if let Some(b) = self.intercept {
+            u += b;
+        }
+        let (value, a) = l.value_and_dual_of_margin(u);
+        (r, l, a, value)
     }
 }
 
@@ -673,5 +746,6 @@ pub fn separate_certificate<S: SampleSet>(
     }
 }
 
+mod chunks;
 #[cfg(test)]
 mod tests;

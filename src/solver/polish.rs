@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::driver::{FitReport, SparseModel};
 use super::objective::{fused_certificate_with_intercept, CertificateScratch, DualScratch};
 use super::primal::cholesky_solve;
-use super::spread::{chunk, chunks_of, Spread};
+use super::spread::{chunk, chunks_of, map, Spread};
 use super::{Certificate, Problem};
 use crate::sample::SampleSet;
 
@@ -145,7 +145,7 @@ impl Restricted {
     /// map from feature to position (`4 d` bytes, which a probe per stored value would miss in cache
     /// at every row: a third of the polish of a one-pass `fit` on the W3-like stream). Rows ascend in
     /// their indices, so the positions ascend too.
-    fn gather<S: SampleSet + Sync, E: Spread>(data: &S, support: &[u32], spread: &E) -> Restricted {
+    fn gather<S: SampleSet + Sync>(data: &S, support: &[u32], spread: &dyn Spread) -> Restricted {
         const ABSENT: u32 = u32::MAX;
         let dim = data
             .dim()
@@ -159,7 +159,7 @@ impl Restricted {
         let rows = data.len();
         let chunks = chunks_of(rows);
         // Each chunk's rows with their row ends counted from the chunk's own first entry.
-        let parts = spread.map(chunks, |c| {
+        let parts = map(spread, chunks, |c| {
             let range = chunk(rows, chunks, c);
             let mut part = Restricted {
                 ptr: Vec::with_capacity(range.len()),
@@ -209,9 +209,9 @@ impl Restricted {
     }
 
     /// `x_iS . x[..s] + offset_b` for every row, where `offset_b` is the intercept.
-    fn margins<E: Spread>(&self, x: &[f64], b: f64, out: &mut Vec<f64>, spread: &E) {
+    fn margins(&self, x: &[f64], b: f64, out: &mut Vec<f64>, spread: &dyn Spread) {
         let (rows, chunks) = (self.rows(), chunks_of(self.rows()));
-        let parts = spread.map(chunks, |c| {
+        let parts = map(spread, chunks, |c| {
             chunk(rows, chunks, c)
                 .map(|i| {
                     let (pos, val) = self.row(i);
@@ -228,15 +228,15 @@ impl Restricted {
 }
 
 /// `P_S` at margins `u` and support weights `w`: `(1/M) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
-fn objective<S: SampleSet + Sync, E: Spread>(
+fn objective<S: SampleSet + Sync>(
     problem: &Problem<S>,
     u: &[f64],
     w: &[f64],
-    spread: &E,
+    spread: &dyn Spread,
 ) -> f64 {
     let data = problem.data;
     let chunks = chunks_of(u.len());
-    let parts = spread.map(chunks, |c| {
+    let parts = map(spread, chunks, |c| {
         chunk(u.len(), chunks, c)
             .map(|i| {
                 let r = data.row(i);
@@ -251,10 +251,10 @@ fn objective<S: SampleSet + Sync, E: Spread>(
 /// Minimises `P` over the weights on `start`'s support and (when the problem has one) the intercept,
 /// from `start`, by damped Newton (the module docs), its walks over the rows spread by `spread`. `Err`
 /// names why it was not run.
-pub fn polish<S: SampleSet + Sync, E: Spread>(
+pub fn polish<S: SampleSet + Sync>(
     problem: &Problem<S>,
     start: &SparseModel,
-    spread: &E,
+    spread: &dyn Spread,
 ) -> Result<Polished, PolishOutcome> {
     if problem.loss.second_derivative(0.0, 1.0).is_none() {
         return Err(PolishOutcome::NonSmoothLoss);
@@ -355,20 +355,20 @@ impl NewtonScratch {
     /// `g` and the lower triangle of `H` at margins `u` and unknowns `x` (`s` weights, then `b` if
     /// `m > s`).
     #[allow(clippy::too_many_arguments)]
-    fn gradient_and_hessian<S: SampleSet + Sync, E: Spread>(
+    fn gradient_and_hessian<S: SampleSet + Sync>(
         &mut self,
         problem: &Problem<S>,
         rows: &Restricted,
         u: &[f64],
         x: &[f64],
         s: usize,
-        spread: &E,
+        spread: &dyn Spread,
     ) {
         let m = self.m;
         let n = problem.mass();
         let chunks = chunks_of(u.len());
         // Each chunk's own `g` and lower triangle of `H`, then their sum in chunk order.
-        let parts = spread.map(chunks, |c| {
+        let parts = map(spread, chunks, |c| {
             let (mut g, mut h) = (vec![0.0; m], vec![0.0; m * m]);
             for i in chunk(u.len(), chunks, c) {
                 let r = problem.data.row(i);
@@ -443,7 +443,7 @@ impl NewtonScratch {
     /// Backtracking from the full step: the first `t = 2^-j` with
     /// `P(x + t d) <= P(x) + ARMIJO t g.d`, and its value; `None` if none within [`MAX_HALVINGS`].
     #[allow(clippy::too_many_arguments)]
-    fn line_search<S: SampleSet + Sync, E: Spread>(
+    fn line_search<S: SampleSet + Sync>(
         &mut self,
         problem: &Problem<S>,
         u: &[f64],
@@ -451,7 +451,7 @@ impl NewtonScratch {
         s: usize,
         f: f64,
         slope: f64,
-        spread: &E,
+        spread: &dyn Spread,
     ) -> Option<(f64, f64)> {
         let mut t = 1.0;
         for _ in 0..MAX_HALVINGS {
@@ -475,13 +475,13 @@ impl NewtonScratch {
 /// certificate's: the report's model becomes the polished one and its certificate
 /// `Certificate::new(P(polished), max(D_best, D(alpha(polished))), N)`, so the gap only shrinks. The
 /// record says what happened.
-pub fn polish_fit<S: SampleSet + Sync, E: Spread>(
+pub fn polish_fit<S: SampleSet + Sync>(
     problem: &Problem<S>,
     report: &mut FitReport,
-    spread: &E,
+    spread: &std::sync::Arc<dyn Spread>,
 ) -> PolishRecord {
     let primal_search = report.certificate.primal;
-    let polished = match polish(problem, &report.model, spread) {
+    let polished = match polish(problem, &report.model, &**spread) {
         Ok(polished) => polished,
         Err(outcome) => return PolishRecord::not_run(outcome, primal_search),
     };
@@ -498,6 +498,7 @@ pub fn polish_fit<S: SampleSet + Sync, E: Spread>(
                 problem.intercept.then_some(model.intercept),
             );
             let mut scratch = CertificateScratch::default();
+            scratch.spread = Some(std::sync::Arc::clone(spread));
             let (data, loss) = (problem.data, &problem.loss);
             fused_certificate_with_intercept(
                 data,

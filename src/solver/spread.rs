@@ -10,6 +10,7 @@
 //! walk in row order.
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 /// The fewest rows a chunk holds before a walk is cut in two.
 pub const MIN_CHUNK_ROWS: usize = 16_384;
@@ -29,10 +30,31 @@ pub fn chunk(rows: usize, chunks: usize, c: usize) -> Range<usize> {
 }
 
 /// Runs a walk's chunks.
-pub trait Spread: Sync {
-    /// `job(c)` for every chunk `c` in `0..chunks`, in any order or at once; the results in chunk
-    /// order.
-    fn map<T: Send, F: Fn(usize) -> T + Sync>(&self, chunks: usize, job: F) -> Vec<T>;
+pub trait Spread: Sync + Send + std::fmt::Debug {
+    /// `job(c)` once for every chunk `c` in `0..chunks`, in any order or at once.
+    fn run(&self, chunks: usize, job: &(dyn Fn(usize) + Sync));
+}
+
+/// `job(c)` for every chunk `c` in `0..chunks`, walked by `spread`; the results in chunk order. A
+/// chunk the spread left out is walked here, in turn.
+pub fn map<T: Send>(spread: &dyn Spread, chunks: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let slots: Vec<Mutex<Option<T>>> = (0..chunks).map(|_| Mutex::new(None)).collect();
+    spread.run(chunks, &|c| {
+        let result = job(c);
+        if let Some(slot) = slots.get(c) {
+            *slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(result);
+        }
+    });
+    slots
+        .into_iter()
+        .enumerate()
+        .map(|(c, slot)| {
+            let result = slot
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            result.unwrap_or_else(|| job(c))
+        })
+        .collect()
 }
 
 /// Every chunk in turn, on the calling thread.
@@ -40,8 +62,8 @@ pub trait Spread: Sync {
 pub struct InTurn;
 
 impl Spread for InTurn {
-    fn map<T: Send, F: Fn(usize) -> T + Sync>(&self, chunks: usize, job: F) -> Vec<T> {
-        (0..chunks).map(job).collect()
+    fn run(&self, chunks: usize, job: &(dyn Fn(usize) + Sync)) {
+        (0..chunks).for_each(job);
     }
 }
 
@@ -65,6 +87,6 @@ mod tests {
             }
             assert_eq!(next, rows);
         }
-        assert_eq!(InTurn.map(3, |c| c * 10), vec![0, 10, 20]);
+        assert_eq!(map(&InTurn, 3, |c| c * 10), vec![0, 10, 20]);
     }
 }

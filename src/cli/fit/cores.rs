@@ -3,7 +3,10 @@
 //! stand idle; the daemon's learners walk theirs in turn ([`crate::solver::spread::InTurn`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
+#[cfg(test)]
+use crate::solver::spread::map;
 use crate::solver::spread::Spread;
 
 /// Walks chunks on up to `threads` threads: the calling one and `threads - 1` scoped ones, each
@@ -20,40 +23,37 @@ impl Cores {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
+
+    /// [`Cores::available`] as a solver holds it.
+    pub(crate) fn shared() -> Arc<dyn Spread> {
+        Arc::new(Cores::available())
+    }
 }
 
 impl Spread for Cores {
-    fn map<T: Send, F: Fn(usize) -> T + Sync>(&self, chunks: usize, job: F) -> Vec<T> {
+    fn run(&self, chunks: usize, job: &(dyn Fn(usize) + Sync)) {
         let workers = self.threads.min(chunks);
         if workers <= 1 {
-            return (0..chunks).map(job).collect();
+            return (0..chunks).for_each(job);
         }
         let next = AtomicUsize::new(0);
-        let work = || {
-            let mut done = Vec::new();
-            loop {
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= chunks {
-                    return done;
-                }
-                done.push((c, job(c)));
+        let work = || loop {
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            if c >= chunks {
+                return;
             }
+            job(c);
         };
-        let mut done = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             let others: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
-            let mut done = work();
+            work();
             for other in others {
                 // A job that panicked on another thread panics here, as it would have in turn.
-                done.extend(
-                    other
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                );
+                other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             }
-            done
         });
-        done.sort_unstable_by_key(|&(c, _)| c);
-        done.into_iter().map(|(_, result)| result).collect()
     }
 }
 
@@ -64,13 +64,13 @@ mod tests {
     #[test]
     fn chunks_come_back_in_order_whichever_thread_walked_them() {
         let cores = Cores { threads: 3 };
-        let out = cores.map(50, |c| {
+        let out = map(&cores, 50, |c| {
             // Later chunks finish first on some threads.
             std::thread::sleep(std::time::Duration::from_micros((50 - c as u64) * 20));
             c * 2
         });
         assert_eq!(out, (0..50).map(|c| c * 2).collect::<Vec<_>>());
-        assert_eq!(Cores { threads: 1 }.map(2, |c| c), vec![0, 1]);
+        assert_eq!(map(&Cores { threads: 1 }, 2, |c| c), vec![0, 1]);
     }
 
     /// The chunks depend on the row count alone, so a polish walked on two threads equals one walked

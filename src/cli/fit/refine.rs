@@ -37,7 +37,7 @@ impl Fit<'_> {
         let problem = Problem::new(data, self.loss, lambda, self.k, self.args.fits_intercept())?;
         let gap_before = report.certificate.gap;
         let started = Instant::now();
-        let record = polish_fit(&problem, report, &super::cores::Cores::available());
+        let record = polish_fit(&problem, report, &super::cores::Cores::shared());
         let outcome = serde_json::to_value(record.outcome)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -396,6 +396,10 @@ pub fn mean_one_scale<S: SampleSet>(data: &S) -> f64 {
 }
 
 impl<S: SampleSet> Solver<S> for MirrorDescent {
+    fn spread_certificate(&mut self, spread: std::sync::Arc<dyn crate::solver::spread::Spread>) {
+        self.certificate_scratch.spread = Some(spread);
+    }
+
     fn name(&self) -> &'static str {
         match self.state.config().map {
             MirrorMap::Euclidean => "mirror-euclidean",

@@ -386,3 +386,87 @@ fn an_integer_weight_is_that_many_copies_in_p_and_d() {
         assert!(close(dw, dc), "{kind:?}: D {dw} vs {dc}");
     }
 }
+
+/// Chunks walked by two threads of their own, as `fit`'s cores do.
+#[derive(Debug)]
+struct TwoThreads;
+
+impl crate::solver::spread::Spread for TwoThreads {
+    fn run(&self, chunks: usize, job: &(dyn Fn(usize) + Sync)) {
+        std::thread::scope(|scope| {
+            for c in 0..chunks {
+                scope.spawn(move || job(c));
+            }
+        });
+    }
+}
+
+/// A certificate cut in chunks ([`CertificateScratch::spread`]) is the walk in turn's to rounding,
+/// with and without an intercept and an iterate, and the same, bit for bit, whoever walks the chunks;
+/// the model's dual point (projected, with an intercept) is the walk in turn's, bit for bit.
+#[test]
+fn a_certificate_in_chunks_is_the_walk_in_turn_and_the_same_on_any_threads() {
+    use crate::solver::spread::{InTurn, MIN_CHUNK_ROWS};
+    use std::sync::Arc;
+    let samples = sparse_stream(MIN_CHUNK_ROWS + 5_000, 3_000, 8, 12, 0.1, true, 5).samples;
+    let data = crate::sample::Dataset::from_samples(&samples, 0);
+    assert_eq!(super::chunks::certificate_chunks(data.len()), 2);
+    let loss = Loss::new(LossKind::Logistic, 0.0).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let (w, support) = sparse_w(data.dim(), data.dim(), 20, &mut rng);
+    let iterate: Vec<f64> = (0..data.len())
+        .map(|i| {
+            loss.sample(data.row(i).label, 1.0)
+                .project(rng.gen_range(-1.0..1.0))
+        })
+        .collect();
+    for (b, at) in [
+        (None, None),
+        (Some(0.3), None),
+        (None, Some(&iterate[..])),
+        (Some(-0.2), Some(&iterate[..])),
+    ] {
+        let run = |spread: Option<Arc<dyn crate::solver::spread::Spread>>| {
+            let mut scratch = CertificateScratch {
+                spread,
+                ..CertificateScratch::default()
+            };
+            let values = fused_certificate_with_intercept(
+                &data,
+                &loss,
+                1e-3,
+                20,
+                (&w, &support, b),
+                at,
+                None,
+                &mut scratch,
+            );
+            (values, scratch.alpha_from_primal)
+        };
+        let (in_turn, alpha) = run(None);
+        let (chunked, chunked_alpha) = run(Some(Arc::new(InTurn)));
+        let (threaded, threaded_alpha) = run(Some(Arc::new(TwoThreads)));
+        let case = format!("intercept {b:?} iterate {}", at.is_some());
+        let bits = |v: &CertificateValues| {
+            (
+                v.primal.to_bits(),
+                v.dual_at_primal.to_bits(),
+                v.dual_at_iterate.map(f64::to_bits),
+            )
+        };
+        assert_eq!(bits(&chunked), bits(&threaded), "{case}");
+        assert_eq!(chunked_alpha, threaded_alpha, "{case}");
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(1.0);
+        assert!(close(in_turn.primal, chunked.primal), "{case}");
+        assert!(
+            close(in_turn.dual_at_primal, chunked.dual_at_primal),
+            "{case}"
+        );
+        match (in_turn.dual_at_iterate, chunked.dual_at_iterate) {
+            (Some(x), Some(y)) => assert!(close(x, y), "{case}"),
+            (x, y) => assert_eq!(x, y, "{case}"),
+        }
+        assert_eq!(alpha, chunked_alpha, "{case}");
+        assert!(in_turn.primal >= in_turn.dual_at_primal, "{case}");
+    }
+}

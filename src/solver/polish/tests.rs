@@ -147,7 +147,7 @@ fn polishing_never_raises_the_primal_and_never_widens_the_gap() {
                 };
                 let mut report = run(&problem, &mut solver, &stop, &mut |_| {});
                 let before = report.certificate;
-                let record = polish_fit(&problem, &mut report, &InTurn);
+                let record = polish_fit(&problem, &mut report, &(std::sync::Arc::new(InTurn) as _));
                 let after = report.certificate;
                 assert_eq!(record.primal_search, before.primal);
                 assert!(

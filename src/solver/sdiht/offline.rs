@@ -218,6 +218,10 @@ impl Sdiht {
 }
 
 impl<S: SampleSet> Solver<S> for Sdiht {
+    fn spread_certificate(&mut self, spread: std::sync::Arc<dyn crate::solver::spread::Spread>) {
+        self.certificate_scratch.spread = Some(spread);
+    }
+
     fn name(&self) -> &'static str {
         if self.blocks == 1 {
             "diht"
