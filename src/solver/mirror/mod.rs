@@ -415,6 +415,10 @@ impl<S: SampleSet> Solver<S> for MirrorDescent {
         for (start, chunk) in (0..order.len()).step_by(batch).zip(order.chunks(batch)) {
             self.state
                 .step_batch(chunk.iter().enumerate().map(|(n, &i)| {
+                    // Where a row is, a stage before the row (the rows come in a shuffled order).
+                    if let Some(&ahead) = order.get(start + n + 2 * ROW_PREFETCH_DISTANCE) {
+                        p.data.prefetch_meta(ahead);
+                    }
                     if let Some(&ahead) = order.get(start + n + ROW_PREFETCH_DISTANCE) {
                         let r = p.data.row(ahead);
                         prefetch_all(r.indices);
