@@ -14,6 +14,8 @@
 //!   problem, certificate and offline loop (`docs/multiclass.md`);
 //! - [`polish`] — not a search but its last step: Newton on the support a search chose, kept when its
 //!   primal is lower (`fit` runs it on the model it returns);
+//! - [`spread`] — a walk over many rows cut into chunks by the row count alone, walked by whoever the
+//!   caller names (`fit`: its cores, for the polish and the final certificates; the daemon: in turn);
 //!
 //! Every solver is certified the same way ([`objective`]): the primal value of its current model, a dual
 //! value and the gap. Solvers see samples only through [`SampleSet`], so they run unchanged on an
