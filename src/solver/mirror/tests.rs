@@ -98,15 +98,18 @@ fn mirror_descent_gap_falls_and_support_reaches_the_truth() {
     }
 }
 
-/// Without an intercept the solver certifies in one walk; its values are the separate walks' bit for
-/// bit, at every epoch, for each loss and map (with an intercept it takes the separate walks).
+/// The solver certifies in one walk without an intercept and two with one; its values are the
+/// separate walks' bit for bit, at every epoch, for each loss and map, with and without an intercept.
 #[test]
 fn mirror_certificate_in_one_walk_is_the_separate_walks() {
     let problem = synth::sparse_stream(800, 300, 6, 12, 0.05, true, 5);
     let data = Dataset::from_samples(&problem.samples, 300);
-    for kind in [LossKind::Logistic, LossKind::Hinge, LossKind::Squared] {
+    for (kind, intercept) in [LossKind::Logistic, LossKind::Hinge, LossKind::Squared]
+        .into_iter()
+        .flat_map(|kind| [(kind, false), (kind, true)])
+    {
         let loss = Loss::new(kind, 0.25).unwrap();
-        let p = Problem::new(&data, loss, 1e-3, 6, false).unwrap();
+        let p = Problem::new(&data, loss, 1e-3, 6, intercept).unwrap();
         for map in [MirrorMap::Euclidean, MirrorMap::HypEntropy { beta: 1.0 }] {
             let config = MirrorConfig {
                 batch: 16,
@@ -122,7 +125,7 @@ fn mirror_certificate_in_one_walk_is_the_separate_walks() {
                 assert_eq!(
                     bits(fused),
                     bits(separate),
-                    "{kind:?} {map:?} epoch {epoch}"
+                    "{kind:?} {map:?} intercept {intercept} epoch {epoch}"
                 );
             }
         }
