@@ -336,12 +336,8 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
         iterate,
         margins,
     };
-    let chunks = scratch
-        .spread
-        .as_ref()
-        .map_or(1, |_| chunks::certificate_chunks(rows));
     let (loss_sum, conjugates) = match scratch.spread.as_deref() {
-        Some(spread) if chunks > 1 => walk.in_chunks::<LANES>(
+        Some(spread) if chunks::certificate_chunks(rows) > 1 => walk.in_chunks::<LANES>(
             spread,
             (
                 &mut scratch.alpha_from_primal,
@@ -386,6 +382,12 @@ fn fused_walk<const LANES: usize, S: SampleSet>(
     }
 }
 
+/// The starting value of a conjugate sum, as in the function the walks replace: `conjugate_sum` is an
+/// `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from the library itself.
+fn neutral() -> f64 {
+    std::iter::empty::<f64>().sum()
+}
+
 /// What a certificate's walk over the rows reads: the rows, the loss, `lambda N`, the model (`w`, its
 /// support's bit mask, the intercept), the iterate (empty with one lane) and, when given, the margins.
 struct Walk<'a, S: SampleSet> {
@@ -408,46 +410,73 @@ impl<S: SampleSet> Walk<'_, S> {
         projected: &mut Vec<f64>,
         w_tilde: &mut [f64],
     ) -> (f64, [f64; 2]) {
-        let (data, loss, iterate) = (self.data, self.loss, self.iterate);
+        let rows = self.data.len();
         alpha_from_primal.clear();
-        alpha_from_primal.reserve(data.len());
-        // Starting values as in the functions replaced: `primal_value` sums from `0.0`;
-        // `conjugate_sum` is an `Iterator::sum`, whose neutral element (`-0.0` for f64) is taken from
-        // the library itself.
-        let mut loss_sum = 0.0;
-        let neutral: f64 = std::iter::empty::<f64>().sum();
-        let mut conjugates = [neutral; 2];
-        // Without an intercept each row is scattered as soon as its dual is known; with one, the dual
-        // points are projected onto `sum alpha = 0` first, so the scatter is a second walk.
-        let one_walk = self.intercept.is_none();
-        // `iterate` is empty with one lane: rows are counted, not zipped with it.
-        #[allow(clippy::needless_range_loop)]
-        for i in 0..data.len() {
-            prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&*w_tilde));
-            let (r, l, a, value) = self.dual_of_row(i);
-            loss_sum += value;
-            alpha_from_primal.push(a);
-            if one_walk {
-                let at_iterate = if LANES == 2 { iterate[i] } else { 0.0 };
-                let duals = [a, at_iterate];
-                scatter_row::<LANES>(r, &l, duals, self.lambda_n, w_tilde, &mut conjugates);
-            }
-        }
-        if !one_walk {
-            project_with_sum(data, loss, alpha_from_primal, 0.0);
-            projected.clear();
-            projected.extend_from_slice(iterate);
-            project_with_sum(data, loss, projected, 0.0);
-            for i in 0..data.len() {
-                prefetch_ahead::<LANES, S>(data, i, Some(&*w_tilde));
-                let r = data.row(i);
-                let l = loss.sample(r.label, r.weight);
-                let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
-                let duals = [alpha_from_primal[i], at_iterate];
-                scatter_row::<LANES>(r, &l, duals, self.lambda_n, w_tilde, &mut conjugates);
-            }
+        alpha_from_primal.resize(rows, 0.0);
+        let mut conjugates = [neutral(); 2];
+        let loss_sum =
+            self.first_walk::<LANES>(0..rows, alpha_from_primal, w_tilde, &mut conjugates);
+        if self.intercept.is_some() {
+            self.project(alpha_from_primal, projected);
+            let duals = (&alpha_from_primal[..], &projected[..]);
+            self.scatter_walk::<LANES>(0..rows, duals, w_tilde, &mut conjugates);
         }
         (loss_sum, conjugates)
+    }
+
+    /// The first walk over `rows`: each row's dual point `a_i` into `alpha` (indexed from
+    /// `rows.start`), and the loss sum, from `0.0` as `primal_value` sums. Without an intercept each
+    /// row is scattered into `w_tilde` and `conjugates` as soon as its dual is known; with one, the
+    /// dual points are projected onto `sum alpha = 0` first, so the scatter is a second walk.
+    fn first_walk<const LANES: usize>(
+        &self,
+        rows: std::ops::Range<usize>,
+        alpha: &mut [f64],
+        w_tilde: &mut [f64],
+        conjugates: &mut [f64; 2],
+    ) -> f64 {
+        let one_walk = self.intercept.is_none();
+        let mut loss_sum = 0.0;
+        for (at, i) in rows.enumerate() {
+            prefetch_ahead::<LANES, S>(self.data, i, one_walk.then_some(&*w_tilde));
+            let (r, l, a, value) = self.dual_of_row(i);
+            loss_sum += value;
+            alpha[at] = a;
+            if one_walk {
+                // `iterate` is empty with one lane.
+                let at_iterate = if LANES == 2 { self.iterate[i] } else { 0.0 };
+                scatter_row::<LANES>(r, &l, [a, at_iterate], self.lambda_n, w_tilde, conjugates);
+            }
+        }
+        loss_sum
+    }
+
+    /// The model's dual points `alpha` and the iterate (copied into `projected`) projected onto
+    /// `sum alpha = 0`: the intercept's dual constraint, between the two walks.
+    fn project(&self, alpha: &mut [f64], projected: &mut Vec<f64>) {
+        project_with_sum(self.data, self.loss, alpha, 0.0);
+        projected.clear();
+        projected.extend_from_slice(self.iterate);
+        project_with_sum(self.data, self.loss, projected, 0.0);
+    }
+
+    /// The second walk over `rows` (with an intercept): the projected dual points `alpha` and
+    /// `projected`, indexed by row, scattered into `w_tilde` and `conjugates`.
+    fn scatter_walk<const LANES: usize>(
+        &self,
+        rows: std::ops::Range<usize>,
+        (alpha, projected): (&[f64], &[f64]),
+        w_tilde: &mut [f64],
+        conjugates: &mut [f64; 2],
+    ) {
+        for i in rows {
+            prefetch_ahead::<LANES, S>(self.data, i, Some(&*w_tilde));
+            let r = self.data.row(i);
+            let l = self.loss.sample(r.label, r.weight);
+            let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
+            let duals = [alpha[i], at_iterate];
+            scatter_row::<LANES>(r, &l, duals, self.lambda_n, w_tilde, conjugates);
+        }
     }
 
     /// Row `i`, its loss, the model's dual point `a_i` and the loss at its margin `u_i = w.x_i + b`.

@@ -145,7 +145,7 @@ impl Restricted {
     /// map from feature to position (`4 d` bytes, which a probe per stored value would miss in cache
     /// at every row: a third of the polish of a one-pass `fit` on the W3-like stream). Rows ascend in
     /// their indices, so the positions ascend too.
-    fn gather<S: SampleSet + Sync>(data: &S, support: &[u32], spread: &dyn Spread) -> Restricted {
+    fn gather<S: SampleSet>(data: &S, support: &[u32], spread: &dyn Spread) -> Restricted {
         const ABSENT: u32 = u32::MAX;
         let dim = data
             .dim()
@@ -228,12 +228,7 @@ impl Restricted {
 }
 
 /// `P_S` at margins `u` and support weights `w`: `(1/M) sum_i c_i l(u_i) + (lambda/2) ||w||^2`.
-fn objective<S: SampleSet + Sync>(
-    problem: &Problem<S>,
-    u: &[f64],
-    w: &[f64],
-    spread: &dyn Spread,
-) -> f64 {
+fn objective<S: SampleSet>(problem: &Problem<S>, u: &[f64], w: &[f64], spread: &dyn Spread) -> f64 {
     let data = problem.data;
     let chunks = chunks_of(u.len());
     let parts = map(spread, chunks, |c| {
@@ -251,7 +246,7 @@ fn objective<S: SampleSet + Sync>(
 /// Minimises `P` over the weights on `start`'s support and (when the problem has one) the intercept,
 /// from `start`, by damped Newton (the module docs), its walks over the rows spread by `spread`. `Err`
 /// names why it was not run.
-pub fn polish<S: SampleSet + Sync>(
+pub fn polish<S: SampleSet>(
     problem: &Problem<S>,
     start: &SparseModel,
     spread: &dyn Spread,
@@ -355,7 +350,7 @@ impl NewtonScratch {
     /// `g` and the lower triangle of `H` at margins `u` and unknowns `x` (`s` weights, then `b` if
     /// `m > s`).
     #[allow(clippy::too_many_arguments)]
-    fn gradient_and_hessian<S: SampleSet + Sync>(
+    fn gradient_and_hessian<S: SampleSet>(
         &mut self,
         problem: &Problem<S>,
         rows: &Restricted,
@@ -443,7 +438,7 @@ impl NewtonScratch {
     /// Backtracking from the full step: the first `t = 2^-j` with
     /// `P(x + t d) <= P(x) + ARMIJO t g.d`, and its value; `None` if none within [`MAX_HALVINGS`].
     #[allow(clippy::too_many_arguments)]
-    fn line_search<S: SampleSet + Sync>(
+    fn line_search<S: SampleSet>(
         &mut self,
         problem: &Problem<S>,
         u: &[f64],
@@ -475,7 +470,7 @@ impl NewtonScratch {
 /// certificate's: the report's model becomes the polished one and its certificate
 /// `Certificate::new(P(polished), max(D_best, D(alpha(polished))), N)`, so the gap only shrinks. The
 /// record says what happened.
-pub fn polish_fit<S: SampleSet + Sync>(
+pub fn polish_fit<S: SampleSet>(
     problem: &Problem<S>,
     report: &mut FitReport,
     spread: &std::sync::Arc<dyn Spread>,

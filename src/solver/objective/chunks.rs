@@ -10,7 +10,7 @@
 
 use std::sync::Mutex;
 
-use super::{prefetch_ahead, project_with_sum, scatter_row, zeroed_dense, Walk};
+use super::{neutral, zeroed_dense, Walk};
 use crate::sample::SampleSet;
 use crate::solver::spread::{chunk, map, Spread, MIN_CHUNK_ROWS};
 
@@ -45,13 +45,10 @@ impl<S: SampleSet> Walk<'_, S> {
         ),
     ) -> (f64, [f64; 2]) {
         const CHUNKS: usize = 2;
-        let (data, loss, iterate, lambda_n) = (self.data, self.loss, self.iterate, self.lambda_n);
-        let rows = data.len();
+        let rows = self.data.len();
         zeroed_dense(w_tilde_chunk, w_tilde.len());
         alpha_from_primal.clear();
         alpha_from_primal.resize(rows, 0.0);
-        let neutral: f64 = std::iter::empty::<f64>().sum();
-        let one_walk = self.intercept.is_none();
         let first = {
             let (alpha_0, alpha_1) = alpha_from_primal.split_at_mut(chunk(rows, CHUNKS, 0).end);
             let parts = [
@@ -61,24 +58,14 @@ impl<S: SampleSet> Walk<'_, S> {
             map(spread, CHUNKS, |c| {
                 let mut part = own(&parts[c]);
                 let (alpha, w_tilde) = &mut *part;
-                let mut loss_sum = 0.0;
-                let mut conjugates = [neutral; 2];
-                for (at, i) in chunk(rows, CHUNKS, c).enumerate() {
-                    prefetch_ahead::<LANES, S>(data, i, one_walk.then_some(&**w_tilde));
-                    let (r, l, a, value) = self.dual_of_row(i);
-                    loss_sum += value;
-                    alpha[at] = a;
-                    if one_walk {
-                        let at_iterate = if LANES == 2 { iterate[i] } else { 0.0 };
-                        let duals = [a, at_iterate];
-                        scatter_row::<LANES>(r, &l, duals, lambda_n, w_tilde, &mut conjugates);
-                    }
-                }
+                let mut conjugates = [neutral(); 2];
+                let range = chunk(rows, CHUNKS, c);
+                let loss_sum = self.first_walk::<LANES>(range, alpha, w_tilde, &mut conjugates);
                 (loss_sum, conjugates)
             })
         };
         let mut loss_sum = 0.0;
-        let mut conjugates = [neutral; 2];
+        let mut conjugates = [neutral(); 2];
         let add = |sums: &mut [f64; 2], chunk: [f64; 2]| {
             sums[0] += chunk[0];
             sums[1] += chunk[1];
@@ -87,27 +74,22 @@ impl<S: SampleSet> Walk<'_, S> {
             loss_sum += chunk_loss;
             add(&mut conjugates, chunk_conjugates);
         }
-        if !one_walk {
-            project_with_sum(data, loss, alpha_from_primal, 0.0);
-            projected.clear();
-            projected.extend_from_slice(iterate);
-            project_with_sum(data, loss, projected, 0.0);
-            let (alpha, projected) = (&alpha_from_primal[..], &projected[..]);
+        if self.intercept.is_some() {
+            self.project(alpha_from_primal, projected);
+            let duals = (&alpha_from_primal[..], &projected[..]);
             let parts = [
                 Mutex::new(&mut *w_tilde),
                 Mutex::new(&mut w_tilde_chunk[..]),
             ];
             let second = map(spread, CHUNKS, |c| {
                 let mut w_tilde = own(&parts[c]);
-                let mut conjugates = [neutral; 2];
-                for i in chunk(rows, CHUNKS, c) {
-                    prefetch_ahead::<LANES, S>(data, i, Some(&**w_tilde));
-                    let r = data.row(i);
-                    let l = loss.sample(r.label, r.weight);
-                    let at_iterate = if LANES == 2 { projected[i] } else { 0.0 };
-                    let duals = [alpha[i], at_iterate];
-                    scatter_row::<LANES>(r, &l, duals, lambda_n, &mut w_tilde, &mut conjugates);
-                }
+                let mut conjugates = [neutral(); 2];
+                self.scatter_walk::<LANES>(
+                    chunk(rows, CHUNKS, c),
+                    duals,
+                    &mut w_tilde,
+                    &mut conjugates,
+                );
                 conjugates
             });
             for chunk_conjugates in second {
