@@ -30,7 +30,8 @@
 //! one. Above [`MAX_COORDINATES`] unknowns the `O(m^3)` solve and `O(m^2)` matrix are not worth it and
 //! polishing is skipped ([`PolishOutcome::TooManyCoordinates`]).
 //!
-//! Cost: one pass to gather each row's entries on `S` (`O(nnz)`, through a `4 d`-byte map), then per Newton step
+//! Cost: two passes to gather each row's entries on `S` (`O(nnz)`, through a `d / 8`-byte mask and its
+//! ranks: `Restricted::gather`), then per Newton step
 //! `O(sum_i nnz_S(x_i)^2 + m^3)` for the Hessian and the solve, and `O(N)` per line-search trial.
 //! Each walk over the rows is cut into chunks that the caller's [`Spread`] walks (`fit`: on both
 //! cores); the sums are added chunk by chunk in order ([`super::spread`]).
@@ -51,6 +52,8 @@ pub const TOLERANCE: f64 = 1e-13;
 /// The most unknowns (support plus intercept) polished: the dense Hessian takes `8 m^2` bytes (8 MiB)
 /// and its factorisation `m^3 / 3` flops (about 0.4 G).
 pub const MAX_COORDINATES: usize = 1024;
+// The gather's positions into the support are two bytes each.
+const _: () = assert!(MAX_COORDINATES <= u16::MAX as usize);
 /// Armijo's sufficient-decrease fraction.
 const ARMIJO: f64 = 1e-4;
 /// Step halvings before the line search gives up (the direction then makes no measurable progress).
@@ -132,89 +135,106 @@ impl Polished {
     }
 }
 
-/// Each row's entries on the support: positions into the support (ascending) and values, CSR.
+/// Each row's entries on the support, chunk by chunk ([`chunks_of`] of the rows, the chunks every
+/// other walk of the polish takes): positions into the support (ascending) and values, CSR.
 struct Restricted {
+    rows: usize,
+    parts: Vec<Part>,
+}
+
+/// One chunk's rows of [`Restricted`], its row ends counted from the chunk's own first entry.
+struct Part {
+    /// The chunk's first row.
+    first: usize,
     ptr: Vec<usize>,
-    pos: Vec<u32>,
+    /// Positions into the support: at most [`MAX_COORDINATES`], so two bytes each.
+    pos: Vec<u16>,
     val: Vec<f64>,
 }
 
 impl Restricted {
-    /// Each row's entries on the ascending `support`: a stored value is tested against a bit mask of
-    /// the support (`d / 8` bytes, cache resident at d = 2^20), and only a hit is looked up in a dense
-    /// map from feature to position (`4 d` bytes, which a probe per stored value would miss in cache
-    /// at every row: a third of the polish of a one-pass `fit` on the W3-like stream). Rows ascend in
-    /// their indices, so the positions ascend too.
+    /// Each row's entries on the ascending `support`. A stored value is tested against a bit mask of
+    /// the support (`d / 8` bytes, cache resident at d = 2^20), and its position is the count of the
+    /// mask's bits below it: a rank per mask word (`d / 16` bytes) and a popcount, all in cache, where
+    /// a dense map from feature to position (`4 d` bytes) missed at nearly every hit. Each chunk counts
+    /// its entries first and writes them into buffers of that size without a branch per value (a hit
+    /// advances the write position): a quarter of the W3-like stream's values are hits, too many for
+    /// the branch predictor and too many for growing buffers by copies. The parts stay apart: every
+    /// other walk of the polish takes the same chunks. Rows ascend in their indices, so the positions
+    /// ascend too.
     fn gather<S: SampleSet>(data: &S, support: &[u32], spread: &dyn Spread) -> Restricted {
-        const ABSENT: u32 = u32::MAX;
         let dim = data
             .dim()
             .max(support.last().map_or(0, |&j| j as usize + 1));
-        let mut position = vec![ABSENT; dim];
         let mut mask = vec![0u64; dim.div_ceil(64)];
-        for (at, &j) in support.iter().enumerate() {
-            position[j as usize] = at as u32;
+        for &j in support {
             mask[j as usize / 64] |= 1 << (j % 64);
         }
+        // `support.len() <= MAX_COORDINATES < 2^16` (checked by `polish`): every rank fits.
+        let mut rank = Vec::with_capacity(mask.len());
+        let mut below = 0u16;
+        for word in &mask {
+            rank.push(below);
+            below += word.count_ones() as u16;
+        }
+        let hit = |j: u32| (mask[j as usize / 64] >> (j % 64) & 1) as usize;
         let rows = data.len();
         let chunks = chunks_of(rows);
-        // Each chunk's rows with their row ends counted from the chunk's own first entry.
         let parts = map(spread, chunks, |c| {
             let range = chunk(rows, chunks, c);
-            let mut part = Restricted {
-                ptr: Vec::with_capacity(range.len()),
-                pos: Vec::new(),
-                val: Vec::new(),
-            };
-            for i in range {
+            let entries: usize = range
+                .clone()
+                .map(|i| data.row(i).indices.iter().map(|&j| hit(j)).sum::<usize>())
+                .sum();
+            // One slot past the last entry: a miss is written there and then overwritten.
+            let (mut pos, mut val) = (vec![0u16; entries + 1], vec![0.0f64; entries + 1]);
+            let mut ptr = Vec::with_capacity(range.len());
+            let mut at = 0;
+            for i in range.clone() {
                 let r = data.row(i);
                 for (&j, &v) in r.indices.iter().zip(r.values) {
-                    let j = j as usize;
-                    if mask[j / 64] >> (j % 64) & 1 == 0 {
-                        continue;
-                    }
-                    let at = position[j];
-                    if at != ABSENT {
-                        part.pos.push(at);
-                        part.val.push(v);
-                    }
+                    let word = j as usize / 64;
+                    let below = mask[word] & ((1u64 << (j % 64)) - 1);
+                    // `at <= entries` always: it passes the last entry only on a hit, and there are
+                    // `entries` of them.
+                    pos[at] = rank[word] + below.count_ones() as u16;
+                    val[at] = v;
+                    at += hit(j);
                 }
-                part.ptr.push(part.pos.len());
+                ptr.push(at);
             }
-            part
+            pos.truncate(at);
+            val.truncate(at);
+            Part {
+                first: range.start,
+                ptr,
+                pos,
+                val,
+            }
         });
-        let entries = parts.iter().map(|p| p.pos.len()).sum();
-        let mut out = Restricted {
-            ptr: Vec::with_capacity(rows + 1),
-            pos: Vec::with_capacity(entries),
-            val: Vec::with_capacity(entries),
-        };
-        out.ptr.push(0);
-        for part in parts {
-            let before = out.pos.len();
-            out.ptr.extend(part.ptr.iter().map(|end| before + end));
-            out.pos.extend_from_slice(&part.pos);
-            out.val.extend_from_slice(&part.val);
-        }
-        out
+        Restricted { rows, parts }
     }
 
     fn rows(&self) -> usize {
-        self.ptr.len() - 1
+        self.rows
     }
 
-    fn row(&self, i: usize) -> (&[u32], &[f64]) {
-        let range = self.ptr[i]..self.ptr[i + 1];
-        (&self.pos[range.clone()], &self.val[range])
+    /// Row `i` of `part` (`i` counted from the data set's first row).
+    fn row(part: &Part, i: usize) -> (&[u16], &[f64]) {
+        let local = i - part.first;
+        let start = if local == 0 { 0 } else { part.ptr[local - 1] };
+        let range = start..part.ptr[local];
+        (&part.pos[range.clone()], &part.val[range])
     }
 
     /// `x_iS . x[..s] + offset_b` for every row, where `offset_b` is the intercept.
     fn margins(&self, x: &[f64], b: f64, out: &mut Vec<f64>, spread: &dyn Spread) {
-        let (rows, chunks) = (self.rows(), chunks_of(self.rows()));
+        let (rows, chunks) = (self.rows(), self.parts.len());
         let parts = map(spread, chunks, |c| {
+            let part = &self.parts[c];
             chunk(rows, chunks, c)
                 .map(|i| {
-                    let (pos, val) = self.row(i);
+                    let (pos, val) = Self::row(part, i);
                     let dot: f64 = pos.iter().zip(val).map(|(&p, v)| x[p as usize] * v).sum();
                     dot + b
                 })
@@ -361,16 +381,17 @@ impl NewtonScratch {
     ) {
         let m = self.m;
         let n = problem.mass();
-        let chunks = chunks_of(u.len());
+        let chunks = rows.parts.len();
         // Each chunk's own `g` and lower triangle of `H`, then their sum in chunk order.
         let parts = map(spread, chunks, |c| {
             let (mut g, mut h) = (vec![0.0; m], vec![0.0; m * m]);
+            let part = &rows.parts[c];
             for i in chunk(u.len(), chunks, c) {
                 let r = problem.data.row(i);
                 let (first, second) = problem.loss.derivatives(u[i], r.label);
                 let d1 = r.weight * first / n;
                 let d2 = r.weight * second.unwrap_or(0.0) / n;
-                let (pos, val) = rows.row(i);
+                let (pos, val) = Restricted::row(part, i);
                 for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
                     let p = p as usize;
                     g[p] += d1 * v;

@@ -204,3 +204,40 @@ fn reports_why_it_did_not_run() {
         Err(PolishOutcome::TooManyCoordinates)
     );
 }
+
+/// The gather keeps exactly each row's entries on the support, in order, with their positions into
+/// the support: against a plain filter, over rows in several chunks (some rows with no entry on the
+/// support, one chunk boundary inside a run of such rows), with supports at both ends of `d`.
+#[test]
+fn the_gather_keeps_each_rows_entries_on_the_support_in_every_chunk() {
+    let rows = 3 * crate::solver::spread::MIN_CHUNK_ROWS + 5;
+    let samples = synth::sparse_stream(rows, 200, 6, 10, 0.5, true, 11).samples;
+    let data = Dataset::from_samples(&samples, 0);
+    for support in [
+        vec![0u32, 1, 63, 64, 65, 199],
+        vec![7u32, 100, 128, 191],
+        vec![],
+    ] {
+        let restricted = Restricted::gather(&data, &support, &InTurn);
+        assert_eq!(restricted.rows(), rows);
+        assert_eq!(
+            restricted.parts.len(),
+            crate::solver::spread::chunks_of(rows)
+        );
+        let chunks = restricted.parts.len();
+        for (c, part) in restricted.parts.iter().enumerate() {
+            for i in crate::solver::spread::chunk(rows, chunks, c) {
+                let r = data.row(i);
+                let want: Vec<(u16, f64)> = r
+                    .indices
+                    .iter()
+                    .zip(r.values)
+                    .filter_map(|(j, &v)| support.binary_search(j).ok().map(|at| (at as u16, v)))
+                    .collect();
+                let (pos, val) = Restricted::row(part, i);
+                let got: Vec<(u16, f64)> = pos.iter().copied().zip(val.iter().copied()).collect();
+                assert_eq!(got, want, "row {i}, support {support:?}");
+            }
+        }
+    }
+}
