@@ -32,6 +32,7 @@
 
 use crate::loss::Loss;
 use crate::sample::SampleSet;
+use crate::solver::spread::{map, Spread};
 use crate::sparse::{
     hard_threshold, masked_dot, prefetch, prefetch_all, sparse_axpy, sparse_dot, top_k_indices,
     top_k_indices_of_two_lanes, zeroed_dense, ThresholdScratch,
@@ -211,7 +212,7 @@ pub struct CertificateScratch {
     /// [`crate::solver::spread::MIN_CHUNK_ROWS`] rows is cut in two chunks that it walks (`fit`, on its
     /// cores; `objective/chunks.rs`). The chunks depend on the row count alone, so a caller that always
     /// sets it gets the same certificate on every machine.
-    pub spread: Option<std::sync::Arc<dyn crate::solver::spread::Spread>>,
+    pub spread: Option<std::sync::Arc<dyn Spread>>,
 }
 
 /// How many rows ahead [`fused_certificate`]'s scatter prefetches its targets (as the intake's warm
@@ -417,7 +418,7 @@ impl<S: SampleSet> Walk<'_, S> {
         let loss_sum =
             self.first_walk::<LANES>(0..rows, alpha_from_primal, w_tilde, &mut conjugates);
         if self.intercept.is_some() {
-            self.project(alpha_from_primal, projected);
+            self.project(alpha_from_primal, projected, &crate::solver::spread::InTurn);
             let duals = (&alpha_from_primal[..], &projected[..]);
             self.scatter_walk::<LANES>(0..rows, duals, w_tilde, &mut conjugates);
         }
@@ -452,12 +453,21 @@ impl<S: SampleSet> Walk<'_, S> {
     }
 
     /// The model's dual points `alpha` and the iterate (copied into `projected`) projected onto
-    /// `sum alpha = 0`: the intercept's dual constraint, between the two walks.
-    fn project(&self, alpha: &mut [f64], projected: &mut Vec<f64>) {
-        project_with_sum(self.data, self.loss, alpha, 0.0);
+    /// `sum alpha = 0`: the intercept's dual constraint, between the two walks. The two projections
+    /// share nothing, so `spread` may run them side by side; each is the same sum either way.
+    fn project(&self, alpha: &mut [f64], projected: &mut Vec<f64>, spread: &dyn Spread) {
         projected.clear();
         projected.extend_from_slice(self.iterate);
-        project_with_sum(self.data, self.loss, projected, 0.0);
+        let jobs = [
+            std::sync::Mutex::new(alpha),
+            std::sync::Mutex::new(&mut projected[..]),
+        ];
+        map(spread, jobs.len(), |c| {
+            let mut duals = jobs[c]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            project_with_sum(self.data, self.loss, &mut duals, 0.0);
+        });
     }
 
     /// The second walk over `rows` (with an intercept): the projected dual points `alpha` and

@@ -75,7 +75,7 @@ impl<S: SampleSet> Walk<'_, S> {
             add(&mut conjugates, chunk_conjugates);
         }
         if self.intercept.is_some() {
-            self.project(alpha_from_primal, projected);
+            self.project(alpha_from_primal, projected, spread);
             let duals = (&alpha_from_primal[..], &projected[..]);
             let parts = [
                 Mutex::new(&mut *w_tilde),
