@@ -445,6 +445,8 @@ impl DualIterate {
         let n = self.mass_total(data.mass());
         let mut conj_delta = 0.0;
         let mut finite = self.trial_alpha.iter().all(|a| a.is_finite());
+        // Only a trial scattered into `z` has a change there to undo.
+        let scattered = finite;
         if finite {
             for (pos, &i) in block.iter().enumerate() {
                 // Three stages: where the row is, the row, then (its indices cached) its targets in
@@ -506,7 +508,7 @@ impl DualIterate {
             return Trial::Accepted;
         }
         // Undo the change to z.
-        for (pos, &i) in block.iter().enumerate() {
+        for (pos, &i) in block.iter().enumerate().filter(|_| scattered) {
             let delta = self.trial_alpha[pos] - self.old_alpha[pos];
             if delta != 0.0 && delta.is_finite() {
                 let r = data.row(i);
