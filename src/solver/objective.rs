@@ -437,9 +437,14 @@ impl<S: SampleSet> Walk<'_, S> {
         conjugates: &mut [f64; 2],
     ) -> f64 {
         let one_walk = self.intercept.is_none();
+        // Given the margins, a walk that does not scatter reads no row's entries: fetching them
+        // ahead would only stream the whole data set through the cache.
+        let reads_rows = one_walk || self.margins.is_none();
         let mut loss_sum = 0.0;
         for (at, i) in rows.enumerate() {
-            prefetch_ahead::<LANES, S>(self.data, i, one_walk.then_some(&*w_tilde));
+            if reads_rows {
+                prefetch_ahead::<LANES, S>(self.data, i, one_walk.then_some(&*w_tilde));
+            }
             let (r, l, a, value) = self.dual_of_row(i);
             loss_sum += value;
             alpha[at] = a;

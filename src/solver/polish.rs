@@ -111,6 +111,10 @@ pub struct Polished {
     pub primal_start: f64,
     pub primal: f64,
     pub iterations: usize,
+    /// `x_iS . w_S` of every row at [`Polished::model`] (the intercept not added): what the
+    /// certificate's first walk would compute by a dot product over each whole row, in the same order
+    /// of the same products.
+    pub dots: Vec<f64>,
 }
 
 impl Polished {
@@ -327,6 +331,9 @@ pub fn polish<S: SampleSet>(
     }
     let intercept = b_of(&x);
     x.truncate(s);
+    // `x_iS . w_S`, the support's entries of each row in ascending order, as a masked dot sums them.
+    let mut dots = Vec::new();
+    rows.margins(&x, 0.0, &mut dots, spread);
     Ok(Polished {
         model: SparseModel {
             support: start.support.clone(),
@@ -336,6 +343,7 @@ pub fn polish<S: SampleSet>(
         primal_start,
         primal: f,
         iterations,
+        dots,
     })
 }
 
@@ -516,6 +524,8 @@ pub fn polish_fit<S: SampleSet>(
             let mut scratch = CertificateScratch::default();
             scratch.spread = Some(std::sync::Arc::clone(spread));
             let (data, loss) = (problem.data, &problem.loss);
+            // The polish's own margins spare the first walk its dot products (and its reads of
+            // every row, with an intercept).
             fused_certificate_with_intercept(
                 data,
                 loss,
@@ -523,7 +533,7 @@ pub fn polish_fit<S: SampleSet>(
                 problem.k,
                 at,
                 None,
-                None,
+                Some(&polished.dots),
                 &mut scratch,
             )
             .dual_at_primal
