@@ -58,6 +58,10 @@ struct Columns {
     pairs: usize,
     /// Lines in the piece (content or not), so a later piece can number its lines.
     lines: usize,
+    /// One past the largest index of the piece's rows (0 for none), and its values that are not zero:
+    /// the data set's dimension and count, taken while each line is in cache ([`Dataset::from_parts`]).
+    dim: usize,
+    nonzero: usize,
     /// The first bad line: its 1-based number within the piece, and why.
     error: Option<(usize, LineError)>,
 }
@@ -391,6 +395,9 @@ fn parse_text(text: &str, format: Format, out: &mut Stretch<'_>) -> Columns {
                 c.weights.push(weight.unwrap_or(1.0));
                 c.pairs = end;
                 c.ends.push(end);
+                // The indices ascend: the last is the row's largest.
+                c.dim = indices.last().map_or(c.dim, |&j| c.dim.max(j as usize + 1));
+                c.nonzero += values.iter().filter(|v| **v != 0.0).count();
             }
             Err(e) => {
                 c.error = Some((c.lines, e));
@@ -414,7 +421,10 @@ fn join(
     indptr.push(0);
     let (mut labels, mut weights) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let (mut stretch, mut at) = (0, 0);
+    let (mut dim, mut nonzero) = (0, 0);
     for (c, &room) in parsed.into_iter().zip(reserved) {
+        dim = dim.max(c.dim);
+        nonzero += c.nonzero;
         if stretch != at {
             indices.copy_within(stretch..stretch + c.pairs, at);
             values.copy_within(stretch..stretch + c.pairs, at);
@@ -427,7 +437,7 @@ fn join(
     }
     indices.truncate(at);
     values.truncate(at);
-    Dataset::from_parts(indptr, indices, values, labels, weights, 0)
+    Dataset::from_parts((indptr, indices, values), labels, weights, (dim, nonzero))
 }
 
 /// Input text formats.
@@ -507,6 +517,8 @@ mod tests {
     fn same(a: &Dataset, b: &Dataset) {
         assert_eq!(a.len(), b.len());
         assert_eq!(a.dim(), b.dim());
+        // The reader's own count against the line reader's pass over the values.
+        assert_eq!(a.nonzero_values(), b.nonzero_values());
         for i in 0..a.len() {
             let (x, y) = (a.row(i), b.row(i));
             assert_eq!(x.indices, y.indices, "row {i}");

@@ -270,11 +270,19 @@ pub struct Dataset {
     weights: Vec<f64>,
     /// `sum_i c_i`, in row order.
     mass: f64,
+    /// Stored values that are not zero ([`Dataset::nonzero_values`]), counted once when the set is
+    /// built: `fit` reads it twice before its first step, and each count was a pass over every value.
+    nonzero: usize,
 }
 
 /// `sum_i c_i` in row order: the mass of a set of weights.
 fn total(weights: &[f64]) -> f64 {
     weights.iter().sum()
+}
+
+/// Values that are not zero.
+fn nonzero(values: &[f64]) -> usize {
+    values.iter().filter(|v| **v != 0.0).count()
 }
 
 impl Dataset {
@@ -301,6 +309,7 @@ impl Dataset {
         let features = CsMatI::new((samples.len(), dim), indptr, indices, data);
         let weights: Vec<f64> = samples.iter().map(|s| s.weight.unwrap_or(1.0)).collect();
         Dataset {
+            nonzero: nonzero(features.data()),
             features,
             labels: samples.iter().map(|s| s.label).collect(),
             mass: total(&weights),
@@ -309,27 +318,29 @@ impl Dataset {
     }
 
     /// Builds a data set from compressed-row columns whose rows hold the sample invariants (sorted,
-    /// distinct indices; finite values), as the file reader produces them; the dimension is one past
-    /// the largest index, or `min_dim` if larger.
+    /// distinct indices; finite values), as the file reader produces them. `dim` is one past the
+    /// largest index, and `nonzero` the count of values that are not zero: the reader counts both
+    /// line by line as it parses, where each would otherwise be a pass over every stored value
+    /// (checked in debug builds).
     pub fn from_parts(
-        indptr: Vec<usize>,
-        indices: Vec<u32>,
-        values: Vec<f64>,
+        (indptr, indices, values): (Vec<usize>, Vec<u32>, Vec<f64>),
         labels: Vec<f64>,
         weights: Vec<f64>,
-        min_dim: usize,
+        (dim, nonzero_values): (usize, usize),
     ) -> Dataset {
-        let dim = indices
-            .iter()
-            .max()
-            .map_or(0, |&j| j as usize + 1)
-            .max(min_dim);
+        debug_assert_eq!(
+            dim,
+            indices.iter().max().map_or(0, |&j| j as usize + 1),
+            "the reader's dimension"
+        );
+        debug_assert_eq!(nonzero_values, nonzero(&values), "the reader's count");
         let rows = labels.len();
         Dataset {
             features: CsMatI::new((rows, dim), indptr, indices, values),
             labels,
             mass: total(&weights),
             weights,
+            nonzero: nonzero_values,
         }
     }
 
@@ -353,6 +364,7 @@ impl Dataset {
         }
         let weights: Vec<f64> = rows.iter().map(|&i| self.weights[i]).collect();
         Dataset {
+            nonzero: nonzero(&values),
             features: CsMatI::new((rows.len(), dim), indptr, indices, values),
             labels: rows.iter().map(|&i| self.labels[i]).collect(),
             mass: total(&weights),
@@ -376,7 +388,7 @@ impl Dataset {
 
     /// Stored values that are not zero (an explicit `j:0` in a file is stored, and not counted here).
     pub fn nonzero_values(&self) -> usize {
-        self.features.data().iter().filter(|v| **v != 0.0).count()
+        self.nonzero
     }
 
     /// Rewrites every label as `f(label)` (one class against the rest, for a one-vs-rest fit).
@@ -398,6 +410,7 @@ impl Dataset {
             labels: self.labels,
             weights: self.weights,
             mass: self.mass,
+            nonzero: self.nonzero,
         }
     }
 }

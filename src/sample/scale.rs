@@ -91,6 +91,8 @@ impl Dataset {
         for (&j, v) in indices.iter().zip(values.iter_mut()) {
             *v /= scales.of(j);
         }
+        // A value divided by a large scale can underflow to zero.
+        self.nonzero = super::nonzero(&values);
         self.features = sprs::CsMatI::new(shape, indptr, indices, values);
     }
 }
