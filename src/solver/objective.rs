@@ -32,7 +32,7 @@
 
 use crate::loss::Loss;
 use crate::sample::SampleSet;
-use crate::solver::spread::{map, Spread};
+use crate::solver::spread::{map, own, Spread};
 use crate::sparse::{
     hard_threshold, masked_dot, prefetch, prefetch_all, sparse_axpy, sparse_dot, top_k_indices,
     top_k_indices_of_two_lanes, zeroed_dense, ThresholdScratch,
@@ -468,10 +468,7 @@ impl<S: SampleSet> Walk<'_, S> {
             std::sync::Mutex::new(&mut projected[..]),
         ];
         map(spread, jobs.len(), |c| {
-            let mut duals = jobs[c]
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            project_with_sum(self.data, self.loss, &mut duals, 0.0);
+            project_with_sum(self.data, self.loss, &mut own(&jobs[c]), 0.0);
         });
     }
 

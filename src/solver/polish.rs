@@ -111,10 +111,6 @@ pub struct Polished {
     pub primal_start: f64,
     pub primal: f64,
     pub iterations: usize,
-    /// `x_iS . w_S` of every row at [`Polished::model`] (the intercept not added): what the
-    /// certificate's first walk would compute by a dot product over each whole row, in the same order
-    /// of the same products.
-    pub dots: Vec<f64>,
 }
 
 impl Polished {
@@ -154,6 +150,16 @@ struct Part {
     /// Positions into the support: at most [`MAX_COORDINATES`], so two bytes each.
     pos: Vec<u16>,
     val: Vec<f64>,
+}
+
+impl Part {
+    /// Row `i` (counted from the data set's first row) of this chunk.
+    fn row(&self, i: usize) -> (&[u16], &[f64]) {
+        let local = i - self.first;
+        let start = if local == 0 { 0 } else { self.ptr[local - 1] };
+        let range = start..self.ptr[local];
+        (&self.pos[range.clone()], &self.val[range])
+    }
 }
 
 impl Restricted {
@@ -223,14 +229,6 @@ impl Restricted {
         self.rows
     }
 
-    /// Row `i` of `part` (`i` counted from the data set's first row).
-    fn row(part: &Part, i: usize) -> (&[u16], &[f64]) {
-        let local = i - part.first;
-        let start = if local == 0 { 0 } else { part.ptr[local - 1] };
-        let range = start..part.ptr[local];
-        (&part.pos[range.clone()], &part.val[range])
-    }
-
     /// `x_iS . x[..s] + offset_b` for every row, where `offset_b` is the intercept.
     fn margins(&self, x: &[f64], b: f64, out: &mut Vec<f64>, spread: &dyn Spread) {
         let (rows, chunks) = (self.rows(), self.parts.len());
@@ -238,7 +236,7 @@ impl Restricted {
             let part = &self.parts[c];
             chunk(rows, chunks, c)
                 .map(|i| {
-                    let (pos, val) = Self::row(part, i);
+                    let (pos, val) = part.row(i);
                     let dot: f64 = pos.iter().zip(val).map(|(&p, v)| x[p as usize] * v).sum();
                     dot + b
                 })
@@ -275,6 +273,15 @@ pub fn polish<S: SampleSet>(
     start: &SparseModel,
     spread: &dyn Spread,
 ) -> Result<Polished, PolishOutcome> {
+    polish_on(problem, start, spread).map(|(polished, _)| polished)
+}
+
+/// [`polish`], with the rows restricted to the support it solved on (for [`polish_fit`]'s certificate).
+fn polish_on<S: SampleSet>(
+    problem: &Problem<S>,
+    start: &SparseModel,
+    spread: &dyn Spread,
+) -> Result<(Polished, Restricted), PolishOutcome> {
     if problem.loss.second_derivative(0.0, 1.0).is_none() {
         return Err(PolishOutcome::NonSmoothLoss);
     }
@@ -331,20 +338,19 @@ pub fn polish<S: SampleSet>(
     }
     let intercept = b_of(&x);
     x.truncate(s);
-    // `x_iS . w_S`, the support's entries of each row in ascending order, as a masked dot sums them.
-    let mut dots = Vec::new();
-    rows.margins(&x, 0.0, &mut dots, spread);
-    Ok(Polished {
-        model: SparseModel {
-            support: start.support.clone(),
-            weights: x,
-            intercept,
+    Ok((
+        Polished {
+            model: SparseModel {
+                support: start.support.clone(),
+                weights: x,
+                intercept,
+            },
+            primal_start,
+            primal: f,
+            iterations,
         },
-        primal_start,
-        primal: f,
-        iterations,
-        dots,
-    })
+        rows,
+    ))
 }
 
 /// The Newton system and its buffers, reused across steps.
@@ -399,7 +405,7 @@ impl NewtonScratch {
                 let (first, second) = problem.loss.derivatives(u[i], r.label);
                 let d1 = r.weight * first / n;
                 let d2 = r.weight * second.unwrap_or(0.0) / n;
-                let (pos, val) = Restricted::row(part, i);
+                let (pos, val) = part.row(i);
                 for (a, (&p, &v)) in pos.iter().zip(val).enumerate() {
                     let p = p as usize;
                     g[p] += d1 * v;
@@ -505,7 +511,7 @@ pub fn polish_fit<S: SampleSet>(
     spread: &std::sync::Arc<dyn Spread>,
 ) -> PolishRecord {
     let primal_search = report.certificate.primal;
-    let polished = match polish(problem, &report.model, &**spread) {
+    let (polished, rows) = match polish_on(problem, &report.model, &**spread) {
         Ok(polished) => polished,
         Err(outcome) => return PolishRecord::not_run(outcome, primal_search),
     };
@@ -524,8 +530,13 @@ pub fn polish_fit<S: SampleSet>(
             let mut scratch = CertificateScratch::default();
             scratch.spread = Some(std::sync::Arc::clone(spread));
             let (data, loss) = (problem.data, &problem.loss);
-            // The polish's own margins spare the first walk its dot products (and its reads of
-            // every row, with an intercept).
+            // `x_iS . w_S` over the polish's restricted rows: the products the first walk's masked
+            // dot would take over each whole row, in the same order, so the same margins, without
+            // that walk's dot products (nor, with an intercept, its reads of every row).
+            let mut dots = Vec::new();
+            rows.margins(&model.weights, 0.0, &mut dots, &**spread);
+            // Freed before the walk, as when the polish dropped them itself.
+            drop(rows);
             fused_certificate_with_intercept(
                 data,
                 loss,
@@ -533,7 +544,7 @@ pub fn polish_fit<S: SampleSet>(
                 problem.k,
                 at,
                 None,
-                Some(&polished.dots),
+                Some(&dots),
                 &mut scratch,
             )
             .dual_at_primal

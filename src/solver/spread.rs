@@ -35,6 +35,14 @@ pub trait Spread: Sync + Send + std::fmt::Debug {
     fn run(&self, chunks: usize, job: &(dyn Fn(usize) + Sync));
 }
 
+/// A lock that only its own chunk takes, so a chunk's job can write its part of a shared buffer; a
+/// poisoned lock (a job that panicked, which the spread resumes) is taken as it is.
+pub fn own<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// `job(c)` for every chunk `c` in `0..chunks`, walked by `spread`; the results in chunk order. A
 /// chunk the spread left out is walked here, in turn.
 pub fn map<T: Send>(spread: &dyn Spread, chunks: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
@@ -42,7 +50,7 @@ pub fn map<T: Send>(spread: &dyn Spread, chunks: usize, job: impl Fn(usize) -> T
     spread.run(chunks, &|c| {
         let result = job(c);
         if let Some(slot) = slots.get(c) {
-            *slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(result);
+            *own(slot) = Some(result);
         }
     });
     slots

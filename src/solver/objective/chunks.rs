@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use super::{neutral, zeroed_dense, Walk};
 use crate::sample::SampleSet;
-use crate::solver::spread::{chunk, map, Spread, MIN_CHUNK_ROWS};
+use crate::solver::spread::{chunk, map, own, Spread, MIN_CHUNK_ROWS};
 
 /// The chunks a certificate's walk over `rows` rows is cut into when its caller spreads it: two above
 /// [`MIN_CHUNK_ROWS`] rows, else one (the walk in turn).
@@ -22,13 +22,6 @@ pub(super) fn certificate_chunks(rows: usize) -> usize {
     } else {
         1
     }
-}
-
-/// A lock that only its own chunk takes, so a chunk's job can write its stretch of a shared buffer.
-fn own<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<S: SampleSet> Walk<'_, S> {
@@ -96,7 +89,8 @@ impl<S: SampleSet> Walk<'_, S> {
                 add(&mut conjugates, chunk_conjugates);
             }
         }
-        // Only the entries the second chunk wrote: its untouched pages stay unread zeros.
+        // Only the entries the second chunk wrote are added: its untouched pages are read as zeros and
+        // never written, so they take no memory.
         for (target, &v) in w_tilde.iter_mut().zip(w_tilde_chunk.iter()) {
             if v != 0.0 {
                 *target += v;

@@ -234,7 +234,7 @@ fn the_gather_keeps_each_rows_entries_on_the_support_in_every_chunk() {
                     .zip(r.values)
                     .filter_map(|(j, &v)| support.binary_search(j).ok().map(|at| (at as u16, v)))
                     .collect();
-                let (pos, val) = Restricted::row(part, i);
+                let (pos, val) = part.row(i);
                 let got: Vec<(u16, f64)> = pos.iter().copied().zip(val.iter().copied()).collect();
                 assert_eq!(got, want, "row {i}, support {support:?}");
             }
