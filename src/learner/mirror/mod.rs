@@ -292,11 +292,12 @@ impl<E: PrimalEngine> StreamPrimal<E> {
             let r = sample.row();
             let l = loss.sample(r.label, r.weight);
             let u = self.engine.score(r);
+            let (value, alpha) = l.value_and_dual_of_margin(u);
             let served = batch.served(i, self.core.config.slot);
             self.core
-                .predicted_served(r.label, r.weight, u, l.value(u), served);
+                .predicted_served(r.label, r.weight, u, value, served);
             // The sample the push evicts needs no `evict`: the model keeps no per-sample state.
-            self.core.window.push_ref(sample, l.dual_of_margin(u));
+            self.core.window.push_ref(sample, alpha);
         }
     }
 

@@ -184,9 +184,20 @@ impl MirrorState {
         }
     }
 
-    /// `w.x + b` for one row.
+    /// `w.x + b` for one row: through the support mask ([`masked_dot`], the same sum bit for bit) when
+    /// the mask covers the row, else (a row past the state's dimension) the dense walk, which reads
+    /// the missing weights as zero.
     pub fn score(&self, row: Row<'_>) -> f64 {
-        sparse_dot(row.indices, row.values, &self.w) + self.intercept
+        let covered = row
+            .indices
+            .last()
+            .is_none_or(|&j| (j as usize / 64) < self.support_mask.len());
+        let dot = if covered {
+            masked_dot(row.indices, row.values, &self.w, &self.support_mask)
+        } else {
+            sparse_dot(row.indices, row.values, &self.w)
+        };
+        dot + self.intercept
     }
 
     pub fn set_intercept(&mut self, b: f64) {

@@ -91,7 +91,20 @@ fn the_support_mask_marks_exactly_the_support() {
         let mut support = learner.support.clone();
         support.sort_unstable();
         assert_eq!(marked, support, "after sample {i}");
+        // The intake's score reads `w` through the mask: the dense sum, bit for bit.
+        let dense =
+            crate::sparse::sparse_dot(&s.indices, &s.values, &learner.w) + learner.intercept;
+        assert_eq!(
+            learner.score(s.row()).to_bits(),
+            dense.to_bits(),
+            "after sample {i}"
+        );
     }
+    // A row past the state's dimension (and its mask) is scored on the weights it has.
+    let far = crate::sample::Sample::new(vec![1, 1 << 20], vec![1.0, 1.0], 1.0, None).unwrap();
+    let dense =
+        crate::sparse::sparse_dot(&far.indices, &far.values, &learner.w) + learner.intercept;
+    assert_eq!(learner.score(far.row()).to_bits(), dense.to_bits());
 }
 
 #[test]
