@@ -80,10 +80,10 @@ fn round_trips_and_detects_damage() {
         .unwrap_err()
         .to_string()
         .contains("checksum"));
-    let mut v2 = bytes.clone();
-    v2[8] = 2;
+    let mut v3 = bytes.clone();
+    v3[8] = 3;
     assert!(matches!(
-        decode(&v2, p),
+        decode(&v3, p),
         Err(CheckpointError::Incompatible { .. })
     ));
     assert!(decode(b"hello", p)
@@ -91,6 +91,32 @@ fn round_trips_and_detects_damage() {
         .to_string()
         .contains("magic"));
     assert_eq!(read(&dir.path().join("none")).unwrap(), None);
+}
+
+/// A file of format version 1 (the same body, checked with FNV-1a 64) still reads; each version is
+/// checked with its own checksum.
+#[test]
+fn version_one_files_still_read() {
+    let ckpt = sample_checkpoint();
+    let bytes = encode(&ckpt);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    let p = Path::new("x");
+    let body = &bytes[20..bytes.len() - 8];
+    let fnv = {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in body {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    let mut v1 = bytes.clone();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let at = v1.len() - 8;
+    // Version 1 with version 2's checksum is damage.
+    assert!(decode(&v1, p).unwrap_err().to_string().contains("checksum"));
+    v1[at..].copy_from_slice(&fnv.to_le_bytes());
+    assert_eq!(decode(&v1, p).unwrap(), ckpt);
 }
 
 /// Every checkpoint round-trips bit for bit: random learner states (seeded) drawn with extremes —
