@@ -11,7 +11,7 @@
                    long again to settle, or SETTLE seconds (not in the default list: CASES=global-idle)
   Counters are read after WARMUP seconds and DURATION seconds later. Per node: samples/s, process CPU
   per sample (the learner thread and the rest), cuts completed and abandoned, partial-sum bytes sent
-  and received per second and per proposal, wall time per merge and per own part; per case the
+  and received per second and per proposal, wall time per merge and per own part, the proposer's mean cut time (proposal to sum sent); per case the
   server's bytes and messages per second and slow consumers;
 - cluster_cost: thread CPU of a node's part of a cut and of a merge, 1 to 8 nodes
   (`benches/harness/cluster_cost.rs`).
@@ -187,6 +187,8 @@ def report(name, a, b):
         received = d("thresher_cluster_partial_bytes_total", 'direction="received"')
         gap = value(b, i, "thresher_duality_gap", ['learner="primary"'])
         proposals = complete + abandoned
+        # The proposer's cuts, from proposal to sum sent (the others propose none): mean ms.
+        timed, timed_s = d("thresher_cluster_cut_seconds_count"), d("thresher_cluster_cut_seconds_sum")
 
         def per(x):
             return f"{x / samples * 1e6:.2f}" if samples else "nan"
@@ -197,7 +199,8 @@ def report(name, a, b):
               f"partial_bytes_per_proposal={(sent / proposals if proposals else 0):.0f} "
               f"merge_ms={(merge_s / merges * 1e3 if merges else 0):.3f} merges={merges:.0f} "
               f"partial_ms={(partial_s / proposals * 1e3 if proposals else 0):.3f} parts_reused={reused:.0f} "
-              f"references={references:.0f} gap={gap:.3g}")
+              f"references={references:.0f} cut_ms={(timed_s / timed * 1e3 if timed else 0):.1f} "
+              f"cuts_timed={timed:.0f} gap={gap:.3g}")
     va, vb = a["varz"], b["varz"]
     print(f"case={name} node=server in_bytes_per_s={(vb['in_bytes'] - va['in_bytes']) / dt:.0f} "
           f"out_bytes_per_s={(vb['out_bytes'] - va['out_bytes']) / dt:.0f} "

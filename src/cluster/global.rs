@@ -167,6 +167,8 @@ struct Exchange {
     /// arrive before its proposal on a node the proposal does not list).
     sum_assembling: Option<(Assembly, SumExtras)>,
     sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
+    /// As a proposer: the cut last proposed and when, for `thresher_cluster_cut_seconds`.
+    proposed: Option<(u64, Instant)>,
 }
 
 /// A merged cut's sum as this node holds it: the cut, its proposer, the sum and its extras (the
@@ -240,6 +242,7 @@ impl GlobalModel {
                         if let Some(cut) = self.propose(last_cut).await {
                             last_cut = cut;
                             proposed_at = Some(Instant::now());
+                            exchange.proposed = Some((cut, Instant::now()));
                         }
                     }
                 }
@@ -571,9 +574,11 @@ impl GlobalModel {
                 ..last.clone()
             });
             self.referenced("sum");
+            let cut = proposal.cut;
             self.install(proposal, last.total, last.extras, own, Duration::ZERO)
                 .await;
             self.send(self.subjects.sum.clone(), chunks).await;
+            self.observe_cut(exchange, cut);
             return;
         }
         let config = self.config.clone();
@@ -612,8 +617,23 @@ impl GlobalModel {
             total: total.clone(),
             extras: extras.clone(),
         });
+        let cut = proposal.cut;
         self.install(proposal, total, extras, own, took).await;
         self.send(self.subjects.sum.clone(), chunks).await;
+        self.observe_cut(exchange, cut);
+    }
+
+    /// Records how long cut `cut` took from its proposal here to its sum sent.
+    fn observe_cut(&self, exchange: &mut Exchange, cut: u64) {
+        if let Some((proposed, at)) = exchange.proposed {
+            if proposed == cut {
+                exchange.proposed = None;
+                self.metrics
+                    .cluster_cut_seconds
+                    .with_label_values(&[self.config.name.as_str()])
+                    .observe(at.elapsed().as_secs_f64());
+            }
+        }
     }
 
     async fn on_sum(&self, headers: Option<&HeaderMap>, payload: &[u8], exchange: &mut Exchange) {

@@ -57,6 +57,7 @@
 //! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate (the proposer) and installing the sum less this node's part as its remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
+//! | `thresher_cluster_cut_seconds` | histogram | learner | as the proposer, seconds from a cut's proposal to its sum sent: every listed node's part computed and received, summed, certified and installed here |
 //! | `thresher_cluster_parts_reused_total` | counter | learner | cuts this node answered with its previous part, the learner unchanged since and the cut's model the same (no pass over the window) |
 //! | `thresher_cluster_references_total` | counter | learner, kind | parts (`kind="part"`) and, as the proposer, sums (`kind="sum"`) sent as a reference to the same one of an earlier cut, which the receiver holds, instead of their pairs |
 //! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
@@ -136,6 +137,7 @@ pub struct Metrics {
     pub cluster_partial_seconds: CounterVec,
     pub cluster_merge_seconds: CounterVec,
     pub cluster_merges: IntCounterVec,
+    pub cluster_cut_seconds: HistogramVec,
     pub cluster_parts_reused: IntCounterVec,
     pub cluster_references: IntCounterVec,
     /// Late labels: the label store and what labels found ([`labels`]).
@@ -519,6 +521,7 @@ struct ClusterFamily {
     cluster_partial_seconds: CounterVec,
     cluster_merge_seconds: CounterVec,
     cluster_merges: IntCounterVec,
+    cluster_cut_seconds: HistogramVec,
     cluster_parts_reused: IntCounterVec,
     cluster_references: IntCounterVec,
 }
@@ -551,6 +554,19 @@ fn cluster_family(r: &Registrar) -> ClusterFamily {
             "thresher_cluster_merges_total",
             "Complete cuts merged",
             LEARNER,
+        ),
+        cluster_cut_seconds: r.registered(
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "thresher_cluster_cut_seconds",
+                    "As the proposer, seconds from a cut's proposal to its sum sent",
+                )
+                .buckets(vec![
+                    0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0,
+                ]),
+                LEARNER,
+            )
+            .expect("valid metric"),
         ),
         cluster_parts_reused: r.counter(
             "thresher_cluster_parts_reused_total",
@@ -634,6 +650,7 @@ impl Metrics {
             cluster_partial_seconds: cluster.cluster_partial_seconds,
             cluster_merge_seconds: cluster.cluster_merge_seconds,
             cluster_merges: cluster.cluster_merges,
+            cluster_cut_seconds: cluster.cluster_cut_seconds,
             cluster_parts_reused: cluster.cluster_parts_reused,
             cluster_references: cluster.cluster_references,
             labels: late_labels,

@@ -533,6 +533,18 @@ fn three_nodes_learn_one_exact_model_through_a_server_and_the_proposer_killed() 
             "{name}: {body}"
         );
     }
+    // The proposer times its cuts from proposal to sum sent (the other nodes propose none).
+    let cuts_timed: f64 = nodes
+        .iter()
+        .map(|d| {
+            let (_, text) = d.as_ref().unwrap().get("/metrics");
+            text.lines()
+                .filter_map(|l| l.strip_prefix("thresher_cluster_cut_seconds_count"))
+                .filter_map(|rest| rest.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum();
+    assert!(cuts_timed > 0.0, "no cut timed by its proposer");
     // Idle now, the cluster keeps cutting; once a node's learner stops changing, it answers each cut
     // with its previous part instead of a pass over its window.
     for (name, d) in NODES.iter().zip(&nodes) {
