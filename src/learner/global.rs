@@ -447,6 +447,39 @@ mod tests {
         }
     }
 
+    /// A part's loss sum is the dense walk's, bit for bit: its margins read the cut model's weights
+    /// through the support's bit mask, and a feature of the model this node never saw counts zero.
+    #[test]
+    fn a_part_sums_the_losses_of_the_dense_margins_bit_for_bit() {
+        use crate::sample::SampleSet;
+        let c = config(LossKind::Logistic, true);
+        let mut node = learner(&c, &samples(3, 60, true));
+        let mut at = node.cut_model().unwrap();
+        assert!(!at.support.is_empty());
+        // A feature far past this node's window.
+        at.support.push(1 << 16);
+        at.weights.push(0.5);
+        let part = node.partial_sums(&at).unwrap();
+        let mut w = vec![0.0; 64];
+        for (&j, &v) in at.support.iter().zip(&at.weights) {
+            if let Some(x) = w.get_mut(j as usize) {
+                *x = v;
+            }
+        }
+        let window = node.window();
+        let dense: f64 = (0..window.len())
+            .map(|i| {
+                let r = window.row(i);
+                let u = crate::sparse::sparse_dot(r.indices, r.values, &w);
+                c.loss.sample(r.label, r.weight).value(u + at.intercept)
+            })
+            .sum();
+        assert_eq!(part.loss_sum.to_bits(), dense.to_bits());
+        // And again: the mask was left clear for the next part.
+        let again = node.partial_sums(&at).unwrap();
+        assert_eq!(again.loss_sum.to_bits(), dense.to_bits());
+    }
+
     /// The same parts in the same order give the same bits; a node's remote sums are the others' parts.
     #[test]
     fn the_same_parts_give_the_same_bits() {

@@ -29,8 +29,8 @@ use crate::model::Model;
 use crate::sample::{Row, SampleBlock, SampleRef, SampleSet};
 use crate::solver::driver::SparseModel;
 use crate::solver::objective::{
-    conjugate_sum, fused_certificate_with_intercept, margins_into, masked_margins_into,
-    project_with_sum, CertificateScratch,
+    fused_certificate_with_intercept, masked_margins_into, project_rows_with_sum,
+    CertificateScratch,
 };
 use crate::solver::sdiht::intercept::newton_intercept;
 use crate::solver::sdiht::{prefetch_row, theory_step, BlockStep, DualIterate};
@@ -40,6 +40,8 @@ use crate::sparse::{grow_dense, masked_dot, prefetch, sparse_axpy, zero_dense};
 /// How many rows ahead an insert prefetches the samples leaving the window (their targets in `z`;
 /// twice that, the rows themselves).
 const EVICT_PREFETCH_ROWS_AHEAD: usize = 4;
+/// How many rows ahead a cut's part fetches its rows' targets in `cut_z`, and (twice that) the rows.
+const CUT_PREFETCH_ROWS_AHEAD: usize = 4;
 
 /// SDIHT over a sliding window (see the module docs).
 #[derive(Debug)]
@@ -82,6 +84,10 @@ pub struct StreamSdiht {
     /// between cuts.
     cut_w: Vec<f64>,
     cut_z: Vec<f64>,
+    /// The cut model's support within `cut_w` (the indices this node has seen).
+    cut_support: Vec<u32>,
+    /// `(label, weight)` of every window row while a part is taken.
+    cut_rows: Vec<(f64, f64)>,
     /// A member of a grid sharing one window ([`member`]): its duals while another member holds the
     /// window; empty otherwise.
     parked: Vec<f64>,
@@ -205,6 +211,8 @@ impl StreamSdiht {
             remote_recomputes: 0,
             cut_w: Vec::new(),
             cut_z: Vec::new(),
+            cut_support: Vec::new(),
+            cut_rows: Vec::new(),
             parked: Vec::new(),
             parked_w: Vec::new(),
             rethreshold_due: false,
@@ -405,20 +413,35 @@ impl StreamingLearner for StreamSdiht {
         grow_dense(&mut self.cut_w, d);
         grow_dense(&mut self.cut_z, d);
         // Features this node never saw cannot reach a margin here.
+        self.cut_support.clear();
         for (&j, &v) in at.support.iter().zip(&at.weights) {
             if let Some(w) = self.cut_w.get_mut(j as usize) {
                 *w = v;
+                self.cut_support.push(j);
             }
         }
-        margins_into(window, &self.cut_w, &mut self.projected);
+        // `cut_w` is zero off `cut_support`: each margin tests the support's bit mask (d/8 bytes)
+        // before reading `cut_w` (8d bytes), the same sums as the dense walk, bit for bit.
+        masked_margins_into(
+            window,
+            &self.cut_w,
+            &self.cut_support,
+            &mut self.it.coord_mask,
+            &mut self.projected,
+        );
+        // Each row's label and weight, read from its slot once for the passes below (the
+        // projection's Newton passes read them again and again).
+        self.cut_rows.clear();
+        self.cut_rows.extend((0..window.len()).map(|i| {
+            let r = window.row(i);
+            (r.label, r.weight)
+        }));
+        let rows = &self.cut_rows;
         let loss_sum: f64 = self
             .projected
             .iter()
-            .enumerate()
-            .map(|(i, &u)| {
-                let r = window.row(i);
-                c.loss.sample(r.label, r.weight).value(u + at.intercept)
-            })
+            .zip(rows)
+            .map(|(&u, &(y, weight))| c.loss.sample(y, weight).value(u + at.intercept))
             .sum();
         for &j in &at.support {
             if let Some(w) = self.cut_w.get_mut(j as usize) {
@@ -428,10 +451,27 @@ impl StreamingLearner for StreamSdiht {
         self.projected.clear();
         self.projected.extend_from_slice(window.alphas());
         if c.intercept {
-            project_with_sum(window, &c.loss, &mut self.projected, 0.0);
+            project_rows_with_sum(&c.loss, &mut self.projected, 0.0, |i| rows[i]);
         }
-        let conj_sum = conjugate_sum(window, &c.loss, &self.projected);
+        // The terms of `objective::conjugate_sum`, in its order.
+        let conj_sum: f64 = self
+            .projected
+            .iter()
+            .zip(rows)
+            .map(|(&alpha, &(y, weight))| c.loss.sample(y, weight).conjugate(alpha))
+            .sum();
+        // Rows and their targets in `cut_z` (8 MiB at d = 2^20) fetched ahead, as the block steps
+        // do: each slot is its own allocation, and each target a miss waited for in turn otherwise.
+        let n = self.projected.len();
         for (i, &alpha) in self.projected.iter().enumerate() {
+            if i + 2 * CUT_PREFETCH_ROWS_AHEAD < n {
+                prefetch_row(window.row(i + 2 * CUT_PREFETCH_ROWS_AHEAD));
+            }
+            if i + CUT_PREFETCH_ROWS_AHEAD < n {
+                for &j in window.row(i + CUT_PREFETCH_ROWS_AHEAD).indices {
+                    prefetch(&self.cut_z, j as usize);
+                }
+            }
             let r = window.row(i);
             sparse_axpy(alpha, r.indices, r.values, &mut self.cut_z);
         }
