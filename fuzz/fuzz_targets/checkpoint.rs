@@ -1,23 +1,13 @@
 //! The checkpoint reader on arbitrary bytes: it returns an error or a checkpoint, never panics, and
 //! what it returns re-encodes to bytes that decode to the same names and window. Half of the inputs are
-//! wrapped in a valid envelope (magic, format version, length, FNV-1a checksum) so the fuzzer reaches
-//! the header and window parser behind the checksum.
+//! wrapped in a valid envelope (magic, format version, length, checksum: format 1's FNV-1a or format
+//! 2's XXH3, by the mode byte) so the fuzzer reaches the header and window parser behind the checksum.
 #![no_main]
 
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use thresher::daemon::checkpoint::{decode, encode, FORMAT_VERSION, MAGIC};
-
-/// FNV-1a, 64 bit: the checkpoint's checksum.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+use thresher::daemon::checkpoint::{checksum, decode, encode, FNV_VERSION, FORMAT_VERSION, MAGIC};
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.ckpt");
@@ -28,12 +18,17 @@ fuzz_target!(|data: &[u8]| {
     let bytes = if mode & 1 == 0 {
         rest.to_vec()
     } else {
+        let version = if mode & 2 == 0 {
+            FNV_VERSION
+        } else {
+            FORMAT_VERSION
+        };
         let mut b = Vec::with_capacity(rest.len() + 28);
         b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&(rest.len() as u64).to_le_bytes());
         b.extend_from_slice(rest);
-        b.extend_from_slice(&fnv1a(rest).to_le_bytes());
+        b.extend_from_slice(&checksum(version, rest).to_le_bytes());
         b
     };
     if let Ok(ckpt) = decode(&bytes, path) {

@@ -433,8 +433,8 @@ fn every_tick_until(interval: Duration, stop: &AtomicBool, mut on_tick: impl FnM
 
 pub mod format;
 pub use format::{
-    decode, encode, path_in, Checkpoint, LearnerCheckpoint, LearnerIdentity, FILE_NAME,
-    FORMAT_VERSION, MAGIC,
+    checksum, decode, encode, path_in, Checkpoint, LearnerCheckpoint, LearnerIdentity, FILE_NAME,
+    FNV_VERSION, FORMAT_VERSION, MAGIC,
 };
 mod files;
 pub use files::{check_writable, read, write};

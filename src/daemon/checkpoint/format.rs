@@ -246,8 +246,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// The checksum of `body` in format `version` (1 or 2).
-fn checksum(version: u32, body: &[u8]) -> u64 {
+/// The checksum of `body` in format `version` ([`FNV_VERSION`] or [`FORMAT_VERSION`]).
+pub fn checksum(version: u32, body: &[u8]) -> u64 {
     if version == FNV_VERSION {
         fnv1a(body)
     } else {
