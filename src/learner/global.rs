@@ -39,6 +39,9 @@
 //! which is the nodes' name order: every node that holds the same parts computes the same certificate
 //! and threshold bit for bit.
 
+mod sums;
+pub use sums::{merge_add, sum_sparse};
+
 use crate::solver::driver::SparseModel;
 use crate::solver::sdiht::DualIterate;
 use crate::solver::Certificate;
@@ -209,75 +212,6 @@ impl CutProgress {
         }
         self.idle_cuts < CUT_PATIENCE
     }
-}
-
-/// The sum of sparse vectors (each in ascending index order), added in the order given: the same
-/// bits as folding [`merge_add`] over them from an empty vector (a coordinate held by one vector keeps
-/// its value; one held by several is `((v_1 + v_2) + v_3) ...` in their order; a sum that cancels
-/// stays, as `0.0`), in one pass per vector into a dense accumulator and a bit mask of the coordinates
-/// held. Why: a cut's parts hold most of `d = 2^20` coordinates each, and the fold's merges (a branch
-/// per pair that the predictor loses, and a new vector per part) were the proposer's largest cost
-/// of a cut after the window passes.
-pub fn sum_sparse<'a>(
-    vectors: impl IntoIterator<Item = &'a [(u32, f64)]> + Clone,
-) -> Vec<(u32, f64)> {
-    let dim = vectors
-        .clone()
-        .into_iter()
-        .filter_map(|v| v.last())
-        .map(|&(j, _)| j as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut total = vec![0.0f64; dim];
-    let mut held = vec![0u64; dim.div_ceil(64)];
-    let mut count = 0;
-    for v in vectors {
-        for &(j, x) in v {
-            let (j, bit) = (j as usize, 1u64 << (j % 64));
-            if held[j / 64] & bit != 0 {
-                total[j] += x;
-            } else {
-                held[j / 64] |= bit;
-                total[j] = x;
-                count += 1;
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(count);
-    for (w, &word) in held.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let j = w * 64 + bits.trailing_zeros() as usize;
-            out.push((j as u32, total[j]));
-            bits &= bits - 1;
-        }
-    }
-    out
-}
-
-/// `a + b` for two sparse vectors in ascending index order (each coordinate `a_j + b_j`, in that
-/// order, so the result's bits depend only on the order of the operands): the definition that
-/// [`sum_sparse`] and [`RemoteSums::without`] compute faster, and which their tests hold them to.
-pub fn merge_add(a: &[(u32, f64)], b: &[(u32, f64)]) -> Vec<(u32, f64)> {
-    let mut out = Vec::with_capacity(a.len().max(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let ((ja, va), (jb, vb)) = (a[i], b[j]);
-        if ja < jb {
-            out.push((ja, va));
-            i += 1;
-        } else if jb < ja {
-            out.push((jb, vb));
-            j += 1;
-        } else {
-            out.push((ja, va + vb));
-            i += 1;
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
 }
 
 /// The parts summed in the order given (the nodes' name order): the union's `N`, `M`, loss and
@@ -496,17 +430,6 @@ mod tests {
                 assert_eq!(bits(&remote.z), bits(&merged), "round {round}");
             }
         }
-    }
-
-    #[test]
-    fn merge_add_sums_the_common_indices_and_keeps_the_others() {
-        let a = [(1, 1.0), (4, 2.0)];
-        let b = [(0, 0.5), (4, -2.0), (9, 3.0)];
-        assert_eq!(
-            merge_add(&a, &b),
-            vec![(0, 0.5), (1, 1.0), (4, 0.0), (9, 3.0)]
-        );
-        assert_eq!(merge_add(&[], &b), b.to_vec());
     }
 
     /// Three shards' parts at one model give the same P, D and gap as one window holding all their
