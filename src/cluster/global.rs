@@ -574,11 +574,10 @@ impl GlobalModel {
                 ..last.clone()
             });
             self.referenced("sum");
-            let cut = proposal.cut;
+            self.send(self.subjects.sum.clone(), chunks).await;
+            self.observe_cut(exchange, proposal.cut);
             self.install(proposal, last.total, last.extras, own, Duration::ZERO)
                 .await;
-            self.send(self.subjects.sum.clone(), chunks).await;
-            self.observe_cut(exchange, cut);
             return;
         }
         let config = self.config.clone();
@@ -617,10 +616,11 @@ impl GlobalModel {
             total: total.clone(),
             extras: extras.clone(),
         });
-        let cut = proposal.cut;
-        self.install(proposal, total, extras, own, took).await;
+        // The sum goes out first: the other nodes install it while this one does (its install takes
+        // the learner's lock and a pass over the window).
         self.send(self.subjects.sum.clone(), chunks).await;
-        self.observe_cut(exchange, cut);
+        self.observe_cut(exchange, proposal.cut);
+        self.install(proposal, total, extras, own, took).await;
     }
 
     /// Records how long cut `cut` took from its proposal here to its sum sent.

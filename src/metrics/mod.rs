@@ -57,7 +57,7 @@
 //! | `thresher_cluster_partial_seconds_total` | counter | learner | seconds computing this node's parts (under its learner lock) |
 //! | `thresher_cluster_merge_seconds_total` | counter | learner | seconds summing a complete cut's parts into its certificate (the proposer) and installing the sum less this node's part as its remote part |
 //! | `thresher_cluster_merges_total` | counter | learner | complete cuts merged |
-//! | `thresher_cluster_cut_seconds` | histogram | learner | as the proposer, seconds from a cut's proposal to its sum sent: every listed node's part computed and received, summed, certified and installed here |
+//! | `thresher_cluster_cut_seconds` | histogram | learner | as the proposer, seconds from a cut's proposal to its sum sent: every listed node's part computed and received, summed and certified (each node, the proposer too, then installs the sum) |
 //! | `thresher_cluster_parts_reused_total` | counter | learner | cuts this node answered with its previous part, the learner unchanged since and the cut's model the same (no pass over the window) |
 //! | `thresher_cluster_references_total` | counter | learner, kind | parts (`kind="part"`) and, as the proposer, sums (`kind="sum"`) sent as a reference to the same one of an earlier cut, which the receiver holds, instead of their pairs |
 //! | `thresher_label_store_samples`, `thresher_label_store_bytes` | gauge | | late labels: predicted samples with an id waiting for their label, and their bytes (`[labels]`) |
