@@ -167,7 +167,8 @@ struct Exchange {
     /// arrive before its proposal on a node the proposal does not list).
     sum_assembling: Option<(Assembly, SumExtras)>,
     sum_ready: Option<(u64, Arc<PartialSums>, SumExtras)>,
-    /// As a proposer: the cut last proposed and when, for `thresher_cluster_cut_seconds`.
+    /// As a proposer: the cut last proposed and when (a cut pending past the patience is abandoned;
+    /// a complete one is timed in `thresher_cluster_cut_seconds`).
     proposed: Option<(u64, Instant)>,
 }
 
@@ -226,7 +227,6 @@ impl GlobalModel {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut exchange = Exchange::default();
         let mut last_cut = 0;
-        let mut proposed_at: Option<Instant> = None;
         let patience = (PATIENCE_INTERVALS * self.interval).max(MIN_PATIENCE);
         loop {
             tokio::select! {
@@ -235,13 +235,12 @@ impl GlobalModel {
                     // One cut at a time: a new proposal would abandon the one in progress, so under
                     // load (parts slower than the interval) no cut would ever complete. A cut that
                     // has not completed within `patience` (a node died mid-cut) is abandoned.
-                    let pending = proposed_at.is_some_and(|at| {
+                    let pending = exchange.proposed.is_some_and(|(_, at)| {
                         exchange.merged != Some(last_cut) && at.elapsed() < patience
                     });
                     if !pending {
                         if let Some(cut) = self.propose(last_cut).await {
                             last_cut = cut;
-                            proposed_at = Some(Instant::now());
                             exchange.proposed = Some((cut, Instant::now()));
                         }
                     }
@@ -627,7 +626,6 @@ impl GlobalModel {
     fn observe_cut(&self, exchange: &mut Exchange, cut: u64) {
         if let Some((proposed, at)) = exchange.proposed {
             if proposed == cut {
-                exchange.proposed = None;
                 self.metrics
                     .cluster_cut_seconds
                     .with_label_values(&[self.config.name.as_str()])

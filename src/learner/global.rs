@@ -114,29 +114,16 @@ impl RemoteSums {
     pub fn without(total: &PartialSums, own: &PartialSums, nodes: usize) -> RemoteSums {
         // `merge_add(total, -own)` with its zeros dropped, in one merge without the negated copy.
         let mut z = Vec::with_capacity(total.z.len());
-        let (t, o) = (&total.z, &own.z);
-        let (mut a, mut b) = (0, 0);
-        let mut keep = |j: u32, v: f64| {
+        sums::merge_with(&total.z, &own.z, |j, t, o| {
+            let v = match (t, o) {
+                (Some(t), Some(o)) => t + -o,
+                (Some(t), None) => t,
+                (None, o) => -o.unwrap_or(0.0),
+            };
             if v != 0.0 {
                 z.push((j, v));
             }
-        };
-        while a < t.len() && b < o.len() {
-            let ((ja, va), (jb, vb)) = (t[a], o[b]);
-            if ja < jb {
-                keep(ja, va);
-                a += 1;
-            } else if jb < ja {
-                keep(jb, -vb);
-                b += 1;
-            } else {
-                keep(ja, va + -vb);
-                a += 1;
-                b += 1;
-            }
-        }
-        t[a..].iter().for_each(|&(j, v)| keep(j, v));
-        o[b..].iter().for_each(|&(j, v)| keep(j, -v));
+        });
         RemoteSums {
             samples: total.samples.saturating_sub(own.samples),
             mass: total.mass - own.mass,

@@ -106,10 +106,24 @@ pub fn sq_norm(w: &[f64]) -> f64 {
 
 /// `sum_i c_i l*(alpha_i / c_i)` (the unnormalised conjugate sum).
 pub fn conjugate_sum<S: SampleSet>(data: &S, loss: &Loss, alpha: &[f64]) -> f64 {
-    (0..data.len())
-        .map(|i| {
-            let r = data.row(i);
-            loss.sample(r.label, r.weight).conjugate(alpha[i])
+    conjugate_sum_of_rows(loss, &alpha[..data.len()], |i| {
+        let r = data.row(i);
+        (r.label, r.weight)
+    })
+}
+
+/// [`conjugate_sum`] over any rows described by `(label, weight)` of row `i`, in row order.
+pub fn conjugate_sum_of_rows(
+    loss: &Loss,
+    alpha: &[f64],
+    label_weight: impl Fn(usize) -> (f64, f64),
+) -> f64 {
+    alpha
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let (y, c) = label_weight(i);
+            loss.sample(y, c).conjugate(a)
         })
         .sum()
 }

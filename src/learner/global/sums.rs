@@ -51,24 +51,40 @@ pub fn sum_sparse<'a>(
 /// [`sum_sparse`] and [`super::RemoteSums::without`] compute faster, and which their tests hold them to.
 pub fn merge_add(a: &[(u32, f64)], b: &[(u32, f64)]) -> Vec<(u32, f64)> {
     let mut out = Vec::with_capacity(a.len().max(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let ((ja, va), (jb, vb)) = (a[i], b[j]);
+    merge_with(a, b, |j, x, y| {
+        let v = match (x, y) {
+            (Some(x), Some(y)) => x + y,
+            (x, y) => x.or(y).unwrap_or(0.0),
+        };
+        out.push((j, v));
+    });
+    out
+}
+
+/// Walks two sparse vectors in ascending index order, calling `each(j, a_j, b_j)` once for every
+/// coordinate either holds, in index order (`None` where one does not hold it).
+pub(super) fn merge_with(
+    a: &[(u32, f64)],
+    b: &[(u32, f64)],
+    mut each: impl FnMut(u32, Option<f64>, Option<f64>),
+) {
+    let (mut i, mut k) = (0, 0);
+    while i < a.len() && k < b.len() {
+        let ((ja, va), (jb, vb)) = (a[i], b[k]);
         if ja < jb {
-            out.push((ja, va));
+            each(ja, Some(va), None);
             i += 1;
         } else if jb < ja {
-            out.push((jb, vb));
-            j += 1;
+            each(jb, None, Some(vb));
+            k += 1;
         } else {
-            out.push((ja, va + vb));
+            each(ja, Some(va), Some(vb));
             i += 1;
-            j += 1;
+            k += 1;
         }
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
+    a[i..].iter().for_each(|&(j, v)| each(j, Some(v), None));
+    b[k..].iter().for_each(|&(j, v)| each(j, None, Some(v)));
 }
 
 #[cfg(test)]
